@@ -1,0 +1,5 @@
+"""`ptt` command line (filled in by the core)."""
+
+
+def main() -> int:
+    raise SystemExit("ptt: not built yet")

@@ -1,0 +1,1 @@
+"""The engine: compile, validate, bench, audit, docs, stages, device. A plain typed library."""

@@ -1,0 +1,109 @@
+"""The SPEC contract every reference kernel module fills in.
+
+A SPEC is the single source of truth for one op: tests, benchmarks, ``python -m reference_kernels`` and
+the ptt tools all read it. A module ends with::
+
+    SPEC = KernelSpec(...)
+    get_test_cases, get_bench_cases, bytes_moved, flops = SPEC.exports()
+
+so the file is also a valid reference module for ``ptt validate`` / ``ptt bench``
+(``get_test_cases() -> dict[label, list[args]]``, ``bytes_moved(*args)``, ``flops(*args)``).
+Nothing here allocates at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+Dims = Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One labelled problem size. ``label`` names the code path it exercises."""
+
+    label: str
+    dims: dict[str, int]
+    # Cheap enough for the Triton interpreter on a CPU (CI). Large cases run on the GPU only.
+    small: bool = True
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    summary: str
+    # make_inputs(dims, dtype, device) -> tuple of call arguments; uses torch's global RNG so a caller
+    # that seeds it gets reproducible inputs.
+    make_inputs: Callable[[Dims, torch.dtype, str], tuple[Any, ...]]
+    reference: Callable[..., Any]
+    # stage number -> public function with the reference's signature. The highest stage is the best.
+    stages: Mapping[int, Callable[..., Any]]
+    cases: tuple[Case, ...]
+    bench_cases: tuple[Case, ...]
+    dtypes: tuple[torch.dtype, ...]
+    # dtypes the CPU interpreter computes faithfully (numpy has no bfloat16).
+    interpreter_dtypes: tuple[torch.dtype, ...]
+    tolerances: Mapping[torch.dtype, Tolerance]
+    # Fewest bytes the op must move through device memory, and its floating-point operations.
+    bytes_moved: Callable[[Dims, torch.dtype], int]
+    flops: Callable[[Dims, torch.dtype], int]
+    # dims_of(*args) -> dims: reads the sizes back off a call's arguments (inverse of make_inputs).
+    dims_of: Callable[..., Dims]
+    # Indices of arguments that take gradients; empty means forward only.
+    grad_inputs: tuple[int, ...] = ()
+    # The bar this kernel is held to on the GPU, in words, for the README table.
+    bar: str = ""
+    # Extra keyword arguments a dims mapping implies (e.g. causal=True), passed to every callable.
+    call_kwargs: Callable[[Dims], dict[str, Any]] = field(default=lambda dims: {})
+
+    @property
+    def has_backward(self) -> bool:
+        return bool(self.grad_inputs)
+
+    @property
+    def best(self) -> Callable[..., Any]:
+        return self.stages[max(self.stages)]
+
+    def default_device(self) -> str:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def default_dtype(self) -> torch.dtype:
+        return self.dtypes[0] if torch.cuda.is_available() else self.interpreter_dtypes[0]
+
+    def inputs_for(self, case: Case, dtype: torch.dtype | None = None, device: str | None = None) -> tuple:
+        return self.make_inputs(case.dims, dtype or self.default_dtype(), device or self.default_device())
+
+    def exports(self) -> tuple[Callable[[], dict], Callable[[], dict], Callable[..., int], Callable[..., int]]:
+        """Module-level hooks that make the kernel file a reference module for the ptt tools."""
+
+        def get_test_cases() -> dict[str, list[Any]]:
+            small_only = not torch.cuda.is_available()
+            return {c.label: list(self.inputs_for(c)) for c in self.cases if c.small or not small_only}
+
+        def get_bench_cases() -> dict[str, list[Any]]:
+            return {c.label: list(self.inputs_for(c)) for c in self.bench_cases}
+
+        def bytes_moved(*args: Any) -> int:
+            return int(self.bytes_moved(self.dims_of(*args), _dtype_of(args)))
+
+        def flops(*args: Any) -> int:
+            return int(self.flops(self.dims_of(*args), _dtype_of(args)))
+
+        return get_test_cases, get_bench_cases, bytes_moved, flops
+
+
+def _dtype_of(args: tuple[Any, ...]) -> torch.dtype:
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            return a.dtype
+    return torch.float32
