@@ -1,0 +1,252 @@
+"""Trusted comparison of a candidate's outputs with the reference's, in float64, in the parent process.
+
+The verdict for a floating output has two parts, both required:
+
+1. Elementwise: ``|cand − truth| ≤ atol + rtol·|truth| + k·max|ref − truth|`` where ``truth`` is the
+   reference computed in float64 and ``ref`` the reference in the native dtype. The last term is PyTorch's
+   own worst error in this dtype: a kernel may be as far off as PyTorch itself is, ``k`` times over.
+2. Norm: ``‖cand − truth‖ / ‖truth‖ ≤ max(k·‖ref − truth‖ / ‖truth‖, floor[dtype])``. An all-zero or
+   constant output has a relative norm error near 1 and fails here even when values are tiny enough to
+   slip under an absolute tolerance.
+
+NaN and ±Inf positions must agree with the reference's (a NaN is allowed where either reference has one,
+and required where both do). Integer and bool outputs must match exactly. Tensors are processed in chunks
+so a 2^28-element output does not need gigabytes of float64 temporaries.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from mcp_server.models import Finding, FindingKind, Severity
+
+# (atol, rtol) per dtype when the reference module gives none: a little looser than torch.testing's
+# defaults for float32 (kernels reorder reductions and use fast exp/div), the same for 16-bit types.
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-10, 1e-7),
+    "float32": (1e-5, 1e-5),
+    "float16": (1e-5, 1e-3),
+    "bfloat16": (1e-5, 1.6e-2),
+}
+# Relative-norm error a correct kernel may always have, about a few units in the last place.
+NORM_FLOOR: dict[str, float] = {"float64": 1e-12, "float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}
+# How many times PyTorch's own error a candidate may have.
+TORCH_ERROR_FACTOR = 4.0
+CHUNK = 1 << 22
+MAX_BAD_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+    norm_floor: float
+    factor: float = TORCH_ERROR_FACTOR
+
+
+def tolerance_for(dtype: torch.dtype, overrides: dict[str, tuple[float, float]] | None = None) -> Tolerance:
+    name = str(dtype).replace("torch.", "")
+    atol, rtol = (overrides or {}).get(name) or DEFAULT_TOLERANCES.get(name, (1e-5, 1e-5))
+    floor = NORM_FLOOR.get(name, 1e-5)
+    # A user's looser rtol loosens the norm floor with it.
+    return Tolerance(atol=float(atol), rtol=float(rtol), norm_floor=max(floor, float(rtol) / 2))
+
+
+@dataclass
+class BadElement:
+    index: list[int]
+    got: float
+    expected: float
+
+
+@dataclass
+class TensorComparison:
+    ok: bool
+    numel: int
+    mismatches: int = 0
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    rel_norm_err: float = 0.0
+    torch_rel_norm_err: float = 0.0
+    nan_mismatches: int = 0
+    uninitialized: int = 0
+    nondeterministic: int = 0
+    bitwise_diff: int = 0
+    first_bad: list[BadElement] | None = None
+    problem: FindingKind | None = None
+    note: str = ""
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    out = []
+    for dim in reversed(shape):
+        out.append(flat % dim if dim else 0)
+        flat //= dim if dim else 1
+    return list(reversed(out))
+
+
+def _chunks(n: int):
+    for start in range(0, n, CHUNK):
+        yield start, min(n, start + CHUNK)
+
+
+def compare_tensor(
+    cand: torch.Tensor,
+    ref: torch.Tensor,
+    ref64: torch.Tensor | None,
+    tol: Tolerance,
+    second: torch.Tensor | None = None,
+) -> TensorComparison:
+    """Compare one output. ``second`` is the candidate's output from a repeat call with a different poison."""
+    n = ref.numel()
+    if tuple(cand.shape) != tuple(ref.shape):
+        return TensorComparison(
+            ok=False,
+            numel=n,
+            problem=FindingKind.shape_mismatch,
+            note=f"shape {tuple(cand.shape)} where the reference has {tuple(ref.shape)}",
+        )
+    result = TensorComparison(ok=True, numel=n)
+    shape = tuple(ref.shape)
+    c_all = cand.reshape(-1)
+    r_all = ref.reshape(-1)
+    g_all = (ref64 if ref64 is not None else ref).reshape(-1)
+    s_all = second.reshape(-1) if second is not None and tuple(second.shape) == shape else None
+    exact = not (ref.is_floating_point() or ref.is_complex())
+    bad: list[BadElement] = []
+
+    if exact:
+        for lo, hi in _chunks(n):
+            c, r = c_all[lo:hi], r_all[lo:hi]
+            if c.dtype != r.dtype:
+                c = c.to(r.dtype)
+            wrong = c != r
+            count = int(wrong.sum())
+            if count:
+                result.mismatches += count
+                for idx in torch.nonzero(wrong).flatten()[: MAX_BAD_SHOWN - len(bad)].tolist():
+                    bad.append(BadElement(_unravel(lo + idx, shape), float(c[idx]), float(r[idx])))
+            if s_all is not None:
+                result.bitwise_diff += int((s_all[lo:hi].to(c.dtype) != c).sum())
+        result.nondeterministic = result.bitwise_diff
+        result.ok = result.mismatches == 0 and result.nondeterministic == 0
+        if result.mismatches:
+            result.problem = FindingKind.mismatch
+        elif result.nondeterministic:
+            result.problem = FindingKind.nondeterministic
+        result.first_bad = bad or None
+        return result
+
+    # Pass 1: PyTorch's own error (max and norm) and the truth's norm.
+    max_torch_err = 0.0
+    sq_truth = sq_torch = 0.0
+    for lo, hi in _chunks(n):
+        r, g = r_all[lo:hi].double(), g_all[lo:hi].double()
+        fin = torch.isfinite(r) & torch.isfinite(g)
+        diff = (r - g)[fin].abs()
+        if diff.numel():
+            max_torch_err = max(max_torch_err, float(diff.max()))
+        sq_torch += float((diff * diff).sum())
+        gf = g[fin]
+        sq_truth += float((gf * gf).sum())
+    slack = tol.factor * max_torch_err
+    truth_norm = math.sqrt(sq_truth)
+    result.torch_rel_norm_err = math.sqrt(sq_torch) / truth_norm if truth_norm > 0 else 0.0
+
+    # Pass 2: the candidate.
+    sq_err = 0.0
+    for lo, hi in _chunks(n):
+        c, r, g = c_all[lo:hi].double(), r_all[lo:hi].double(), g_all[lo:hi].double()
+        c_nan, r_nan, g_nan = torch.isnan(c), torch.isnan(r), torch.isnan(g)
+        # Unwritten elements: NaN poison on the first call and the finite sentinel on the second.
+        if s_all is not None:
+            s = s_all[lo:hi].double()
+            sentinel = float(torch.tensor(12345.0, dtype=cand.dtype).double())
+            unwritten = c_nan & (s == sentinel) & ~(r_nan & g_nan)
+            result.uninitialized += int(unwritten.sum())
+        else:
+            unwritten = torch.zeros_like(c_nan)
+        nan_bad = (c_nan & ~(r_nan | g_nan) & ~unwritten) | (~c_nan & r_nan & g_nan)
+        c_inf, r_inf, g_inf = torch.isinf(c), torch.isinf(r), torch.isinf(g)
+        inf_ok = (r_inf & (torch.sign(r) == torch.sign(c))) | (g_inf & (torch.sign(g) == torch.sign(c)))
+        inf_bad = (c_inf & ~inf_ok) | (~c_inf & ~c_nan & r_inf & g_inf)
+        result.nan_mismatches += int((nan_bad | inf_bad).sum())
+        fin = torch.isfinite(c) & torch.isfinite(g)
+        err = torch.where(fin, (c - g).abs(), torch.zeros_like(c))
+        bound = tol.atol + tol.rtol * g.abs() + slack
+        value_bad = fin & (err > bound)
+        result.mismatches += int(value_bad.sum())
+        if fin.any():
+            result.max_abs_err = max(result.max_abs_err, float(err.max()))
+            rel = err / (g.abs() + tol.atol)
+            result.max_rel_err = max(result.max_rel_err, float(rel[fin].max()))
+        sq_err += float((err * err).sum())
+        any_bad = value_bad | nan_bad | inf_bad | unwritten
+        if len(bad) < MAX_BAD_SHOWN and any_bad.any():
+            for idx in torch.nonzero(any_bad).flatten()[: MAX_BAD_SHOWN - len(bad)].tolist():
+                bad.append(BadElement(_unravel(lo + idx, shape), float(c[idx]), float(g[idx])))
+        if s_all is not None:
+            s = s_all[lo:hi].double()
+            both_nan = c_nan & torch.isnan(s)
+            differs = ~((c == s) | both_nan) & ~unwritten
+            result.bitwise_diff += int(differs.sum())
+            far = differs & ((c - s).abs() > bound) | (differs & (torch.isnan(c) != torch.isnan(s)))
+            result.nondeterministic += int((far & ~unwritten).sum())
+    result.rel_norm_err = math.sqrt(sq_err) / truth_norm if truth_norm > 0 else 0.0
+    norm_limit = max(tol.factor * result.torch_rel_norm_err, tol.norm_floor)
+    norm_bad = truth_norm > 0 and result.rel_norm_err > norm_limit
+    result.first_bad = bad or None
+    if result.uninitialized:
+        result.problem = FindingKind.uninitialized_output
+    elif result.nan_mismatches:
+        result.problem = FindingKind.nan_mismatch
+    elif result.mismatches or norm_bad:
+        result.problem = FindingKind.mismatch
+        if norm_bad and not result.mismatches:
+            result.note = (
+                f"relative norm error {result.rel_norm_err:.3g} exceeds {norm_limit:.3g} "
+                "(every element is within its bound, but the output as a whole is off)"
+            )
+    elif result.nondeterministic:
+        result.problem = FindingKind.nondeterministic
+    result.ok = result.problem is None
+    return result
+
+
+def describe(kind: FindingKind, comparison: TensorComparison, label: str) -> str:
+    """A one-paragraph message for a failed comparison."""
+    c = comparison
+    shown = ""
+    if c.first_bad:
+        shown = "; first bad: " + ", ".join(
+            f"{tuple(b.index)} got {b.got:.6g} expected {b.expected:.6g}" for b in c.first_bad[:3]
+        )
+    if kind is FindingKind.uninitialized_output:
+        return (
+            f"{label}: {c.uninitialized} of {c.numel} elements were never written (they still hold the "
+            "poison placed in fresh allocations) — check the grid covers every block and the store mask"
+            f"{shown}"
+        )
+    if kind is FindingKind.nan_mismatch:
+        return f"{label}: {c.nan_mismatches} elements have NaN/Inf where the reference does not, or vice versa{shown}"
+    if kind is FindingKind.nondeterministic:
+        return (
+            f"{label}: a second identical call differs beyond tolerance at {c.nondeterministic} elements "
+            "(a race, or reading memory nothing wrote)"
+        )
+    if kind is FindingKind.shape_mismatch:
+        return f"{label}: {c.note}"
+    text = (
+        f"{label}: {c.mismatches} of {c.numel} elements outside tolerance; max abs err {c.max_abs_err:.3g}, "
+        f"rel-norm err {c.rel_norm_err:.3g} (PyTorch's own: {c.torch_rel_norm_err:.3g}){shown}"
+    )
+    if c.note:
+        text += f"; {c.note}"
+    return text
+
+
+def finding(kind: FindingKind, message: str, case: str | None, seed: int | None) -> Finding:
+    return Finding(kind=kind, severity=Severity.error, message=message, case=case, seed=seed)

@@ -1,0 +1,347 @@
+"""The two halves of a validation, each run in its own child.
+
+``reference`` loads the reference, builds the cases (seeds, derived shapes), and computes the expected
+outputs in the native dtype and in float64. Its files are read by the parent and deleted before the
+candidate runs, so the candidate's process can never see an expected value.
+
+``candidate`` receives only the inputs, calls the candidate under the launch/op recorder with fresh
+allocations poisoned, twice per case for determinism, and sends back what it produced.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+import torch
+
+from mcp_server.engine.jobs import common
+from mcp_server.engine.runner.child import (
+    JobContext,
+    UsageProblem,
+    classify_exception,
+    is_sticky_cuda_error,
+    load_module,
+    resolve,
+)
+
+
+def _device(params: dict[str, Any]) -> str:
+    return params.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _load_target(spec: dict[str, str], ctx: JobContext) -> tuple[Any, Any]:
+    module = load_module(spec["path"], ctx.user_files)
+    return module, resolve(module, spec["name"])
+
+
+def _is_module_class(obj: Any) -> bool:
+    return isinstance(obj, type) and issubclass(obj, torch.nn.Module)
+
+
+def _init_inputs(module: Any) -> list[Any]:
+    if hasattr(module, "get_init_inputs"):
+        init = module.get_init_inputs()
+        init = list(init) if isinstance(init, list | tuple) else [init]
+        common.check_plain(init, "get_init_inputs()")
+        return init
+    return []
+
+
+def _instantiate(cls: type, init: list[Any], seed: int, device: str) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    model = cls(*init)
+    return model.to(device)
+
+
+def _upcast(tree: Any) -> Any:
+    return common.map_tensors(tree, lambda t: t.detach().double() if t.is_floating_point() else t.detach())
+
+
+def _plain_outputs(out: Any, what: str) -> list[torch.Tensor]:
+    flat = common.flatten_outputs(out)
+    for i, item in enumerate(flat):
+        if not isinstance(item, torch.Tensor):
+            raise UsageProblem(
+                f"{what} returned a {type(item).__name__} as output {i}; the reference must return a tensor "
+                "or a tuple/list of tensors (wrap numbers with torch.tensor)."
+            )
+    return flat
+
+
+def _grad_leaves(args: list[Any]) -> list[torch.Tensor]:
+    return [t for t in common.iter_tensors(args) if t.is_floating_point() and t.requires_grad]
+
+
+def _with_grad(args: list[Any]) -> list[Any]:
+    return common.map_tensors(
+        args, lambda t: t.detach().clone().requires_grad_(True) if t.is_floating_point() else t.detach().clone()
+    )
+
+
+def _backward(
+    call: Any,
+    args: list[Any],
+    params: list[torch.Tensor],
+    grad_out: list[torch.Tensor] | None,
+    reference: bool = True,
+):
+    """Outputs, gradients w.r.t. floating inputs and params, and the upstream grads used."""
+    result = call(*args)
+    out = _plain_outputs(result, "the reference") if reference else common.flatten_outputs(result)
+    diff = [o for o in out if isinstance(o, torch.Tensor) and o.requires_grad]
+    if not diff:
+        return out, None, None
+    if grad_out is None:
+        grad_out = [torch.randn_like(o) for o in diff]
+    leaves = _grad_leaves(args) + params
+    grads = torch.autograd.grad(diff, leaves, [g.to(o.dtype) for g, o in zip(grad_out, diff, strict=False)],
+                                allow_unused=True)
+    return out, [None if g is None else g.detach() for g in grads], grad_out
+
+
+def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    device = _device(params)
+    module, target = _load_target(params["reference"], ctx)
+    kernelbench = _is_module_class(target)
+    if not kernelbench and not callable(target):
+        raise UsageProblem(
+            f"`{params['reference']['name']}` in {params['reference']['path']} is a "
+            f"{type(target).__name__}, not a callable. Point at a function or an nn.Module class."
+        )
+    inputs_module = module
+    if params.get("inputs_from"):
+        inputs_module = load_module(params["inputs_from"], ctx.user_files)
+    seeds: list[int] = params["seeds"]
+    init = _init_inputs(module) if kernelbench else []
+    model = _instantiate(target, init, seeds[0], device) if kernelbench else None
+    call = model if kernelbench else target
+    model_params = list(model.parameters()) if (kernelbench and params.get("backward")) else []
+
+    tolerances = getattr(module, "TOLERANCES", None)
+    spec = getattr(module, "SPEC", None)
+    if tolerances is None and spec is not None and hasattr(spec, "tolerances"):
+        tolerances = {str(k).replace("torch.", ""): [v.atol, v.rtol] for k, v in spec.tolerances.items()}
+
+    saved: dict[str, Any] = {"cases": {}, "state": None, "init": init}
+    if kernelbench:
+        saved["state"] = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
+    report: list[dict[str, Any]] = []
+    precision = "float64"
+
+    def run_case(key: str, name: str, seed: int, args: list[Any], derived: str | None) -> None:
+        nonlocal precision
+        ctx.mark(f"reference case {name} seed {seed}")
+        entry: dict[str, Any] = {"key": key, "name": name, "seed": seed, "derived": derived}
+        args = common.to_device(args, device)
+        pre = common.clone(args)
+        try:
+            torch.manual_seed(seed + 7919)
+            with common.recording() as record:
+                if params.get("backward"):
+                    out, grads, grad_out = _backward(call, _with_grad(args), model_params, None)
+                    post = args
+                else:
+                    post = common.clone(args)
+                    with torch.no_grad():
+                        out = _plain_outputs(call(*post), "the reference")
+                common.sync(device)
+        except UsageProblem:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            if derived is None:
+                failure = classify_exception(exc, ctx.user_files)
+                raise UsageProblem(
+                    f"The reference raised on case {name!r} (seed {seed}): {failure.message}"
+                    + (f" at {failure.where}" if failure.where else "")
+                    + ". Fix the reference or its inputs; a reference that fails cannot judge a candidate."
+                ) from None
+            if is_sticky_cuda_error(exc):
+                raise
+            entry.update(status="rejected", reason=f"{type(exc).__name__}: {str(exc)[:200]}")
+            report.append(entry)
+            return
+        if not params.get("backward"):
+            grads = grad_out = None
+        out64 = grads64 = None
+        for where in (device, "cpu"):
+            try:
+                args64 = _upcast(common.to_device(pre, where))
+                if kernelbench:
+                    call64 = copy.deepcopy(model).to(where).double()
+                    params64 = list(call64.parameters()) if params.get("backward") else []
+                else:
+                    call64, params64 = target, []
+                if params.get("backward") and grad_out is not None:
+                    args64 = common.map_tensors(
+                        args64, lambda t: t.requires_grad_(True) if t.is_floating_point() else t
+                    )
+                    out64, grads64, _ = _backward(
+                        call64, args64, params64, [g.to(where).double() for g in grad_out]
+                    )
+                else:
+                    with torch.no_grad():
+                        out64 = _plain_outputs(call64(*args64), "the reference in float64")
+                if where != device:
+                    precision = "float64 (on the CPU)"
+                break
+            except UsageProblem:
+                raise
+            except Exception:  # noqa: BLE001 - float64 is a best effort; fall back below
+                out64 = None
+        if out64 is None:
+            precision = "native only (the reference failed in float64)"
+        entry.update(
+            status="ok",
+            outputs=[{"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", ""),
+                      "device": str(o.device)} for o in out],
+            aliases=common.aliases(out, post),
+            record=record.as_json(),
+            torch_work=record.torch_work,
+            digests=[common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in pre],
+        )
+        saved["cases"][key] = {
+            "inputs": common.to_cpu(pre),
+            "out": common.to_cpu(out),
+            "out64": common.to_cpu(out64) if out64 is not None else None,
+            "post": common.to_cpu(post),
+            "grad_out": common.to_cpu(grad_out) if grad_out is not None else None,
+            "grads": common.to_cpu(grads) if grads is not None else None,
+            "grads64": common.to_cpu(grads64) if grads64 is not None else None,
+        }
+        report.append(entry)
+
+    derivable = False
+    base_args: list[Any] | None = None
+    for seed in seeds:
+        torch.manual_seed(seed)
+        if kernelbench and seed != seeds[0]:
+            pass  # one set of weights; fresh inputs per seed
+        cases, derivable = common.resolve_cases(inputs_module, params.get("inputs"), ctx.user_files, device)
+        for case in cases:
+            if base_args is None:
+                base_args = case.args
+            run_case(f"{case.name}#{seed}", case.name, seed, case.args, None)
+
+    variants_run: list[dict[str, Any]] = []
+    if params.get("derive", True) and derivable and base_args is not None:
+        torch.manual_seed(seeds[0] + 1)
+        for variant in common.plan_variants(base_args, int(params.get("max_derived", 6))):
+            args = common.apply_variant(base_args, variant)
+            key = f"{variant.label}#{seeds[0]}"
+            run_case(key, variant.label, seeds[0], args, variant.why)
+            variants_run.append({"label": variant.label, "why": variant.why})
+
+    torch.save(saved, ctx.path("reference.pt"))
+    return {
+        "cases": report,
+        "kernelbench": kernelbench,
+        "precision": precision,
+        "tolerances": tolerances,
+        "device": device,
+        "derivable": derivable,
+    }
+
+
+def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    device = _device(params)
+    common.install_launch_hooks()
+    bundle = torch.load(params["cases_file"], weights_only=True)
+    _, target = _load_target(params["candidate"], ctx)
+    kernelbench = params.get("kernelbench", False)
+    weights = "n/a"
+    if kernelbench:
+        if not _is_module_class(target):
+            raise UsageProblem(
+                f"The reference is an nn.Module class (KernelBench layout) but `{params['candidate']['name']}` "
+                "is not one. Point the candidate at the ModelNew class."
+            )
+        model = _instantiate(target, bundle["init"], params["seeds"][0], device)
+        weights = "seeded construction"
+        state = bundle.get("state") or {}
+        own = model.state_dict()
+        if state and set(own) == set(state) and all(own[k].shape == state[k].shape for k in own):
+            model.load_state_dict({k: v.to(device) for k, v in state.items()})
+            weights = "copied from the reference"
+        call: Any = model
+        model_params = list(model.parameters()) if params.get("backward") else []
+    else:
+        if not callable(target):
+            raise UsageProblem(
+                f"`{params['candidate']['name']}` in {params['candidate']['path']} is a "
+                f"{type(target).__name__}, not a callable."
+            )
+        call, model_params = target, []
+
+    saved: dict[str, Any] = {}
+    report: list[dict[str, Any]] = []
+    stop_reason = None
+    for case in bundle["cases"]:
+        key = case["key"]
+        entry: dict[str, Any] = {"key": key}
+        if stop_reason is not None:
+            entry.update(status="not_run", reason=stop_reason)
+            report.append(entry)
+            continue
+        ctx.mark(f"candidate case {key}")
+        inputs = common.to_device(case["inputs"], device)
+        before = [common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in inputs]
+        runs: list[list[Any]] = []
+        try:
+            for repeat in range(2 if params.get("determinism", True) else 1):
+                args = common.clone(inputs)
+                started = time.perf_counter()
+                with common.recording(poison=True, second=repeat == 1) as record:
+                    if params.get("backward") and case.get("grad_out") is not None:
+                        args = _with_grad(args)
+                        grad_out = common.to_device(case["grad_out"], device)
+                        out, grads, _ = _backward(call, args, model_params, grad_out, reference=False)
+                    else:
+                        grads = None
+                        with torch.no_grad():
+                            out = common.flatten_outputs(call(*args))
+                    common.sync(device)
+                elapsed = time.perf_counter() - started
+                runs.append(out)
+                if repeat == 0:
+                    first_record, first_args, first_grads, first_elapsed = record, args, grads, elapsed
+        except BaseException as exc:  # noqa: BLE001 - a failing candidate is data
+            failure = classify_exception(exc, ctx.user_files)
+            entry.update(status="failed", failure=failure.model_dump(mode="json"))
+            report.append(entry)
+            if is_sticky_cuda_error(exc):
+                stop_reason = f"not run: the CUDA context was lost on case {key}"
+            continue
+        first = runs[0]
+        after = [common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in first_args]
+        changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+        entry.update(
+            status="ok",
+            outputs=[
+                {"type": type(o).__name__}
+                | (
+                    {"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", ""), "device": str(o.device)}
+                    if isinstance(o, torch.Tensor)
+                    else {"repr": repr(o)[:80]}
+                )
+                for o in first
+            ],
+            aliases=common.aliases(first, first_args),
+            record=first_record.as_json(),
+            torch_work=first_record.torch_work,
+            digests_after=after,
+            changed_inputs=changed,
+            seconds=first_elapsed,
+        )
+        saved[key] = {
+            "out": [common.to_cpu(o) if isinstance(o, torch.Tensor) else None for o in first],
+            "out2": [common.to_cpu(o) if isinstance(o, torch.Tensor) else None for o in runs[1]]
+            if len(runs) > 1
+            else None,
+            "post": {i: common.to_cpu(first_args[i]) for i in changed},
+            "grads": common.to_cpu(first_grads) if first_grads is not None else None,
+        }
+        report.append(entry)
+    torch.save(saved, ctx.path("candidate.pt"))
+    return {"cases": report, "weights": weights, "device": device}

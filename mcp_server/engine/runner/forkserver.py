@@ -1,0 +1,166 @@
+"""The fork server: a process with torch and triton imported and CUDA untouched, that forks one child per job.
+
+Protocol (JSON lines). The parent writes to our stdin::
+
+    {"op": "start", "id": 7, "job_dir": "/tmp/…", "env": {"K": "V"}, "cwd": "/x"}
+
+and reads from our stdout::
+
+    {"event": "ready", "pid": 123, "torch": "2.11.0", "triton": "3.6.0", "import_s": 2.1}
+    {"event": "started", "id": 7, "pid": 456}
+    {"event": "exited", "id": 7, "pid": 456, "status": 0}        # raw waitpid status
+    {"event": "error", "id": 7, "message": "…"}                    # the fork itself failed
+
+The server is single-threaded (a selector over stdin and a SIGCHLD wake-up pipe), so forking from it is
+safe. Each child starts a new session (its pid is its process group, so the parent can kill the group),
+points fds 0/1/2 at /dev/null and the job's log files, closes the protocol pipes, applies the job's
+environment and runs :func:`mcp_server.engine.runner.child.main`. When our stdin closes (the parent went
+away) every live child group is killed and we exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import sys
+import time
+
+
+def _write(fd: int, message: dict) -> None:
+    data = (json.dumps(message) + "\n").encode()
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]
+
+
+def _run_child(job: dict, keep_fds: set[int]) -> int:
+    """In the forked child: isolate, then run the job. Never returns to the server loop."""
+    os.setsid()
+    job_dir = job["job_dir"]
+    null_fd = os.open(os.devnull, os.O_RDONLY)
+    out_fd = os.open(os.path.join(job_dir, "stdout.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    err_fd = os.open(os.path.join(job_dir, "stderr.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(null_fd, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    for fd in (null_fd, out_fd, err_fd, *keep_fds):
+        if fd > 2:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.environ.update(job.get("env") or {})
+    for name in job.get("unset") or ():
+        os.environ.pop(name, None)
+    if job.get("cwd"):
+        os.chdir(job["cwd"])
+    # Python-level streams still point at fds 1 and 2, now the job's logs.
+    from mcp_server.engine.runner.child import main
+
+    return main(job_dir)
+
+
+def serve() -> None:
+    started = time.perf_counter()
+    # Preload what every job needs. CUDA must stay uninitialised here: children initialise it.
+    import numpy  # noqa: F401
+    import torch
+    import triton
+    import triton.language  # noqa: F401
+
+    import mcp_server.engine.runner.child  # noqa: F401  (and the job modules it imports)
+
+    in_fd = sys.stdin.fileno()
+    out_fd = os.dup(sys.stdout.fileno())
+    # Nothing but the protocol may reach the parent through our stdout.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+
+    selector = selectors.DefaultSelector()
+    selector.register(in_fd, selectors.EVENT_READ, "stdin")
+    selector.register(wake_r, selectors.EVENT_READ, "wake")
+    protocol_fds = {in_fd, out_fd, wake_r, wake_w, selector.fileno()}
+
+    live: dict[int, int] = {}  # pid -> job id
+    _write(
+        out_fd,
+        {
+            "event": "ready",
+            "pid": os.getpid(),
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+            "import_s": round(time.perf_counter() - started, 3),
+        },
+    )
+
+    def reap() -> None:
+        while live:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            job_id = live.pop(pid, None)
+            if job_id is not None:
+                _write(out_fd, {"event": "exited", "id": job_id, "pid": pid, "status": status})
+
+    buffer = b""
+    while True:
+        for key, _ in selector.select(timeout=1.0):
+            if key.data == "wake":
+                try:
+                    while os.read(wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+                continue
+            chunk = os.read(in_fd, 65536)
+            if not chunk:  # the parent is gone: take every child with us
+                for pid in list(live):
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                os._exit(0)
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                if not line.strip():
+                    continue
+                job = json.loads(line)
+                if job.get("op") != "start":
+                    continue
+                try:
+                    pid = os.fork()
+                except OSError as exc:
+                    _write(out_fd, {"event": "error", "id": job["id"], "message": f"fork failed: {exc}"})
+                    continue
+                if pid == 0:
+                    code = 70
+                    try:
+                        code = _run_child(job, protocol_fds)
+                    except BaseException:  # noqa: BLE001 - the child must never fall back into this loop
+                        import traceback
+
+                        traceback.print_exc()
+                    finally:
+                        os._exit(code)
+                live[pid] = job["id"]
+                _write(out_fd, {"event": "started", "id": job["id"], "pid": pid})
+        reap()
+
+
+if __name__ == "__main__":
+    serve()

@@ -1,0 +1,354 @@
+"""The trusted side of process isolation: starts the fork server, submits jobs, enforces timeouts.
+
+A job is a function of ours (``"module:function"``) that runs in a fresh child forked from the fork
+server; it loads the user's files there. The parent never imports user code. What a child sends back is
+read with safe loaders only (JSON, ``torch.load(weights_only=True)``): a child cannot run code here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcp_server.models import Failure, FindingKind
+
+DEFAULT_TIMEOUT_S = 120.0
+STDERR_TAIL_LINES = 30
+# A child's result.json larger than this is not read (a hostile child could try to exhaust us).
+MAX_RESULT_BYTES = 64 * 1024 * 1024
+_READY_TIMEOUT_S = 180.0
+
+
+class RunnerError(RuntimeError):
+    """The isolation machinery itself failed (not the user's code)."""
+
+
+@dataclass
+class JobOutcome:
+    """What came back from one child."""
+
+    result: dict[str, Any] | None
+    failure: Failure | None
+    wall_s: float
+    job_dir: Path
+    pid: int | None = None
+    stderr_tail: str = ""
+    stdout_tail: str = ""
+    # The job found the caller's input at fault (raised as UsageError by the engine).
+    usage_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and self.result is not None
+
+    def path(self, name: str) -> Path:
+        return self.job_dir / name
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.job_dir, ignore_errors=True)
+
+    def __enter__(self) -> JobOutcome:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+@dataclass
+class _Pending:
+    job_id: int
+    started: threading.Event = field(default_factory=threading.Event)
+    exited: threading.Event = field(default_factory=threading.Event)
+    pid: int | None = None
+    status: int | None = None
+    error: str | None = None
+
+
+def tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def _read_text(path: Path, limit: int = 256 * 1024) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+class Runner:
+    """Runs jobs in isolated children of one fork server. Thread-safe; jobs may run concurrently."""
+
+    def __init__(self, *, base_env: dict[str, str | None] | None = None, tmp_root: str | None = None):
+        self._base_env = dict(base_env or {})
+        self._tmp_root = Path(tmp_root or _default_tmp_root())
+        self._tmp_root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pending: dict[int, _Pending] = {}
+        self._next_id = 1
+        self._ready = threading.Event()
+        self.info: dict[str, Any] = {}
+
+    # -- fork server lifecycle -------------------------------------------------------------------
+    def _ensure_server(self) -> subprocess.Popen[bytes]:
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                return self._proc
+            self._ready.clear()
+            env = dict(os.environ)
+            # The fork server must not initialise CUDA; children do.
+            env.pop("TRITON_INTERPRET", None)
+            env["PYTHONUNBUFFERED"] = "1"
+            root = str(Path(__file__).resolve().parents[3])
+            env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            log = open(self._tmp_root / "forkserver.log", "ab")  # noqa: SIM115 - owned by the process
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "mcp_server.engine.runner.forkserver"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=env,
+                start_new_session=True,
+            )
+            log.close()
+            threading.Thread(target=self._read_events, args=(self._proc,), daemon=True).start()
+            proc = self._proc
+        if not self._ready.wait(_READY_TIMEOUT_S):
+            raise RunnerError(
+                "the fork server did not start within "
+                f"{_READY_TIMEOUT_S:.0f} s; see {self._tmp_root / 'forkserver.log'}"
+            )
+        if proc.poll() is not None:
+            log_text = tail(_read_text(self._tmp_root / "forkserver.log"))
+            raise RunnerError(f"the fork server exited at start:\n{log_text}")
+        return proc
+
+    def _read_events(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue
+            kind = event.get("event")
+            if kind == "ready":
+                self.info = event
+                self._ready.set()
+                continue
+            pending = self._pending.get(event.get("id", -1))
+            if pending is None:
+                continue
+            if kind == "started":
+                pending.pid = event["pid"]
+                pending.started.set()
+            elif kind == "exited":
+                pending.status = event["status"]
+                pending.exited.set()
+                pending.started.set()
+            elif kind == "error":
+                pending.error = event.get("message", "fork failed")
+                pending.started.set()
+                pending.exited.set()
+        # The fork server is gone: every job still waiting fails as a crash of the machinery.
+        self._ready.set()
+        for pending in list(self._pending.values()):
+            if not pending.exited.is_set():
+                pending.error = pending.error or "the fork server exited"
+                pending.started.set()
+                pending.exited.set()
+
+    def close(self) -> None:
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                assert proc.stdin is not None
+                proc.stdin.close()
+                proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- jobs --------------------------------------------------------------------------------------
+    def new_job_dir(self) -> Path:
+        return Path(tempfile.mkdtemp(prefix="job-", dir=self._tmp_root))
+
+    def run(
+        self,
+        entry: str,
+        params: dict[str, Any],
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        env: dict[str, str | None] | None = None,
+        user_files: list[str] | tuple[str, ...] = (),
+        cwd: str | None = None,
+        job_dir: Path | None = None,
+    ) -> JobOutcome:
+        """Run ``entry(params, ctx)`` in a fresh child; block until it ends or ``timeout_s`` passes."""
+        proc = self._ensure_server()
+        job_dir = job_dir or self.new_job_dir()
+        (job_dir / "job.json").write_text(
+            json.dumps({"entry": entry, "params": params, "user_files": list(user_files)})
+        )
+        merged = {**self._base_env, **(env or {})}
+        set_env = {k: v for k, v in merged.items() if v is not None}
+        unset = [k for k, v in merged.items() if v is None]
+        with self._lock:
+            job_id = self._next_id
+            self._next_id += 1
+            pending = _Pending(job_id)
+            self._pending[job_id] = pending
+        message = {
+            "op": "start",
+            "id": job_id,
+            "job_dir": str(job_dir),
+            "env": set_env,
+            "unset": unset,
+            "cwd": cwd,
+        }
+        started = time.perf_counter()
+        try:
+            with self._write_lock:
+                assert proc.stdin is not None
+                proc.stdin.write((json.dumps(message) + "\n").encode())
+                proc.stdin.flush()
+        except OSError as exc:
+            self._pending.pop(job_id, None)
+            raise RunnerError(f"could not reach the fork server: {exc}") from exc
+
+        timed_out = False
+        if not pending.exited.wait(timeout_s):
+            timed_out = True
+            pending.started.wait(5)
+            if pending.pid is not None:
+                _kill_group(pending.pid)
+            pending.exited.wait(15)
+        wall_s = time.perf_counter() - started
+        self._pending.pop(job_id, None)
+        return self._outcome(pending, job_dir, wall_s, timed_out, timeout_s)
+
+    def _outcome(
+        self, pending: _Pending, job_dir: Path, wall_s: float, timed_out: bool, timeout_s: float
+    ) -> JobOutcome:
+        stderr = _read_text(job_dir / "stderr.log")
+        stdout = _read_text(job_dir / "stdout.log")
+        stderr_tail = tail(stderr)
+        outcome = JobOutcome(
+            result=None,
+            failure=None,
+            wall_s=wall_s,
+            job_dir=job_dir,
+            pid=pending.pid,
+            stderr_tail=stderr_tail,
+            stdout_tail=tail(stdout, 10),
+        )
+        if timed_out:
+            outcome.failure = Failure(
+                kind=FindingKind.timeout,
+                message=(
+                    f"the job ran past its {timeout_s:g} s limit and its process group was killed "
+                    "(an endless loop in the kernel or launcher, or a problem too large for this device; "
+                    "raise the limit with timeout_s / --timeout if the work is legitimately long)"
+                ),
+                stderr_tail=stderr_tail,
+            )
+            return outcome
+        if pending.error is not None:
+            outcome.failure = Failure(kind=FindingKind.crash, message=pending.error, stderr_tail=stderr_tail)
+            return outcome
+
+        status = pending.status or 0
+        payload = _read_result(job_dir / "result.json")
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+            hint = " (the system may have run out of memory)" if sig == signal.SIGKILL else ""
+            outcome.failure = Failure(
+                kind=FindingKind.crash,
+                message=f"the process was killed by {name}{hint}",
+                stderr_tail=stderr_tail,
+                signal=sig,
+            )
+            return outcome
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        if payload is None:
+            outcome.failure = Failure(
+                kind=FindingKind.crash,
+                message=(
+                    f"the process exited with code {code} before reporting a result "
+                    "(os._exit or a fatal error in user code)"
+                ),
+                stderr_tail=stderr_tail,
+                exit_code=code,
+            )
+            return outcome
+        if payload.get("usage_error"):
+            outcome.usage_error = str(payload["usage_error"])
+            return outcome
+        if payload.get("failure"):
+            failure = Failure.model_validate(payload["failure"])
+            if not failure.stderr_tail:
+                failure.stderr_tail = stderr_tail
+            outcome.failure = failure
+            outcome.result = payload.get("result")
+            return outcome
+        outcome.result = payload.get("result") or {}
+        return outcome
+
+
+def _read_result(path: Path) -> dict[str, Any] | None:
+    try:
+        if path.stat().st_size > MAX_RESULT_BYTES:
+            return None
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _default_tmp_root() -> str:
+    # Job directories hold the tensors exchanged with children; PTT_TMPDIR moves them (e.g. to a tmpfs).
+    return tempfile.mkdtemp(prefix="ptt-", dir=os.environ.get("PTT_TMPDIR") or None)
+
+
+_shared: Runner | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_runner() -> Runner:
+    """The process-wide runner used by the CLI and the server."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = Runner()
+        return _shared

@@ -1,0 +1,189 @@
+"""Callable specs (``path/to/file.py:name``), checked in the trusted process without running user code.
+
+The checks here read files and parse them (``ast``), which executes nothing: a missing file, a syntax
+error or a name that the file does not define is reported here as a :class:`UsageError` that names the
+fix, before any child is started.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mcp_server.engine.errors import UsageError
+
+SPEC_FORM = "path/to/file.py:name"
+
+
+@dataclass(frozen=True)
+class CallableSpec:
+    path: Path
+    name: str
+    # Top-level names of the file, and whether the file could define more at run time (star imports…).
+    top_level: frozenset[str] = field(default_factory=frozenset)
+    dynamic_names: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.name}"
+
+    @property
+    def module_defines(self) -> frozenset[str]:
+        return self.top_level
+
+
+def _top_level_names(tree: ast.Module) -> tuple[set[str], bool]:
+    names: set[str] = set()
+    dynamic = False
+
+    def targets(node: ast.AST) -> None:
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Tuple | ast.List):
+            for elt in node.elts:
+                targets(elt)
+        elif isinstance(node, ast.Starred):
+            targets(node.value)
+
+    def visit(body: list[ast.stmt]) -> None:
+        nonlocal dynamic
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                for t in node.targets:
+                    targets(t)
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+                targets(node.target)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    names.add((alias.asname or alias.name).split(".")[0])
+            elif isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.name == "*":
+                        dynamic = True
+                    else:
+                        names.add(alias.asname or alias.name)
+            elif isinstance(node, ast.For | ast.AsyncFor):
+                targets(node.target)
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.With | ast.AsyncWith):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        targets(item.optional_vars)
+                visit(node.body)
+            elif isinstance(node, ast.If | ast.While):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+                for handler in node.handlers:
+                    visit(handler.body)
+                visit(node.orelse)
+                visit(node.finalbody)
+            elif isinstance(node, ast.Expr):
+                # globals()[...] = … or setattr(sys.modules[...]) can define names we cannot see.
+                if "globals" in ast.dump(node):
+                    dynamic = True
+    visit(tree.body)
+    return names, dynamic
+
+
+def read_python(path: Path, role: str) -> tuple[str, ast.Module]:
+    """Read and parse a user's file; a syntax error becomes a UsageError pointing at the line."""
+    try:
+        source = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"The {role} file {path} is not UTF-8 text ({exc}). Save it as UTF-8.") from None
+    except OSError as exc:
+        raise UsageError(f"The {role} file {path} cannot be read: {exc.strerror}.") from None
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        line = (exc.text or "").rstrip("\n")
+        caret = " " * max((exc.offset or 1) - 1, 0) + "^" if line else ""
+        detail = f"\n    {line}\n    {caret}" if line else ""
+        raise UsageError(
+            f"The {role} file has a syntax error at {path}:{exc.lineno}:{exc.offset}: {exc.msg}.{detail}\n"
+            "Fix the syntax and run again."
+        ) from None
+    return source, tree
+
+
+def parse_spec(text: str, *, role: str, defaults: tuple[str, ...] = (), cwd: Path | None = None) -> CallableSpec:
+    """Parse ``path.py[:name]``; check the file exists, parses, and defines ``name``.
+
+    ``defaults`` are tried in order when no name is given (``Model`` for a KernelBench problem,
+    ``ModelNew`` for its solution).
+    """
+    if not text or not text.strip():
+        raise UsageError(f"No {role} was given. Pass it as {SPEC_FORM}.")
+    text = text.strip()
+    path_text, name = text, ""
+    head, sep, tail = text.rpartition(":")
+    if sep and head and "/" not in tail and not tail.startswith("\\"):
+        path_text, name = head, tail.strip()
+    base = cwd or Path.cwd()
+    path = Path(os.path.expanduser(path_text))
+    if not path.is_absolute():
+        path = base / path
+    path = path.resolve()
+    if not path.exists():
+        hint = ""
+        if path.suffix != ".py" and path.with_suffix(".py").exists():
+            hint = f" Did you mean {path.with_suffix('.py')}?"
+        raise UsageError(
+            f"The {role} file {path} does not exist (resolved from {text!r} in {base}).{hint} "
+            f"Pass the {role} as {SPEC_FORM}."
+        )
+    if path.is_dir():
+        raise UsageError(f"The {role} {path} is a folder. Pass a Python file as {SPEC_FORM}.")
+    _, tree = read_python(path, role)
+    names, dynamic = _top_level_names(tree)
+    if not name:
+        for candidate in defaults:
+            if candidate in names:
+                name = candidate
+                break
+        else:
+            wanted = " or ".join(f"`{d}`" for d in defaults) if defaults else "a callable"
+            callables = sorted(
+                n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)
+            )
+            listing = f" It defines: {', '.join(callables)}." if callables else ""
+            raise UsageError(
+                f"The {role} file {path} has no {wanted} to use by default.{listing} "
+                f"Name the callable: {path.name}:<name>."
+            )
+    head_name = name.split(".")[0]
+    if head_name not in names and not dynamic:
+        callables = sorted(n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef))
+        close = [c for c in callables if c.lower() == head_name.lower() or head_name in c]
+        suggestion = f" Did you mean {path.name}:{close[0]}?" if close else ""
+        listing = f" It defines: {', '.join(callables)}." if callables else ""
+        raise UsageError(
+            f"`{name}` is not defined at the top level of {path}.{suggestion}{listing} "
+            f"Pass the {role} as {SPEC_FORM}."
+        )
+    return CallableSpec(path=path, name=name, top_level=frozenset(names), dynamic_names=dynamic)
+
+
+_SOURCE_ROOT: Path | None = None
+
+
+def source_to_file(source: str, *, stem: str) -> Path:
+    """Write source text given through MCP to a private file (Triton's JIT reads kernels from files)."""
+    global _SOURCE_ROOT
+    if _SOURCE_ROOT is None:
+        _SOURCE_ROOT = Path(tempfile.mkdtemp(prefix="ptt-src-"))
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    folder = _SOURCE_ROOT / digest
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{stem}.py"
+    if not path.exists():
+        path.write_text(source, encoding="utf-8")
+    return path

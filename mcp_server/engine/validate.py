@@ -1,0 +1,519 @@
+"""validate_against_reference: a verdict on a candidate that the candidate cannot fool.
+
+The method (each step has a test with a kernel that must fail it and one that must pass):
+
+1. The reference runs in its own child: per seed, fresh inputs from ``get_test_cases()`` /
+   ``get_inputs()`` / ``--inputs``; edge shapes derived from a single ``get_inputs()`` (each distinct
+   dimension size replaced consistently by size−1, 1 and an odd size; variants the reference rejects are
+   dropped); outputs in the native dtype and in float64. Its files are loaded here and deleted.
+2. The candidate runs in another child that receives inputs only. Every fresh allocation is poisoned
+   (NaN first, a finite sentinel on a repeat call), inputs are cloned per call, Triton launches and torch
+   ops are recorded.
+3. Here, in the trusted parent: values vs float64 with a dtype-aware tolerance bounded by PyTorch's own
+   error (see ``compare``); NaN/Inf positions; shape, dtype, device; input mutation; outputs aliasing
+   inputs; the repeat call (determinism; unwritten elements); a result returned again for new inputs
+   (stale cache); at least one Triton launch; torch compute that does the kernel's work.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mcp_server.engine import compare
+from mcp_server.engine.device import DeviceInfo, probe
+from mcp_server.engine.errors import UsageError
+from mcp_server.engine.inputs import looks_like_type_list, parse_type_list
+from mcp_server.engine.runner import DEFAULT_TIMEOUT_S, Runner, shared_runner
+from mcp_server.engine.specs import CallableSpec, parse_spec
+from mcp_server.models import (
+    BadElement,
+    CaseReport,
+    ComparisonRow,
+    Finding,
+    FindingKind,
+    OpUse,
+    Severity,
+    ValidateResult,
+)
+
+FIRST_SEED = 1234
+# torch work of the candidate relative to the reference's own torch work.
+TORCH_WORK_ERROR = 0.5
+TORCH_WORK_WARNING = 0.1
+MAX_FINDINGS_PER_KIND = 6
+_JOBS = "mcp_server.engine.jobs.validate_jobs"
+
+
+def _spec_dict(spec: CallableSpec) -> dict[str, str]:
+    return {"path": str(spec.path), "name": spec.name}
+
+
+def _check_inputs_spec(inputs: str | None) -> tuple[str | None, list[str]]:
+    if not inputs:
+        return None, []
+    if looks_like_type_list(inputs):
+        parse_type_list(inputs)  # raises UsageError with the bad item
+        return inputs, []
+    spec = parse_spec(inputs, role="inputs")
+    return f"{spec.path}:{spec.name}", [str(spec.path)]
+
+
+def _reference_failure(outcome: Any, spec: CallableSpec) -> UsageError:
+    failure = outcome.failure
+    where = f" at {failure.where}" if failure.where else ""
+    tail = f"\n{failure.stderr_tail}" if failure.stderr_tail and failure.kind is not FindingKind.exception else ""
+    return UsageError(
+        f"The reference {spec} could not run ({failure.kind.value}{where}): {failure.message}{tail}\n"
+        "Fix the reference or its inputs: a reference that fails cannot judge a candidate."
+    )
+
+
+def _kind_of(failure: dict[str, Any]) -> FindingKind:
+    try:
+        return FindingKind(failure.get("kind"))
+    except ValueError:
+        return FindingKind.exception
+
+
+def validate(
+    reference: str,
+    candidate: str,
+    *,
+    inputs: str | None = None,
+    seeds: int = 3,
+    derive_shapes: bool = True,
+    max_derived: int = 6,
+    backward: bool = False,
+    determinism: bool = True,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    tolerances: dict[str, tuple[float, float]] | None = None,
+    allow_torch_ops: tuple[str, ...] = (),
+    runner: Runner | None = None,
+    cwd: Path | None = None,
+) -> ValidateResult:
+    """Validate ``candidate`` against ``reference`` (both ``path.py:name``). Raises UsageError on bad input."""
+    started = time.perf_counter()
+    if seeds < 1:
+        raise UsageError("--seeds must be at least 1.")
+    ref_spec = parse_spec(reference, role="reference", defaults=("Model", "reference"), cwd=cwd)
+    cand_spec = parse_spec(candidate, role="candidate", defaults=("ModelNew", "candidate"), cwd=cwd)
+    inputs_spec, input_files = _check_inputs_spec(inputs)
+    runner = runner or shared_runner()
+    device = probe(runner)
+    env = device.job_env()
+    seed_list = [FIRST_SEED + i for i in range(seeds)]
+    user_files = [str(ref_spec.path), str(cand_spec.path), *input_files]
+    workdir = str(cwd or Path.cwd())
+
+    ref_out = runner.run(
+        f"{_JOBS}:reference",
+        {
+            "reference": _spec_dict(ref_spec),
+            "inputs": inputs_spec,
+            "seeds": seed_list,
+            "derive": derive_shapes,
+            "max_derived": max_derived,
+            "backward": backward,
+            "device": device.torch_device,
+        },
+        timeout_s=timeout_s,
+        env=env,
+        user_files=user_files,
+        cwd=workdir,
+    )
+    with ref_out:
+        if ref_out.usage_error:
+            raise UsageError(ref_out.usage_error)
+        if ref_out.failure is not None:
+            raise _reference_failure(ref_out, ref_spec)
+        ref_meta = ref_out.result or {}
+        ref_data = torch.load(ref_out.path("reference.pt"), weights_only=True, map_location="cpu")
+    # The reference's files are gone before the candidate starts.
+
+    ok_cases = [c for c in ref_meta["cases"] if c.get("status") == "ok"]
+    bundle = {
+        "cases": [
+            {"key": c["key"], "inputs": ref_data["cases"][c["key"]]["inputs"],
+             "grad_out": ref_data["cases"][c["key"]]["grad_out"]}
+            for c in ok_cases
+        ],
+        "state": ref_data.get("state"),
+        "init": ref_data.get("init") or [],
+    }
+    job_dir = runner.new_job_dir()
+    torch.save(bundle, job_dir / "cases.pt")
+    cand_out = runner.run(
+        f"{_JOBS}:candidate",
+        {
+            "candidate": _spec_dict(cand_spec),
+            "cases_file": str(job_dir / "cases.pt"),
+            "kernelbench": ref_meta.get("kernelbench", False),
+            "seeds": seed_list,
+            "backward": backward,
+            "determinism": determinism,
+            "device": device.torch_device,
+        },
+        timeout_s=timeout_s,
+        env=env,
+        user_files=user_files,
+        cwd=workdir,
+        job_dir=job_dir,
+    )
+    with cand_out:
+        if cand_out.usage_error:
+            raise UsageError(cand_out.usage_error)
+        progress = ""
+        if (job_dir / "progress.txt").exists():
+            progress = (job_dir / "progress.txt").read_text()
+        cand_data = None
+        if cand_out.failure is None:
+            cand_data = torch.load(cand_out.path("candidate.pt"), weights_only=True, map_location="cpu")
+        judge = _Judge(
+            ref_meta, ref_data, cand_out.result or {}, cand_data, tolerances or ref_meta.get("tolerances"),
+            allow_torch_ops, device,
+        )
+        if cand_out.failure is not None:
+            judge.whole_job_failed(cand_out.failure, progress)
+        else:
+            judge.run()
+
+    findings = judge.capped_findings()
+    ok = not any(f.severity is Severity.error for f in findings)
+    result = ValidateResult(
+        ok=ok,
+        device=device.device,
+        findings=findings,
+        reference=str(ref_spec),
+        candidate=str(cand_spec),
+        mode="kernelbench" if ref_meta.get("kernelbench") else "callable",
+        seeds=seed_list,
+        cases=judge.case_reports,
+        rows=judge.rows,
+        kernels_launched=sorted(judge.launches),
+        torch_ops=[OpUse(op=k, calls=int(v[0]), work=v[1]) for k, v in sorted(judge.torch_ops.items())],
+        reference_precision=ref_meta.get("precision", "float64"),
+        weights=(cand_out.result or {}).get("weights") if ref_meta.get("kernelbench") else None,
+        backward_checked=backward,
+        interpreter=device.interpreter,
+        seconds=round(time.perf_counter() - started, 3),
+    )
+    result.summary = summarize(result)
+    return result
+
+
+class _Judge:
+    """Turns the two children's data into rows and findings (trusted code)."""
+
+    def __init__(
+        self,
+        ref_meta: dict[str, Any],
+        ref_data: dict[str, Any],
+        cand_meta: dict[str, Any],
+        cand_data: dict[str, Any] | None,
+        tolerances: dict[str, Any] | None,
+        allow_torch_ops: tuple[str, ...],
+        device: DeviceInfo,
+    ):
+        self.ref_meta = ref_meta
+        self.ref_data = ref_data
+        self.cand_meta = cand_meta
+        self.cand_data = cand_data or {}
+        self.tolerances = {k: tuple(v) for k, v in (tolerances or {}).items()}
+        self.allow = {op.split(".")[-1] for op in allow_torch_ops}
+        self.device = device
+        self.rows: list[ComparisonRow] = []
+        self.findings: list[Finding] = []
+        self.case_reports: list[CaseReport] = []
+        self.launches: set[str] = set()
+        self.torch_ops: dict[str, list[float]] = {}
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def add(self, kind: FindingKind, message: str, case: str | None = None, seed: int | None = None,
+            severity: Severity = Severity.error, where: Any = None) -> None:
+        self.findings.append(
+            Finding(kind=kind, severity=severity, message=message, case=case, seed=seed, where=where)
+        )
+
+    def capped_findings(self) -> list[Finding]:
+        seen: dict[tuple[FindingKind, Severity], int] = {}
+        out: list[Finding] = []
+        dropped: dict[tuple[FindingKind, Severity], int] = {}
+        for f in sorted(self.findings, key=lambda f: ["error", "warning", "info"].index(f.severity.value)):
+            key = (f.kind, f.severity)
+            seen[key] = seen.get(key, 0) + 1
+            if seen[key] <= MAX_FINDINGS_PER_KIND:
+                out.append(f)
+            else:
+                dropped[key] = dropped.get(key, 0) + 1
+        for (kind, severity), count in dropped.items():
+            out.append(Finding(kind=kind, severity=severity, message=f"… and {count} more like the above"))
+        return out
+
+    # -- whole-job failure -------------------------------------------------------------------------
+    def whole_job_failed(self, failure: Any, progress: str) -> None:
+        where_case = progress.removeprefix("candidate case ").strip() or None
+        case, seed = _split_key(where_case) if where_case else (None, None)
+        detail = failure.message
+        if failure.stderr_tail and failure.kind in (FindingKind.crash, FindingKind.timeout, FindingKind.oom):
+            detail += f"\nstderr (last lines):\n{failure.stderr_tail}"
+        self.add(failure.kind, detail, case, seed, where=failure.where)
+        for c in self.ref_meta["cases"]:
+            name, seed_ = c["name"], c["seed"]
+            status = "failed" if c["key"] == where_case else "not run"
+            self.case_reports.append(CaseReport(case=name, seed=seed_, derived=c.get("derived"), status=status,
+                                                reason=failure.kind.value))
+
+    # -- the comparison ----------------------------------------------------------------------------
+    def run(self) -> None:
+        cand_cases = {c["key"]: c for c in self.cand_meta.get("cases", [])}
+        previous: dict[str, tuple[list[Any], list[Any]]] = {}
+        for ref_case in self.ref_meta["cases"]:
+            name, seed, key = ref_case["name"], ref_case["seed"], ref_case["key"]
+            derived = ref_case.get("derived")
+            if ref_case.get("status") != "ok":
+                self.case_reports.append(CaseReport(case=name, seed=seed, derived=derived,
+                                                    status="rejected by the reference",
+                                                    reason=ref_case.get("reason")))
+                continue
+            cand_case = cand_cases.get(key, {"status": "not run"})
+            status = cand_case.get("status")
+            if status == "failed":
+                failure = cand_case["failure"]
+                kind = _kind_of(failure)
+                clean_refusal = derived is not None and kind is FindingKind.exception
+                if clean_refusal:
+                    self.add(FindingKind.unsupported_shape,
+                             f"{name}: the candidate refused this derived shape ({derived}): {failure['message']}",
+                             name, seed, severity=Severity.warning)
+                else:
+                    self.add(kind, f"{name}: {failure['message']}", name, seed, where=failure.get("where"))
+                self.case_reports.append(CaseReport(case=name, seed=seed, derived=derived,
+                                                    status="refused" if clean_refusal else "failed",
+                                                    reason=kind.value))
+                continue
+            if status != "ok":
+                self.case_reports.append(CaseReport(case=name, seed=seed, derived=derived, status="not run",
+                                                    reason=cand_case.get("reason")))
+                continue
+            before = len([f for f in self.findings if f.severity is Severity.error])
+            self.judge_case(ref_case, cand_case, previous)
+            after = len([f for f in self.findings if f.severity is Severity.error])
+            self.case_reports.append(CaseReport(case=name, seed=seed, derived=derived,
+                                                status="passed" if after == before else "failed",
+                                                seconds=cand_case.get("seconds")))
+        self.check_launches()
+
+    def judge_case(self, ref_case: dict, cand_case: dict, previous: dict) -> None:
+        name, seed, key = ref_case["name"], ref_case["seed"], ref_case["key"]
+        ref = self.ref_data["cases"][key]
+        cand = self.cand_data.get(key) or {}
+        ref_out: list[torch.Tensor] = ref["out"]
+        ref_out64 = ref["out64"]
+        cand_out: list[Any] = cand.get("out") or []
+        cand_out2 = cand.get("out2")
+        metas = cand_case.get("outputs", [])
+
+        self.launches.update(cand_case.get("record", {}).get("launches", []))
+        self.judge_torch_work(ref_case, cand_case, name, seed)
+
+        if len(cand_out) != len(ref_out):
+            self.add(FindingKind.shape_mismatch,
+                     f"{name}: the candidate returned {len(cand_out)} output(s); the reference returns "
+                     f"{len(ref_out)}", name, seed)
+        for i, (r, c) in enumerate(zip(ref_out, cand_out, strict=False)):
+            label = f"{name} output {i}" if len(ref_out) > 1 else name
+            meta = metas[i] if i < len(metas) else {}
+            if c is None or not isinstance(c, torch.Tensor):
+                self.add(FindingKind.shape_mismatch,
+                         f"{label}: the candidate returned a {meta.get('type', 'non-tensor')} where the reference "
+                         "returns a tensor", name, seed)
+                continue
+            ref_dev = self.ref_meta_device(ref_case, i)
+            if meta.get("device") and ref_dev and meta["device"].split(":")[0] != ref_dev.split(":")[0]:
+                self.add(FindingKind.device_mismatch,
+                         f"{label}: output on {meta['device']}; the reference's is on {ref_dev}", name, seed)
+            if c.dtype != r.dtype:
+                self.add(FindingKind.dtype_mismatch,
+                         f"{label}: dtype {str(c.dtype).replace('torch.', '')}; the reference returns "
+                         f"{str(r.dtype).replace('torch.', '')}", name, seed)
+            second = cand_out2[i] if cand_out2 is not None and i < len(cand_out2) else None
+            r64 = ref_out64[i] if ref_out64 is not None and i < len(ref_out64) else None
+            self.compare_one(label, name, seed, f"out{i}", c, r, r64, second)
+
+        self.judge_aliasing(ref_case, cand_case, name, seed)
+        self.judge_mutation(ref, ref_case, cand, cand_case, name, seed)
+        self.judge_stale(name, seed, ref_out, cand_out, previous)
+        if ref.get("grads") is not None:
+            self.judge_grads(ref, cand, name, seed)
+
+    def ref_meta_device(self, ref_case: dict, i: int) -> str | None:
+        outs = ref_case.get("outputs") or []
+        return outs[i]["device"] if i < len(outs) else None
+
+    def compare_one(self, label: str, name: str, seed: int, output: str, c: torch.Tensor, r: torch.Tensor,
+                    r64: torch.Tensor | None, second: torch.Tensor | None) -> bool:
+        tol = compare.tolerance_for(r.dtype, self.tolerances)
+        cmp = compare.compare_tensor(c, r, r64, tol, second)
+        self.rows.append(ComparisonRow(
+            case=name, seed=seed, output=output, shape=list(r.shape),
+            dtype=str(r.dtype).replace("torch.", ""), ok=cmp.ok, numel=cmp.numel, mismatches=cmp.mismatches,
+            max_abs_err=cmp.max_abs_err, max_rel_err=cmp.max_rel_err, rel_norm_err=cmp.rel_norm_err,
+            torch_rel_norm_err=cmp.torch_rel_norm_err,
+            atol=tol.atol if r.is_floating_point() else None, rtol=tol.rtol if r.is_floating_point() else None,
+            first_bad=[BadElement(index=b.index, got=b.got, expected=b.expected) for b in cmp.first_bad or []],
+        ))
+        if cmp.problem is not None:
+            kind = cmp.problem
+            if output.startswith("grad") and kind is FindingKind.mismatch:
+                kind = FindingKind.backward_mismatch
+            self.add(kind, compare.describe(cmp.problem, cmp, label), name, seed)
+        elif cmp.bitwise_diff:
+            self.add(FindingKind.nondeterministic,
+                     f"{label}: a repeat call differs bitwise at {cmp.bitwise_diff} elements, within tolerance "
+                     "(e.g. atomics changing the summation order)", name, seed, severity=Severity.info)
+        return cmp.ok
+
+    def judge_torch_work(self, ref_case: dict, cand_case: dict, name: str, seed: int) -> None:
+        ops = cand_case.get("record", {}).get("ops", {})
+        counted = {k: v for k, v in ops.items() if k not in self.allow}
+        for op, use in ops.items():
+            entry = self.torch_ops.setdefault(op, [0, 0.0])
+            entry[0] += use["calls"]
+            entry[1] += use["work"]
+        cand_work = sum(v["work"] for v in counted.values())
+        if cand_work <= 0:
+            return
+        ref_work = float(ref_case.get("torch_work") or 0.0)
+        if ref_work <= 0:
+            outputs = ref_case.get("outputs") or []
+            ref_work = float(sum(_prod(o["shape"]) for o in outputs)) or 1.0
+        ratio = cand_work / ref_work
+        top = sorted(counted.items(), key=lambda kv: -kv[1]["work"])[:4]
+        listing = ", ".join(f"aten.{k} ×{v['calls']}" for k, v in top)
+        if ratio >= TORCH_WORK_ERROR:
+            severity = Severity.error
+            verdict = "torch compute ops did the kernel's work"
+        elif ratio >= TORCH_WORK_WARNING:
+            severity = Severity.warning
+            verdict = "torch compute ops did part of the kernel's work"
+        else:
+            severity = Severity.info
+            verdict = "torch compute ops ran beside the Triton kernels"
+        self.add(FindingKind.torch_compute,
+                 f"{name}: {verdict} ({ratio:.0%} of the reference's own torch work): {listing}. Move that work "
+                 "into the Triton kernel (or pass allow_torch_ops for an op you mean to keep in torch)",
+                 name, seed, severity=severity)
+
+    def judge_aliasing(self, ref_case: dict, cand_case: dict, name: str, seed: int) -> None:
+        ref_pairs = {tuple(p) for p in ref_case.get("aliases") or []}
+        for o, i in cand_case.get("aliases") or []:
+            if (o, i) not in ref_pairs:
+                self.add(FindingKind.output_aliases_input,
+                         f"{name}: output {o} shares storage with input {i} (the reference returns a new tensor); "
+                         "a caller that reuses the input would see it change", name, seed)
+
+    def judge_mutation(self, ref: dict, ref_case: dict, cand: dict, cand_case: dict, name: str, seed: int) -> None:
+        pre = ref["inputs"]
+        post_ref = ref["post"]
+        changed = set(cand_case.get("changed_inputs") or [])
+        digests_ref = ref_case.get("digests") or []
+        digests_after = cand_case.get("digests_after") or []
+        for i, original in enumerate(pre):
+            if not isinstance(original, torch.Tensor):
+                continue
+            ref_changed = not torch.equal(post_ref[i], original) if isinstance(post_ref[i], torch.Tensor) else False
+            if i in changed:
+                after = cand.get("post", {}).get(i)
+                if not ref_changed:
+                    self.add(FindingKind.input_mutated,
+                             f"{name}: the candidate wrote to input {i}, which the reference leaves unchanged",
+                             name, seed)
+                elif after is not None:
+                    self.compare_one(f"{name} input {i} after the call", name, seed, f"input{i}", after,
+                                     post_ref[i], None, None)
+            else:
+                if ref_changed:
+                    self.add(FindingKind.mismatch,
+                             f"{name}: the reference updates input {i} in place; the candidate leaves it unchanged",
+                             name, seed)
+                elif i < len(digests_after) and i < len(digests_ref) and digests_after[i] != digests_ref[i]:
+                    self.add(FindingKind.input_mutated,
+                             f"{name}: input {i} differs after the call from what was sent", name, seed)
+
+    def judge_stale(self, name: str, seed: int, ref_out: list, cand_out: list, previous: dict) -> None:
+        prior = previous.get(name)
+        previous[name] = (ref_out, cand_out)
+        if prior is None:
+            return
+        prior_ref, prior_cand = prior
+        for i, (r, c) in enumerate(zip(ref_out, cand_out, strict=False)):
+            if not isinstance(c, torch.Tensor) or i >= len(prior_cand):
+                continue
+            pc, pr = prior_cand[i], prior_ref[i]
+            if not isinstance(pc, torch.Tensor) or pc.shape != c.shape or pr.shape != r.shape:
+                continue
+            if torch.equal(pc, c) and not torch.equal(pr, r):
+                self.add(FindingKind.stale_cache,
+                         f"{name}: seed {seed} returned exactly the previous seed's output for new inputs "
+                         "(a result cached across calls)", name, seed)
+
+    def judge_grads(self, ref: dict, cand: dict, name: str, seed: int) -> None:
+        grads, grads64, got = ref["grads"], ref.get("grads64"), cand.get("grads")
+        if got is None:
+            self.add(FindingKind.backward_mismatch,
+                     f"{name}: the candidate's outputs do not require grad, so no backward ran; wrap the kernel in "
+                     "a torch.autograd.Function with a backward", name, seed)
+            return
+        for j, r in enumerate(grads):
+            if r is None:
+                continue
+            c = got[j] if j < len(got) else None
+            if c is None:
+                self.add(FindingKind.backward_mismatch, f"{name}: gradient {j} is missing (None)", name, seed)
+                continue
+            r64 = grads64[j] if grads64 is not None and j < len(grads64) else None
+            self.compare_one(f"{name} grad {j}", name, seed, f"grad{j}", c, r, r64, None)
+
+    def check_launches(self) -> None:
+        judged = [c for c in self.cand_meta.get("cases", []) if c.get("status") == "ok"]
+        if judged and not self.launches:
+            self.add(FindingKind.no_triton_launch,
+                     "the candidate launched no @triton.jit kernel on any case: its result came from elsewhere "
+                     "(PyTorch, a library, or a cache)")
+
+
+def _split_key(key: str) -> tuple[str, int | None]:
+    name, _, seed = key.rpartition("#")
+    try:
+        return name, int(seed)
+    except ValueError:
+        return key, None
+
+
+def _prod(shape: list[int]) -> int:
+    out = 1
+    for d in shape:
+        out *= d
+    return out
+
+
+def summarize(result: ValidateResult) -> str:
+    passed = sum(1 for c in result.cases if c.status == "passed")
+    judged = sum(1 for c in result.cases if c.status in ("passed", "failed"))
+    errors = [f for f in result.findings if f.severity is Severity.error]
+    where = "under the Triton interpreter (CPU)" if result.interpreter else f"on {result.device}"
+    if result.ok:
+        head = f"PASS: {passed}/{judged} cases {where}"
+    else:
+        kinds = sorted({f.kind.value for f in errors})
+        head = f"FAIL ({', '.join(kinds)}): {passed}/{judged} cases passed {where}"
+    return head
+
+
+def default_cwd() -> Path:
+    return Path(os.getcwd())

@@ -1,0 +1,179 @@
+"""Pydantic models shared by the engine and both adapters (CLI, MCP server).
+
+Every tool result has ``ok``, ``device`` ("NVIDIA H200", or "cpu-interpreter" when kernels ran under the
+Triton interpreter) and ``findings``. A finding's ``kind`` comes from :class:`FindingKind`, the one
+documented enum of everything that can be wrong with a candidate.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+INTERPRETER_DEVICE = "cpu-interpreter"
+
+
+class Severity(str, Enum):
+    error = "error"  # the verdict fails
+    warning = "warning"  # passes, but a person should look
+    info = "info"  # worth knowing
+
+
+class FindingKind(str, Enum):
+    """What can be wrong with a candidate. Documented once, here; the README's table is generated from it."""
+
+    mismatch = "mismatch"  # values outside tolerance vs the float64 reference
+    nan_mismatch = "nan_mismatch"  # NaN/Inf positions differ from the reference's
+    shape_mismatch = "shape_mismatch"  # output shape (or number of outputs) differs
+    dtype_mismatch = "dtype_mismatch"  # output dtype differs
+    device_mismatch = "device_mismatch"  # output on another device than the reference's
+    input_mutated = "input_mutated"  # an input changed in a way the reference does not change it
+    output_aliases_input = "output_aliases_input"  # an output shares storage with an input
+    no_triton_launch = "no_triton_launch"  # no @triton.jit kernel of the candidate was launched
+    torch_compute = "torch_compute"  # torch compute ops did (part of) the kernel's work
+    nondeterministic = "nondeterministic"  # a second identical call disagreed
+    uninitialized_output = "uninitialized_output"  # output elements were never written (poison survived)
+    stale_cache = "stale_cache"  # the candidate returned a previous call's result for new inputs
+    unsupported_shape = "unsupported_shape"  # the candidate refused a derived shape with a clean exception
+    backward_mismatch = "backward_mismatch"  # gradients differ from autograd's on the reference
+    timeout = "timeout"
+    crash = "crash"  # signal, os._exit, sticky CUDA error (illegal address, device assert)
+    oom = "oom"
+    exception = "exception"  # a Python exception raised by the candidate
+    compile_error = "compile_error"  # Triton could not compile the kernel
+    load_error = "load_error"  # the user's file could not be imported
+
+
+class Location(BaseModel):
+    """A place in the user's code."""
+
+    file: str
+    line: int | None = None
+    column: int | None = None
+    source_line: str | None = None
+
+    def __str__(self) -> str:
+        out = self.file
+        if self.line is not None:
+            out += f":{self.line}"
+            if self.column is not None:
+                out += f":{self.column}"
+        return out
+
+
+class Finding(BaseModel):
+    kind: FindingKind
+    severity: Severity
+    message: str
+    where: Location | None = None
+    # The case/seed it was seen on, when it concerns one run.
+    case: str | None = None
+    seed: int | None = None
+
+
+class BoundedText(BaseModel):
+    """Text cut to a size an agent can read; the full text, when kept, is in ``path``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    truncated: bool = False
+    total_chars: int = 0
+    path: str | None = None
+
+    @classmethod
+    def of(cls, text: str, limit: int = 4000, path: str | None = None) -> BoundedText:
+        if len(text) <= limit:
+            return cls(text=text, truncated=False, total_chars=len(text), path=path)
+        head = text[: limit // 2]
+        tail = text[-limit // 2 :]
+        cut = len(text) - len(head) - len(tail)
+        return cls(
+            text=f"{head}\n… [{cut} characters truncated] …\n{tail}",
+            truncated=True,
+            total_chars=len(text),
+            path=path,
+        )
+
+
+class Failure(BaseModel):
+    """How a job in an isolated child ended when it did not end well."""
+
+    kind: FindingKind
+    message: str
+    where: Location | None = None
+    stderr_tail: str = ""
+    exit_code: int | None = None
+    signal: int | None = None
+
+
+class ToolResult(BaseModel):
+    ok: bool
+    device: str
+    findings: list[Finding] = Field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.error]
+
+
+# --- validate ---------------------------------------------------------------------------------------
+
+
+class BadElement(BaseModel):
+    index: list[int]
+    got: float
+    expected: float
+
+
+class ComparisonRow(BaseModel):
+    """One output (or gradient) of one case and seed, compared with the float64 reference."""
+
+    case: str
+    seed: int
+    output: str
+    shape: list[int]
+    dtype: str
+    ok: bool
+    numel: int
+    mismatches: int = 0
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    rel_norm_err: float = 0.0
+    torch_rel_norm_err: float = Field(0.0, description="PyTorch's own error in this dtype, vs float64")
+    atol: float | None = None
+    rtol: float | None = None
+    first_bad: list[BadElement] = Field(default_factory=list)
+
+
+class CaseReport(BaseModel):
+    case: str
+    seed: int
+    derived: str | None = Field(None, description="why this shape was derived from get_inputs()")
+    status: str = Field(description="passed | failed | refused | not run | rejected by the reference")
+    reason: str | None = None
+    seconds: float | None = None
+
+
+class OpUse(BaseModel):
+    op: str
+    calls: int
+    work: float = Field(description="elements touched, or FLOPs for matrix products")
+
+
+class ValidateResult(ToolResult):
+    reference: str
+    candidate: str
+    mode: str = Field(description="callable | kernelbench")
+    seeds: list[int]
+    cases: list[CaseReport]
+    rows: list[ComparisonRow]
+    kernels_launched: list[str] = Field(default_factory=list)
+    torch_ops: list[OpUse] = Field(default_factory=list)
+    reference_precision: str = "float64"
+    weights: str | None = Field(None, description="KernelBench: how the candidate's weights were set")
+    backward_checked: bool = False
+    interpreter: bool = False
+    seconds: float = 0.0
+    summary: str = ""
