@@ -75,6 +75,10 @@ class DocsSite:
     def requests_for(self, path: str) -> list[tuple[str, int, str | None]]:
         return [entry for entry in self.log if entry[0] == path]
 
+    def set_page(self, path: str, title: str, body: str, version: str | None = None) -> None:
+        with self.lock:
+            self.pages[path] = render(title, body, version)
+
 
 def _handler(site: DocsSite) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):

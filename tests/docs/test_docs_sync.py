@@ -9,8 +9,6 @@ from pathlib import Path
 
 from mcp_server.engine.docs import DocPage, PageSource, load_manifest, sync, sync_async
 
-from .conftest import DOT_BODY, DocsSite, render
-
 PAGES = (
     DocPage("python-api/triton.language.html", follow="python-api/generated/"),
     DocPage("flaky.html"),
@@ -22,11 +20,11 @@ LOAD_MD = "web/python-api/generated/triton.language.load.md"
 DOT_MD = "web/python-api/generated/triton.language.dot.md"
 
 
-def run_sync(site: DocsSite, dest: Path, **options: object):
+def run_sync(site, dest: Path, **options: object):
     return sync(dest, base_url=site.base_url, pages=PAGES, include_installed=False, **{**FAST, **options})
 
 
-def test_sync_discovers_op_pages_linked_from_the_index(docs_site: DocsSite, tmp_path: Path) -> None:
+def test_sync_discovers_op_pages_linked_from_the_index(docs_site, tmp_path: Path) -> None:
     report = run_sync(docs_site, tmp_path)
     assert report.ok and not report.offline
     assert LOAD_MD in report.fetched and DOT_MD in report.fetched
@@ -40,9 +38,7 @@ def test_sync_discovers_op_pages_linked_from_the_index(docs_site: DocsSite, tmp_
     assert entry["source"] == "web" and entry["etag"] and entry["last_modified"] and entry["fetched_at"]
 
 
-def test_sync_strips_navigation_headers_footers_sidebars_and_scripts(
-    docs_site: DocsSite, tmp_path: Path
-) -> None:
+def test_sync_strips_navigation_headers_footers_sidebars_and_scripts(docs_site, tmp_path: Path) -> None:
     run_sync(docs_site, tmp_path)
     text = (tmp_path / LOAD_MD).read_text()
     for furniture in (
@@ -61,14 +57,14 @@ def test_sync_strips_navigation_headers_footers_sidebars_and_scripts(
     assert "## Notes on padding" in text
 
 
-def test_sync_retries_a_500_and_a_429_then_keeps_the_page(docs_site: DocsSite, tmp_path: Path) -> None:
+def test_sync_retries_a_500_and_a_429_then_keeps_the_page(docs_site, tmp_path: Path) -> None:
     report = run_sync(docs_site, tmp_path)
     assert [s for _, s, _ in docs_site.requests_for("/main/flaky.html")] == [500, 200]
     assert [s for _, s, _ in docs_site.requests_for("/main/limited.html")] == [429, 200]
     assert "web/flaky.md" in report.fetched and "zebraword" in (tmp_path / "web/flaky.md").read_text()
 
 
-def test_sync_reports_a_404_once_without_retrying(docs_site: DocsSite, tmp_path: Path) -> None:
+def test_sync_reports_a_404_once_without_retrying(docs_site, tmp_path: Path) -> None:
     report = run_sync(docs_site, tmp_path)
     (failure,) = report.failed
     assert failure.status == 404 and failure.attempts == 1 and failure.url.endswith("/missing.html")
@@ -76,16 +72,14 @@ def test_sync_reports_a_404_once_without_retrying(docs_site: DocsSite, tmp_path:
     assert report.ok  # one missing page does not make the cache unusable
 
 
-def test_gives_up_after_the_retry_budget(docs_site: DocsSite, tmp_path: Path) -> None:
+def test_gives_up_after_the_retry_budget(docs_site, tmp_path: Path) -> None:
     docs_site.failures["/main/flaky.html"] = [503, 503, 503, 503]
     report = run_sync(docs_site, tmp_path, retries=1)
     (failure,) = [f for f in report.failed if f.url.endswith("/flaky.html")]
     assert failure.status == 503 and failure.attempts == 2
 
 
-def test_second_sync_sends_conditional_requests_and_keeps_pages_on_304(
-    docs_site: DocsSite, tmp_path: Path
-) -> None:
+def test_second_sync_sends_conditional_requests_and_keeps_pages_on_304(docs_site, tmp_path: Path) -> None:
     run_sync(docs_site, tmp_path)
     before = (tmp_path / LOAD_MD).read_text()
     docs_site.log.clear()
@@ -99,17 +93,19 @@ def test_second_sync_sends_conditional_requests_and_keeps_pages_on_304(
     assert entry.checked_at is not None
 
 
-def test_a_changed_page_is_fetched_again(docs_site: DocsSite, tmp_path: Path) -> None:
+def test_a_changed_page_is_fetched_again(docs_site, tmp_path: Path) -> None:
     run_sync(docs_site, tmp_path)
-    docs_site.pages["/main/python-api/generated/triton.language.dot.html"] = render(
-        "triton.language.dot", DOT_BODY + "<p>Now with a new paragraph about tensor cores.</p>"
+    docs_site.set_page(
+        "/main/python-api/generated/triton.language.dot.html",
+        "triton.language.dot",
+        "<p>Now with a new paragraph about tensor cores.</p>",
     )
     report = run_sync(docs_site, tmp_path)
     assert DOT_MD in report.fetched
     assert "tensor cores" in (tmp_path / DOT_MD).read_text()
 
 
-def test_a_failed_refetch_keeps_the_previous_copy(docs_site: DocsSite, tmp_path: Path) -> None:
+def test_a_failed_refetch_keeps_the_previous_copy(docs_site, tmp_path: Path) -> None:
     run_sync(docs_site, tmp_path)
     docs_site.failures["/main/flaky.html"] = [500, 500, 500]
     report = run_sync(docs_site, tmp_path)
@@ -118,9 +114,7 @@ def test_a_failed_refetch_keeps_the_previous_copy(docs_site: DocsSite, tmp_path:
     assert "zebraword" in (tmp_path / "web/flaky.md").read_text()
 
 
-def test_web_pages_of_another_triton_version_are_noted_in_the_manifest(
-    docs_site: DocsSite, tmp_path: Path
-) -> None:
+def test_web_pages_of_another_triton_version_are_noted_in_the_manifest(docs_site, tmp_path: Path) -> None:
     report = run_sync(docs_site, tmp_path)
     manifest = load_manifest(tmp_path)
     load_entry = manifest.pages[LOAD_MD]
@@ -144,7 +138,7 @@ def test_unreachable_site_falls_back_to_the_installed_reference(tmp_path: Path) 
     assert manifest.pages["installed/triton.language.load.md"].source is PageSource.installed
 
 
-def test_sync_can_be_awaited_and_called_from_a_running_loop(docs_site: DocsSite, tmp_path: Path) -> None:
+def test_sync_can_be_awaited_and_called_from_a_running_loop(docs_site, tmp_path: Path) -> None:
     async def inside_a_loop():
         awaited = await sync_async(
             tmp_path / "a", base_url=docs_site.base_url, pages=PAGES[:1], include_installed=False, **FAST

@@ -12,8 +12,6 @@ import triton
 from mcp_server.engine.docs import DocPage, build_offline, search, sync
 from mcp_server.engine.docs.installed import signature_of
 
-from .conftest import DocsSite
-
 
 @pytest.fixture(scope="module")
 def offline_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -104,7 +102,7 @@ def test_search_rebuilds_the_reference_when_the_installed_triton_changed(tmp_pat
     assert json.loads(manifest_path.read_text())["installed_triton"] == triton.__version__
 
 
-def test_search_ranks_a_fetched_web_page_and_gives_its_url(docs_site: DocsSite, tmp_path: Path) -> None:
+def test_search_ranks_a_fetched_web_page_and_gives_its_url(docs_site, tmp_path: Path) -> None:
     pages = (
         DocPage("python-api/triton.language.html", follow="python-api/generated/"),
         DocPage("flaky.html"),
