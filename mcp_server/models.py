@@ -177,3 +177,47 @@ class ValidateResult(ToolResult):
     interpreter: bool = False
     seconds: float = 0.0
     summary: str = ""
+
+
+# --- compile ----------------------------------------------------------------------------------------
+
+
+class Occupancy(BaseModel):
+    """How many programs (CTAs) of this kernel fit on one SM of the target, and what limits it."""
+
+    blocks_per_sm: int
+    warps_per_sm: int
+    max_warps_per_sm: int
+    fraction: float = Field(description="active warps / the SM's maximum")
+    limiter: str = Field(description="registers | shared memory | warps | blocks")
+
+
+class CompiledConfig(BaseModel):
+    config_index: int | None = Field(
+        None, description="index into the autotune configs; None if not autotuned"
+    )
+    config: dict[str, object] = Field(default_factory=dict)
+    constexprs: dict[str, object] = Field(default_factory=dict)
+    signature: dict[str, str] = Field(default_factory=dict)
+    num_warps: int
+    num_stages: int
+    ok: bool
+    compile_s: float
+    registers: int | None = Field(None, description="registers per thread (ptxas)")
+    spill_stores: int | None = Field(None, description="bytes")
+    spill_loads: int | None = Field(None, description="bytes")
+    stack_bytes: int | None = None
+    shared_bytes: int = 0
+    occupancy: Occupancy | None = None
+    ir: dict[str, BoundedText] = Field(default_factory=dict)
+    ir_files: dict[str, str] = Field(default_factory=dict)
+    failure: Failure | None = None
+
+
+class CompileResult(ToolResult):
+    kernel: str
+    target: str
+    autotuned: bool
+    configs: list[CompiledConfig]
+    seconds: float
+    note: str = ""

@@ -89,6 +89,7 @@ def _top_level_names(tree: ast.Module) -> tuple[set[str], bool]:
                 # globals()[...] = … or setattr(sys.modules[...]) can define names we cannot see.
                 if "globals" in ast.dump(node):
                     dynamic = True
+
     visit(tree.body)
     return names, dynamic
 
@@ -114,7 +115,9 @@ def read_python(path: Path, role: str) -> tuple[str, ast.Module]:
     return source, tree
 
 
-def parse_spec(text: str, *, role: str, defaults: tuple[str, ...] = (), cwd: Path | None = None) -> CallableSpec:
+def parse_spec(
+    text: str, *, role: str, defaults: tuple[str, ...] = (), cwd: Path | None = None
+) -> CallableSpec:
     """Parse ``path.py[:name]``; check the file exists, parses, and defines ``name``.
 
     ``defaults`` are tried in order when no name is given (``Model`` for a KernelBench problem,
@@ -151,9 +154,7 @@ def parse_spec(text: str, *, role: str, defaults: tuple[str, ...] = (), cwd: Pat
                 break
         else:
             wanted = " or ".join(f"`{d}`" for d in defaults) if defaults else "a callable"
-            callables = sorted(
-                n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)
-            )
+            callables = sorted(n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef))
             listing = f" It defines: {', '.join(callables)}." if callables else ""
             raise UsageError(
                 f"The {role} file {path} has no {wanted} to use by default.{listing} "

@@ -66,7 +66,11 @@ def _check_inputs_spec(inputs: str | None) -> tuple[str | None, list[str]]:
 def _reference_failure(outcome: Any, spec: CallableSpec) -> UsageError:
     failure = outcome.failure
     where = f" at {failure.where}" if failure.where else ""
-    tail = f"\n{failure.stderr_tail}" if failure.stderr_tail and failure.kind is not FindingKind.exception else ""
+    tail = (
+        f"\n{failure.stderr_tail}"
+        if failure.stderr_tail and failure.kind is not FindingKind.exception
+        else ""
+    )
     return UsageError(
         f"The reference {spec} could not run ({failure.kind.value}{where}): {failure.message}{tail}\n"
         "Fix the reference or its inputs: a reference that fails cannot judge a candidate."
@@ -138,8 +142,11 @@ def validate(
     ok_cases = [c for c in ref_meta["cases"] if c.get("status") == "ok"]
     bundle = {
         "cases": [
-            {"key": c["key"], "inputs": ref_data["cases"][c["key"]]["inputs"],
-             "grad_out": ref_data["cases"][c["key"]]["grad_out"]}
+            {
+                "key": c["key"],
+                "inputs": ref_data["cases"][c["key"]]["inputs"],
+                "grad_out": ref_data["cases"][c["key"]]["grad_out"],
+            }
             for c in ok_cases
         ],
         "state": ref_data.get("state"),
@@ -174,8 +181,13 @@ def validate(
         if cand_out.failure is None:
             cand_data = torch.load(cand_out.path("candidate.pt"), weights_only=True, map_location="cpu")
         judge = _Judge(
-            ref_meta, ref_data, cand_out.result or {}, cand_data, tolerances or ref_meta.get("tolerances"),
-            allow_torch_ops, device,
+            ref_meta,
+            ref_data,
+            cand_out.result or {},
+            cand_data,
+            tolerances or ref_meta.get("tolerances"),
+            allow_torch_ops,
+            device,
         )
         if cand_out.failure is not None:
             judge.whole_job_failed(cand_out.failure, progress)
@@ -233,8 +245,15 @@ class _Judge:
         self.torch_ops: dict[str, list[float]] = {}
 
     # -- helpers -----------------------------------------------------------------------------------
-    def add(self, kind: FindingKind, message: str, case: str | None = None, seed: int | None = None,
-            severity: Severity = Severity.error, where: Any = None) -> None:
+    def add(
+        self,
+        kind: FindingKind,
+        message: str,
+        case: str | None = None,
+        seed: int | None = None,
+        severity: Severity = Severity.error,
+        where: Any = None,
+    ) -> None:
         self.findings.append(
             Finding(kind=kind, severity=severity, message=message, case=case, seed=seed, where=where)
         )
@@ -265,8 +284,11 @@ class _Judge:
         for c in self.ref_meta["cases"]:
             name, seed_ = c["name"], c["seed"]
             status = "failed" if c["key"] == where_case else "not run"
-            self.case_reports.append(CaseReport(case=name, seed=seed_, derived=c.get("derived"), status=status,
-                                                reason=failure.kind.value))
+            self.case_reports.append(
+                CaseReport(
+                    case=name, seed=seed_, derived=c.get("derived"), status=status, reason=failure.kind.value
+                )
+            )
 
     # -- the comparison ----------------------------------------------------------------------------
     def run(self) -> None:
@@ -276,9 +298,15 @@ class _Judge:
             name, seed, key = ref_case["name"], ref_case["seed"], ref_case["key"]
             derived = ref_case.get("derived")
             if ref_case.get("status") != "ok":
-                self.case_reports.append(CaseReport(case=name, seed=seed, derived=derived,
-                                                    status="rejected by the reference",
-                                                    reason=ref_case.get("reason")))
+                self.case_reports.append(
+                    CaseReport(
+                        case=name,
+                        seed=seed,
+                        derived=derived,
+                        status="rejected by the reference",
+                        reason=ref_case.get("reason"),
+                    )
+                )
                 continue
             cand_case = cand_cases.get(key, {"status": "not run"})
             status = cand_case.get("status")
@@ -287,25 +315,48 @@ class _Judge:
                 kind = _kind_of(failure)
                 clean_refusal = derived is not None and kind is FindingKind.exception
                 if clean_refusal:
-                    self.add(FindingKind.unsupported_shape,
-                             f"{name}: the candidate refused this derived shape ({derived}): {failure['message']}",
-                             name, seed, severity=Severity.warning)
+                    self.add(
+                        FindingKind.unsupported_shape,
+                        f"{name}: the candidate refused this derived shape ({derived}): {failure['message']}",
+                        name,
+                        seed,
+                        severity=Severity.warning,
+                    )
                 else:
                     self.add(kind, f"{name}: {failure['message']}", name, seed, where=failure.get("where"))
-                self.case_reports.append(CaseReport(case=name, seed=seed, derived=derived,
-                                                    status="refused" if clean_refusal else "failed",
-                                                    reason=kind.value))
+                self.case_reports.append(
+                    CaseReport(
+                        case=name,
+                        seed=seed,
+                        derived=derived,
+                        status="refused" if clean_refusal else "failed",
+                        reason=kind.value,
+                    )
+                )
                 continue
             if status != "ok":
-                self.case_reports.append(CaseReport(case=name, seed=seed, derived=derived, status="not run",
-                                                    reason=cand_case.get("reason")))
+                self.case_reports.append(
+                    CaseReport(
+                        case=name,
+                        seed=seed,
+                        derived=derived,
+                        status="not run",
+                        reason=cand_case.get("reason"),
+                    )
+                )
                 continue
             before = len([f for f in self.findings if f.severity is Severity.error])
             self.judge_case(ref_case, cand_case, previous)
             after = len([f for f in self.findings if f.severity is Severity.error])
-            self.case_reports.append(CaseReport(case=name, seed=seed, derived=derived,
-                                                status="passed" if after == before else "failed",
-                                                seconds=cand_case.get("seconds")))
+            self.case_reports.append(
+                CaseReport(
+                    case=name,
+                    seed=seed,
+                    derived=derived,
+                    status="passed" if after == before else "failed",
+                    seconds=cand_case.get("seconds"),
+                )
+            )
         self.check_launches()
 
     def judge_case(self, ref_case: dict, cand_case: dict, previous: dict) -> None:
@@ -322,25 +373,41 @@ class _Judge:
         self.judge_torch_work(ref_case, cand_case, name, seed)
 
         if len(cand_out) != len(ref_out):
-            self.add(FindingKind.shape_mismatch,
-                     f"{name}: the candidate returned {len(cand_out)} output(s); the reference returns "
-                     f"{len(ref_out)}", name, seed)
+            self.add(
+                FindingKind.shape_mismatch,
+                f"{name}: the candidate returned {len(cand_out)} output(s); the reference returns "
+                f"{len(ref_out)}",
+                name,
+                seed,
+            )
         for i, (r, c) in enumerate(zip(ref_out, cand_out, strict=False)):
             label = f"{name} output {i}" if len(ref_out) > 1 else name
             meta = metas[i] if i < len(metas) else {}
             if c is None or not isinstance(c, torch.Tensor):
-                self.add(FindingKind.shape_mismatch,
-                         f"{label}: the candidate returned a {meta.get('type', 'non-tensor')} where the reference "
-                         "returns a tensor", name, seed)
+                self.add(
+                    FindingKind.shape_mismatch,
+                    f"{label}: the candidate returned a {meta.get('type', 'non-tensor')} where the reference "
+                    "returns a tensor",
+                    name,
+                    seed,
+                )
                 continue
             ref_dev = self.ref_meta_device(ref_case, i)
             if meta.get("device") and ref_dev and meta["device"].split(":")[0] != ref_dev.split(":")[0]:
-                self.add(FindingKind.device_mismatch,
-                         f"{label}: output on {meta['device']}; the reference's is on {ref_dev}", name, seed)
+                self.add(
+                    FindingKind.device_mismatch,
+                    f"{label}: output on {meta['device']}; the reference's is on {ref_dev}",
+                    name,
+                    seed,
+                )
             if c.dtype != r.dtype:
-                self.add(FindingKind.dtype_mismatch,
-                         f"{label}: dtype {str(c.dtype).replace('torch.', '')}; the reference returns "
-                         f"{str(r.dtype).replace('torch.', '')}", name, seed)
+                self.add(
+                    FindingKind.dtype_mismatch,
+                    f"{label}: dtype {str(c.dtype).replace('torch.', '')}; the reference returns "
+                    f"{str(r.dtype).replace('torch.', '')}",
+                    name,
+                    seed,
+                )
             second = cand_out2[i] if cand_out2 is not None and i < len(cand_out2) else None
             r64 = ref_out64[i] if ref_out64 is not None and i < len(ref_out64) else None
             self.compare_one(label, name, seed, f"out{i}", c, r, r64, second)
@@ -355,27 +422,54 @@ class _Judge:
         outs = ref_case.get("outputs") or []
         return outs[i]["device"] if i < len(outs) else None
 
-    def compare_one(self, label: str, name: str, seed: int, output: str, c: torch.Tensor, r: torch.Tensor,
-                    r64: torch.Tensor | None, second: torch.Tensor | None) -> bool:
+    def compare_one(
+        self,
+        label: str,
+        name: str,
+        seed: int,
+        output: str,
+        c: torch.Tensor,
+        r: torch.Tensor,
+        r64: torch.Tensor | None,
+        second: torch.Tensor | None,
+    ) -> bool:
         tol = compare.tolerance_for(r.dtype, self.tolerances)
         cmp = compare.compare_tensor(c, r, r64, tol, second)
-        self.rows.append(ComparisonRow(
-            case=name, seed=seed, output=output, shape=list(r.shape),
-            dtype=str(r.dtype).replace("torch.", ""), ok=cmp.ok, numel=cmp.numel, mismatches=cmp.mismatches,
-            max_abs_err=cmp.max_abs_err, max_rel_err=cmp.max_rel_err, rel_norm_err=cmp.rel_norm_err,
-            torch_rel_norm_err=cmp.torch_rel_norm_err,
-            atol=tol.atol if r.is_floating_point() else None, rtol=tol.rtol if r.is_floating_point() else None,
-            first_bad=[BadElement(index=b.index, got=b.got, expected=b.expected) for b in cmp.first_bad or []],
-        ))
+        self.rows.append(
+            ComparisonRow(
+                case=name,
+                seed=seed,
+                output=output,
+                shape=list(r.shape),
+                dtype=str(r.dtype).replace("torch.", ""),
+                ok=cmp.ok,
+                numel=cmp.numel,
+                mismatches=cmp.mismatches,
+                max_abs_err=cmp.max_abs_err,
+                max_rel_err=cmp.max_rel_err,
+                rel_norm_err=cmp.rel_norm_err,
+                torch_rel_norm_err=cmp.torch_rel_norm_err,
+                atol=tol.atol if r.is_floating_point() else None,
+                rtol=tol.rtol if r.is_floating_point() else None,
+                first_bad=[
+                    BadElement(index=b.index, got=b.got, expected=b.expected) for b in cmp.first_bad or []
+                ],
+            )
+        )
         if cmp.problem is not None:
             kind = cmp.problem
             if output.startswith("grad") and kind is FindingKind.mismatch:
                 kind = FindingKind.backward_mismatch
             self.add(kind, compare.describe(cmp.problem, cmp, label), name, seed)
         elif cmp.bitwise_diff:
-            self.add(FindingKind.nondeterministic,
-                     f"{label}: a repeat call differs bitwise at {cmp.bitwise_diff} elements, within tolerance "
-                     "(e.g. atomics changing the summation order)", name, seed, severity=Severity.info)
+            self.add(
+                FindingKind.nondeterministic,
+                f"{label}: a repeat call differs bitwise at {cmp.bitwise_diff} elements, within tolerance "
+                "(e.g. atomics changing the summation order)",
+                name,
+                seed,
+                severity=Severity.info,
+            )
         return cmp.ok
 
     def judge_torch_work(self, ref_case: dict, cand_case: dict, name: str, seed: int) -> None:
@@ -404,20 +498,30 @@ class _Judge:
         else:
             severity = Severity.info
             verdict = "torch compute ops ran beside the Triton kernels"
-        self.add(FindingKind.torch_compute,
-                 f"{name}: {verdict} ({ratio:.0%} of the reference's own torch work): {listing}. Move that work "
-                 "into the Triton kernel (or pass allow_torch_ops for an op you mean to keep in torch)",
-                 name, seed, severity=severity)
+        self.add(
+            FindingKind.torch_compute,
+            f"{name}: {verdict} ({ratio:.0%} of the reference's own torch work): {listing}. Move that work "
+            "into the Triton kernel (or pass allow_torch_ops for an op you mean to keep in torch)",
+            name,
+            seed,
+            severity=severity,
+        )
 
     def judge_aliasing(self, ref_case: dict, cand_case: dict, name: str, seed: int) -> None:
         ref_pairs = {tuple(p) for p in ref_case.get("aliases") or []}
         for o, i in cand_case.get("aliases") or []:
             if (o, i) not in ref_pairs:
-                self.add(FindingKind.output_aliases_input,
-                         f"{name}: output {o} shares storage with input {i} (the reference returns a new tensor); "
-                         "a caller that reuses the input would see it change", name, seed)
+                self.add(
+                    FindingKind.output_aliases_input,
+                    f"{name}: output {o} shares storage with input {i} (the reference returns a new tensor); "
+                    "a caller that reuses the input would see it change",
+                    name,
+                    seed,
+                )
 
-    def judge_mutation(self, ref: dict, ref_case: dict, cand: dict, cand_case: dict, name: str, seed: int) -> None:
+    def judge_mutation(
+        self, ref: dict, ref_case: dict, cand: dict, cand_case: dict, name: str, seed: int
+    ) -> None:
         pre = ref["inputs"]
         post_ref = ref["post"]
         changed = set(cand_case.get("changed_inputs") or [])
@@ -426,24 +530,44 @@ class _Judge:
         for i, original in enumerate(pre):
             if not isinstance(original, torch.Tensor):
                 continue
-            ref_changed = not torch.equal(post_ref[i], original) if isinstance(post_ref[i], torch.Tensor) else False
+            ref_changed = (
+                not torch.equal(post_ref[i], original) if isinstance(post_ref[i], torch.Tensor) else False
+            )
             if i in changed:
                 after = cand.get("post", {}).get(i)
                 if not ref_changed:
-                    self.add(FindingKind.input_mutated,
-                             f"{name}: the candidate wrote to input {i}, which the reference leaves unchanged",
-                             name, seed)
+                    self.add(
+                        FindingKind.input_mutated,
+                        f"{name}: the candidate wrote to input {i}, which the reference leaves unchanged",
+                        name,
+                        seed,
+                    )
                 elif after is not None:
-                    self.compare_one(f"{name} input {i} after the call", name, seed, f"input{i}", after,
-                                     post_ref[i], None, None)
+                    self.compare_one(
+                        f"{name} input {i} after the call",
+                        name,
+                        seed,
+                        f"input{i}",
+                        after,
+                        post_ref[i],
+                        None,
+                        None,
+                    )
             else:
                 if ref_changed:
-                    self.add(FindingKind.mismatch,
-                             f"{name}: the reference updates input {i} in place; the candidate leaves it unchanged",
-                             name, seed)
+                    self.add(
+                        FindingKind.mismatch,
+                        f"{name}: the reference updates input {i} in place; the candidate leaves it unchanged",
+                        name,
+                        seed,
+                    )
                 elif i < len(digests_after) and i < len(digests_ref) and digests_after[i] != digests_ref[i]:
-                    self.add(FindingKind.input_mutated,
-                             f"{name}: input {i} differs after the call from what was sent", name, seed)
+                    self.add(
+                        FindingKind.input_mutated,
+                        f"{name}: input {i} differs after the call from what was sent",
+                        name,
+                        seed,
+                    )
 
     def judge_stale(self, name: str, seed: int, ref_out: list, cand_out: list, previous: dict) -> None:
         prior = previous.get(name)
@@ -458,16 +582,24 @@ class _Judge:
             if not isinstance(pc, torch.Tensor) or pc.shape != c.shape or pr.shape != r.shape:
                 continue
             if torch.equal(pc, c) and not torch.equal(pr, r):
-                self.add(FindingKind.stale_cache,
-                         f"{name}: seed {seed} returned exactly the previous seed's output for new inputs "
-                         "(a result cached across calls)", name, seed)
+                self.add(
+                    FindingKind.stale_cache,
+                    f"{name}: seed {seed} returned exactly the previous seed's output for new inputs "
+                    "(a result cached across calls)",
+                    name,
+                    seed,
+                )
 
     def judge_grads(self, ref: dict, cand: dict, name: str, seed: int) -> None:
         grads, grads64, got = ref["grads"], ref.get("grads64"), cand.get("grads")
         if got is None:
-            self.add(FindingKind.backward_mismatch,
-                     f"{name}: the candidate's outputs do not require grad, so no backward ran; wrap the kernel in "
-                     "a torch.autograd.Function with a backward", name, seed)
+            self.add(
+                FindingKind.backward_mismatch,
+                f"{name}: the candidate's outputs do not require grad, so no backward ran; wrap the kernel in "
+                "a torch.autograd.Function with a backward",
+                name,
+                seed,
+            )
             return
         for j, r in enumerate(grads):
             if r is None:
@@ -482,9 +614,11 @@ class _Judge:
     def check_launches(self) -> None:
         judged = [c for c in self.cand_meta.get("cases", []) if c.get("status") == "ok"]
         if judged and not self.launches:
-            self.add(FindingKind.no_triton_launch,
-                     "the candidate launched no @triton.jit kernel on any case: its result came from elsewhere "
-                     "(PyTorch, a library, or a cache)")
+            self.add(
+                FindingKind.no_triton_launch,
+                "the candidate launched no @triton.jit kernel on any case: its result came from elsewhere "
+                "(PyTorch, a library, or a cache)",
+            )
 
 
 def _split_key(key: str) -> tuple[str, int | None]:

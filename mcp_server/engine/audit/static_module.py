@@ -196,7 +196,11 @@ class ModuleIndex:
     def _collect_module_level(self) -> None:
         for stmt in self.tree.body:
             target, value = None, None
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+            ):
                 target, value = stmt.targets[0].id, stmt.value
             elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
                 target, value = stmt.target.id, stmt.value
@@ -254,7 +258,9 @@ class ModuleIndex:
     def _make_jit(self, fn: ast.FunctionDef) -> JitFunction:
         args = fn.args
         positional = [*args.posonlyargs, *args.args]
-        defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(
+            args.defaults
+        )
         params = [
             Param(a.arg, a, self.is_constexpr_annotation(a.annotation), self.literal(d) if d else UNKNOWN)
             for a, d in zip(positional, defaults)
@@ -293,7 +299,11 @@ class ModuleIndex:
         # Which jit functions other jit functions call (helpers).
         for jf in self.jit.values():
             for node in ast.walk(jf.node):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in self.jit:
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name)
+                    and node.func.id in self.jit
+                ):
                     if node.func.id != jf.name:
                         self.jit[node.func.id].called_from_jit = True
 
@@ -353,7 +363,9 @@ class ModuleIndex:
             if launcher.launches:
                 self.launchers.append(launcher)
 
-    def _launch_site(self, call: ast.Call, sub: ast.Subscript, launcher: LauncherFunction) -> LaunchSite | None:
+    def _launch_site(
+        self, call: ast.Call, sub: ast.Subscript, launcher: LauncherFunction
+    ) -> LaunchSite | None:
         value = sub.value
         kernel: JitFunction | None = None
         autotuned = False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 import threading
 from collections.abc import Callable, Iterator
@@ -284,16 +285,80 @@ _hooks_installed = False
 ALLOC_OPS = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"}
 # Data movement, views, allocation and initialisation: not the kernel's arithmetic.
 MOVEMENT_OPS = ALLOC_OPS | {
-    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand", "permute", "transpose",
-    "t", "squeeze", "unsqueeze", "select", "slice", "narrow", "split", "split_with_sizes", "chunk",
-    "unbind", "alias", "detach", "lift_fresh", "lift_fresh_copy", "clone", "contiguous", "copy_", "copy",
-    "_to_copy", "to", "fill_", "fill", "zero_", "zeros", "zeros_like", "ones", "ones_like", "full",
-    "full_like", "scalar_tensor", "arange", "resize_", "set_", "cat", "stack", "constant_pad_nd",
-    "view_as_real", "view_as_complex", "_local_scalar_dense", "item", "is_nonzero", "randn", "rand",
-    "randint", "normal_", "uniform_", "random_", "bernoulli_", "sym_size", "sym_stride", "sym_numel",
-    "_has_compatible_shallow_copy_type", "record_stream", "_conj", "_neg_view", "resolve_conj",
-    "resolve_neg", "index_select", "gather", "flatten", "unflatten", "movedim", "repeat",
-    "empty_permuted", "_pin_memory", "set_data",
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "_reshape_alias",
+    "as_strided",
+    "expand",
+    "permute",
+    "transpose",
+    "t",
+    "squeeze",
+    "unsqueeze",
+    "select",
+    "slice",
+    "narrow",
+    "split",
+    "split_with_sizes",
+    "chunk",
+    "unbind",
+    "alias",
+    "detach",
+    "lift_fresh",
+    "lift_fresh_copy",
+    "clone",
+    "contiguous",
+    "copy_",
+    "copy",
+    "_to_copy",
+    "to",
+    "fill_",
+    "fill",
+    "zero_",
+    "zeros",
+    "zeros_like",
+    "ones",
+    "ones_like",
+    "full",
+    "full_like",
+    "scalar_tensor",
+    "arange",
+    "resize_",
+    "set_",
+    "cat",
+    "stack",
+    "constant_pad_nd",
+    "view_as_real",
+    "view_as_complex",
+    "_local_scalar_dense",
+    "item",
+    "is_nonzero",
+    "randn",
+    "rand",
+    "randint",
+    "normal_",
+    "uniform_",
+    "random_",
+    "bernoulli_",
+    "sym_size",
+    "sym_stride",
+    "sym_numel",
+    "_has_compatible_shallow_copy_type",
+    "record_stream",
+    "_conj",
+    "_neg_view",
+    "resolve_conj",
+    "resolve_neg",
+    "index_select",
+    "gather",
+    "flatten",
+    "unflatten",
+    "movedim",
+    "repeat",
+    "empty_permuted",
+    "_pin_memory",
+    "set_data",
 }
 # The ops a kernel is usually written to replace; their work is counted in FLOPs.
 MATMUL_OPS = {"mm", "bmm", "addmm", "addmv", "mv", "matmul", "baddbmm", "addbmm", "dot", "vdot", "linear"}
@@ -313,8 +378,12 @@ def _triton_scope() -> Iterator[None]:
 
 
 def _kernel_name(fn_obj: Any) -> str:
-    inner = getattr(fn_obj, "fn", None)
-    name = getattr(inner, "__name__", None) or getattr(fn_obj, "__name__", None) or type(fn_obj).__name__
+    inner = fn_obj
+    for _ in range(8):  # Autotuner -> Heuristics -> JITFunction -> python function
+        if inspect.isfunction(inner) or not hasattr(inner, "fn"):
+            break
+        inner = inner.fn
+    name = getattr(inner, "__name__", None) or type(fn_obj).__name__
     code = getattr(inner, "__code__", None)
     where = f" ({code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno})" if code else ""
     return f"{name}{where}"

@@ -76,7 +76,8 @@ def _grad_leaves(args: list[Any]) -> list[torch.Tensor]:
 
 def _with_grad(args: list[Any]) -> list[Any]:
     return common.map_tensors(
-        args, lambda t: t.detach().clone().requires_grad_(True) if t.is_floating_point() else t.detach().clone()
+        args,
+        lambda t: t.detach().clone().requires_grad_(True) if t.is_floating_point() else t.detach().clone(),
     )
 
 
@@ -96,8 +97,9 @@ def _backward(
     if grad_out is None:
         grad_out = [torch.randn_like(o) for o in diff]
     leaves = _grad_leaves(args) + params
-    grads = torch.autograd.grad(diff, leaves, [g.to(o.dtype) for g, o in zip(grad_out, diff, strict=False)],
-                                allow_unused=True)
+    grads = torch.autograd.grad(
+        diff, leaves, [g.to(o.dtype) for g, o in zip(grad_out, diff, strict=False)], allow_unused=True
+    )
     return out, [None if g is None else g.detach() for g in grads], grad_out
 
 
@@ -149,7 +151,7 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 common.sync(device)
         except UsageProblem:
             raise
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             if derived is None:
                 failure = classify_exception(exc, ctx.user_files)
                 raise UsageProblem(
@@ -188,14 +190,16 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 break
             except UsageProblem:
                 raise
-            except Exception:  # noqa: BLE001 - float64 is a best effort; fall back below
+            except Exception:
                 out64 = None
         if out64 is None:
             precision = "native only (the reference failed in float64)"
         entry.update(
             status="ok",
-            outputs=[{"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", ""),
-                      "device": str(o.device)} for o in out],
+            outputs=[
+                {"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", ""), "device": str(o.device)}
+                for o in out
+            ],
             aliases=common.aliases(out, post),
             record=record.as_json(),
             torch_work=record.torch_work,
@@ -306,7 +310,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 runs.append(out)
                 if repeat == 0:
                     first_record, first_args, first_grads, first_elapsed = record, args, grads, elapsed
-        except BaseException as exc:  # noqa: BLE001 - a failing candidate is data
+        except BaseException as exc:
             failure = classify_exception(exc, ctx.user_files)
             entry.update(status="failed", failure=failure.model_dump(mode="json"))
             report.append(entry)
@@ -321,7 +325,11 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             outputs=[
                 {"type": type(o).__name__}
                 | (
-                    {"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", ""), "device": str(o.device)}
+                    {
+                        "shape": list(o.shape),
+                        "dtype": str(o.dtype).replace("torch.", ""),
+                        "device": str(o.device),
+                    }
                     if isinstance(o, torch.Tensor)
                     else {"repr": repr(o)[:80]}
                 )

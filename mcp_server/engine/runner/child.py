@@ -119,11 +119,11 @@ def classify_exception(exc: BaseException, user_files: set[str]) -> Failure:
     try:
         from triton.compiler.errors import CompilationError
     except ImportError:  # pragma: no cover - triton is a dependency
-        CompilationError = ()  # type: ignore[assignment]  # noqa: N806
+        CompilationError = ()  # type: ignore[assignment]
     try:
         from triton.runtime.errors import OutOfResources
     except ImportError:  # pragma: no cover
-        OutOfResources = ()  # type: ignore[assignment]  # noqa: N806
+        OutOfResources = ()  # type: ignore[assignment]
 
     where = _user_location(exc, user_files)
     if isinstance(exc, CompilationError):
@@ -202,7 +202,7 @@ def load_module(path: str | Path, user_files: set[str]) -> ModuleType:
             spec.loader.exec_module(module)
     except LoadFailure:
         raise
-    except BaseException as exc:  # noqa: BLE001 - the user's module can raise anything while importing
+    except BaseException as exc:
         where = _user_location(exc, user_files | {str(path)})
         lines = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         raise LoadFailure(f"importing {path.name} raised {lines}", where) from exc
@@ -226,7 +226,7 @@ def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except Exception:  # noqa: BLE001, S110 - the user may have closed or replaced the streams
+        except Exception:
             pass
 
 
@@ -240,7 +240,7 @@ def main(job_dir: str) -> int:
         payload = {"result": fn(job["params"], ctx)}
     except UsageProblem as exc:
         payload = {"usage_error": str(exc)}
-    except BaseException as exc:  # noqa: BLE001 - every way of failing becomes data
+    except BaseException as exc:
         traceback.print_exc()
         payload = {"failure": classify_exception(exc, ctx.user_files).model_dump(mode="json")}
     _flush()

@@ -27,6 +27,19 @@ import signal
 import sys
 import time
 
+PRELOAD = (
+    "torch._dynamo",
+    "torch.utils._python_dispatch",
+    "triton.runtime.interpreter",
+    "triton.compiler",
+    "triton.testing",
+    "mcp_server.engine.runner.child",
+    "mcp_server.engine.jobs.common",
+    "mcp_server.engine.jobs.validate_jobs",
+    "mcp_server.engine.jobs.compile_job",
+    "mcp_server.engine.jobs.bench_job",
+)
+
 
 def _write(fd: int, message: dict) -> None:
     data = (json.dumps(message) + "\n").encode()
@@ -69,12 +82,20 @@ def _run_child(job: dict, keep_fds: set[int]) -> int:
 def serve() -> None:
     started = time.perf_counter()
     # Preload what every job needs. CUDA must stay uninitialised here: children initialise it.
+    import importlib
+
     import numpy  # noqa: F401
     import torch
     import triton
-    import triton.language  # noqa: F401
+    import triton.language
 
-    import mcp_server.engine.runner.child  # noqa: F401  (and the job modules it imports)
+    # Modules every job touches, imported once here instead of once per child. torch._dynamo is pulled
+    # in lazily by the first detach() under a dispatch mode and costs seconds.
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            continue
 
     in_fd = sys.stdin.fileno()
     out_fd = os.dup(sys.stdout.fileno())
@@ -151,7 +172,7 @@ def serve() -> None:
                     code = 70
                     try:
                         code = _run_child(job, protocol_fds)
-                    except BaseException:  # noqa: BLE001 - the child must never fall back into this loop
+                    except BaseException:
                         import traceback
 
                         traceback.print_exc()

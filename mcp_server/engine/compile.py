@@ -1,0 +1,224 @@
+"""compile_kernel: ahead-of-time compile of a @triton.jit kernel for a target GPU, no GPU needed.
+
+The kernel's file is imported in a child (it is user code). Results carry per-config resource usage
+(registers, spills, shared memory), an occupancy estimate for the target, and the IR stages asked for.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from mcp_server.engine.device import probe
+from mcp_server.engine.errors import UsageError
+from mcp_server.engine.runner import Runner, shared_runner
+from mcp_server.engine.specs import parse_spec
+from mcp_server.models import (
+    BoundedText,
+    CompiledConfig,
+    CompileResult,
+    Failure,
+    Finding,
+    Occupancy,
+    Severity,
+)
+
+IR_STAGES = ("ttir", "ttgir", "llir", "ptx", "sass")
+IR_TEXT_LIMIT = 6000
+
+# Per-SM limits by compute capability: (max warps, max blocks, registers, shared memory bytes usable
+# by all blocks, per-block reserved shared bytes). From NVIDIA's CUDA occupancy tables.
+SM_LIMITS: dict[int, tuple[int, int, int, int, int]] = {
+    75: (32, 16, 65536, 65536, 0),
+    80: (64, 32, 65536, 167936, 1024),
+    86: (48, 16, 65536, 102400, 1024),
+    89: (48, 24, 65536, 102400, 1024),
+    90: (64, 32, 65536, 233472, 1024),
+    100: (64, 32, 65536, 233472, 1024),
+    120: (48, 32, 65536, 102400, 1024),
+}
+REGISTER_GRANULE = 256  # registers are allocated per warp in units of 256
+
+
+def occupancy(arch: int, num_warps: int, registers: int | None, shared_bytes: int) -> Occupancy | None:
+    limits = SM_LIMITS.get(arch) or SM_LIMITS.get(arch // 10 * 10)
+    if limits is None or registers is None:
+        return None
+    max_warps, max_blocks, regs_per_sm, smem_per_sm, reserved = limits
+    per_warp = -(-registers * 32 // REGISTER_GRANULE) * REGISTER_GRANULE
+    by_regs = (regs_per_sm // per_warp) // num_warps if per_warp else max_blocks
+    by_smem = smem_per_sm // (shared_bytes + reserved) if shared_bytes else max_blocks
+    by_warps = max_warps // num_warps
+    options = {"warps": by_warps, "registers": by_regs, "shared memory": by_smem, "blocks": max_blocks}
+    limiter = min(options, key=lambda k: options[k])
+    blocks = max(0, options[limiter])
+    warps = blocks * num_warps
+    return Occupancy(
+        blocks_per_sm=blocks,
+        warps_per_sm=warps,
+        max_warps_per_sm=max_warps,
+        fraction=round(warps / max_warps, 3),
+        limiter=limiter,
+    )
+
+
+def _normalise_target(target: str | None, local: str) -> tuple[str, int]:
+    text = (target or local).strip().lower()
+    m = re.fullmatch(r"(?:cuda[:_]?|sm_?)?(\d{2,3})a?", text)
+    if not m:
+        raise UsageError(f"Unknown target {target!r}. Use cuda:80, cuda:90 or cuda:100 (or sm_90).")
+    arch = int(m.group(1))
+    if arch < 75:
+        raise UsageError(
+            f"Target sm_{arch} is older than Triton supports (7.5+). Use cuda:80, cuda:90 or cuda:100."
+        )
+    return f"cuda:{arch}", arch
+
+
+def compile_kernel(
+    kernel: str,
+    *,
+    signature: str | None = None,
+    args: str | None = None,
+    constexprs: dict[str, Any] | None = None,
+    target: str | None = None,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+    config: int | str | None = None,
+    ir: list[str] | tuple[str, ...] = (),
+    out_dir: str | None = None,
+    timeout_s: float = 300.0,
+    runner: Runner | None = None,
+    cwd: Path | None = None,
+) -> CompileResult:
+    """Compile ``path.py:kernel`` for ``target`` (default: the local GPU's, else cuda:90)."""
+    started = time.perf_counter()
+    unknown = [s for s in ir if s not in IR_STAGES]
+    if unknown:
+        raise UsageError(f"Unknown IR stage(s) {', '.join(unknown)}; choose from {', '.join(IR_STAGES)}.")
+    spec = parse_spec(kernel, role="kernel", cwd=cwd)
+    files = [str(spec.path)]
+    if args and not ("[" in args or ":" not in args):
+        arg_spec = parse_spec(args, role="args", cwd=cwd)
+        args = f"{arg_spec.path}:{arg_spec.name}"
+        files.append(str(arg_spec.path))
+    runner = runner or shared_runner()
+    device = probe(runner)
+    target_name, arch = _normalise_target(target, device.target)
+    outcome = runner.run(
+        "mcp_server.engine.jobs.compile_job:run",
+        {
+            "kernel": {"path": str(spec.path), "name": spec.name},
+            "signature": signature,
+            "args": args,
+            "constexprs": constexprs or {},
+            "target": target_name,
+            "num_warps": num_warps,
+            "num_stages": num_stages,
+            "config": config,
+            "ir": list(ir),
+            "analyse": True,
+        },
+        timeout_s=timeout_s,
+        # Compilation needs the real JIT, not the interpreter, and no GPU.
+        env={"TRITON_INTERPRET": None},
+        user_files=files,
+        cwd=str(cwd or Path.cwd()),
+    )
+    with outcome:
+        if outcome.usage_error:
+            raise UsageError(outcome.usage_error)
+        if outcome.failure is not None:
+            failure = outcome.failure
+            return CompileResult(
+                ok=False,
+                device=device.device,
+                kernel=spec.name,
+                target=target_name,
+                autotuned=False,
+                configs=[],
+                seconds=round(time.perf_counter() - started, 3),
+                findings=[
+                    Finding(
+                        kind=failure.kind,
+                        severity=Severity.error,
+                        message=failure.message,
+                        where=failure.where,
+                    )
+                ],
+            )
+        raw = outcome.result or {}
+        configs = [
+            _config(entry, arch, outcome.job_dir, list(ir), out_dir) for entry in raw.get("configs", [])
+        ]
+    findings = [
+        Finding(
+            kind=c.failure.kind, severity=Severity.error, message=c.failure.message, where=c.failure.where
+        )
+        for c in configs
+        if c.failure is not None
+    ]
+    note = ""
+    if raw.get("autotuned") and raw.get("n_configs", 0) > len(configs):
+        note = f"compiled {len(configs)} of {raw['n_configs']} autotune configs (choose one with config=N)"
+    return CompileResult(
+        ok=all(c.ok for c in configs) and bool(configs),
+        device=device.device,
+        kernel=raw.get("kernel", spec.name),
+        target=target_name,
+        autotuned=bool(raw.get("autotuned")),
+        configs=configs,
+        seconds=round(time.perf_counter() - started, 3),
+        findings=findings,
+        note=note,
+    )
+
+
+def _config(
+    entry: dict[str, Any], arch: int, job_dir: Path, ir: list[str], out_dir: str | None
+) -> CompiledConfig:
+    failure = Failure.model_validate(entry["failure"]) if entry.get("failure") else None
+    texts: dict[str, BoundedText] = {}
+    files: dict[str, str] = {}
+    prefix = entry.get("ir_files_prefix")
+    if prefix and failure is None:
+        dest = Path(out_dir).resolve() if out_dir else None
+        if dest:
+            dest.mkdir(parents=True, exist_ok=True)
+        for stage in entry.get("ir_available", []):
+            src = job_dir / f"{prefix}.{stage}"
+            if not src.exists():
+                continue
+            text = src.read_text(errors="replace")
+            path = None
+            if dest is not None:
+                target = dest / f"{entry.get('name', 'kernel')}.{prefix}.{stage}"
+                target.write_text(text)
+                path = str(target)
+                files[stage] = path
+            if stage in ir:
+                texts[stage] = BoundedText.of(text, IR_TEXT_LIMIT, path)
+    regs = entry.get("registers")
+    return CompiledConfig(
+        config_index=entry.get("config_index"),
+        config=entry.get("config") or {},
+        constexprs=entry.get("constexprs") or {},
+        signature=entry.get("signature") or {},
+        num_warps=entry.get("num_warps", 4),
+        num_stages=entry.get("num_stages", 3),
+        ok=failure is None,
+        compile_s=entry.get("compile_s", 0.0),
+        registers=regs,
+        spill_stores=entry.get("spill_stores"),
+        spill_loads=entry.get("spill_loads"),
+        stack_bytes=entry.get("stack_bytes"),
+        shared_bytes=entry.get("shared_bytes", 0),
+        occupancy=occupancy(arch, entry.get("num_warps", 4), regs, entry.get("shared_bytes", 0))
+        if failure is None
+        else None,
+        ir=texts,
+        ir_files=files,
+        failure=failure,
+    )

@@ -1,0 +1,170 @@
+"""Human-readable text for results: the CLI prints these; the server sends them beside the structured data."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mcp_server.models import (
+    CompileResult,
+    Finding,
+    Severity,
+    ToolResult,
+    ValidateResult,
+)
+
+INTERPRETER_BANNER = (
+    "No CUDA GPU: kernels ran under the Triton interpreter on CPU tensors (TRITON_INTERPRET=1). "
+    "Correctness verdicts hold; timings and hardware figures do not."
+)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[int] = ()) -> str:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for n, row in enumerate(cells):
+        parts = [
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(parts).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def fmt(x: float | None, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e4 or abs(x) < 1e-3:
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}g}"
+
+
+def findings_block(findings: Sequence[Finding]) -> str:
+    if not findings:
+        return "findings: none"
+    lines = ["findings:"]
+    for f in findings:
+        where = f" [{f.where}]" if f.where else ""
+        text = f.message.replace("\n", "\n      ")
+        lines.append(f"  {f.severity.value:<7} {f.kind.value}{where}: {text}")
+    return "\n".join(lines)
+
+
+def banner(result: ToolResult) -> str:
+    return INTERPRETER_BANNER if result.device == "cpu-interpreter" else ""
+
+
+def render_validate(result: ValidateResult) -> str:
+    out = []
+    if b := banner(result):
+        out.append(b)
+    out.append(result.summary)
+    out.append(f"reference  {result.reference}")
+    out.append(f"candidate  {result.candidate}")
+    extra = f"   weights {result.weights}" if result.weights else ""
+    out.append(
+        f"device     {result.device}   mode {result.mode}   reference precision {result.reference_precision}"
+        f"   seeds {', '.join(map(str, result.seeds))}{extra}"
+    )
+    rows = []
+    for r in result.rows:
+        rows.append(
+            [
+                r.case,
+                r.seed,
+                r.output,
+                r.dtype,
+                "ok" if r.ok else "FAIL",
+                fmt(r.max_abs_err),
+                fmt(r.rel_norm_err),
+                fmt(r.torch_rel_norm_err),
+                f"{r.mismatches}/{r.numel}",
+            ]
+        )
+    if rows:
+        out.append("")
+        out.append(
+            table(
+                [
+                    "case",
+                    "seed",
+                    "output",
+                    "dtype",
+                    "",
+                    "max abs err",
+                    "rel-norm err",
+                    "torch's own",
+                    "mismatches",
+                ],
+                rows,
+                right=(5, 6, 7, 8),
+            )
+        )
+    other = [c for c in result.cases if c.status not in ("passed", "failed")]
+    for c in other:
+        out.append(f"  {c.case} (seed {c.seed}): {c.status}" + (f" — {c.reason}" if c.reason else ""))
+    out.append("")
+    launched = ", ".join(result.kernels_launched) or "none"
+    out.append(f"kernels launched: {launched}")
+    if result.torch_ops:
+        ops = ", ".join(f"{o.op}×{o.calls}" for o in result.torch_ops)
+        out.append(f"torch compute ops in the candidate: {ops}")
+    out.append(findings_block(result.findings))
+    out.append(f"({result.seconds:.1f} s)")
+    return "\n".join(out)
+
+
+def render_compile(result: CompileResult) -> str:
+    out = []
+    state = "OK" if result.ok else "FAILED"
+    out.append(f"compile {result.kernel} for {result.target}: {state} ({result.seconds:.2f} s)")
+    rows = []
+    for c in result.configs:
+        occ = c.occupancy
+        rows.append(
+            [
+                "-" if c.config_index is None else c.config_index,
+                ", ".join(f"{k}={v}" for k, v in c.config.items())
+                or ", ".join(f"{k}={v}" for k, v in c.constexprs.items()),
+                c.num_warps,
+                c.num_stages,
+                c.registers if c.registers is not None else "-",
+                f"{c.spill_stores or 0}/{c.spill_loads or 0}",
+                c.shared_bytes,
+                f"{occ.fraction:.0%} ({occ.limiter})" if occ else "-",
+                f"{c.compile_s:.2f}",
+                "ok" if c.ok else c.failure.kind.value if c.failure else "failed",
+            ]
+        )
+    if rows:
+        out.append(
+            table(
+                [
+                    "cfg",
+                    "constexprs",
+                    "warps",
+                    "stages",
+                    "regs",
+                    "spill st/ld",
+                    "smem B",
+                    "occupancy",
+                    "s",
+                    "",
+                ],
+                rows,
+                right=(2, 3, 4, 6, 8),
+            )
+        )
+    if result.note:
+        out.append(result.note)
+    for c in result.configs:
+        for stage, text in c.ir.items():
+            out.append(f"--- {stage} (config {c.config_index}) ---")
+            out.append(text.text)
+    errors = [f for f in result.findings if f.severity is Severity.error]
+    if errors or result.findings:
+        out.append(findings_block(result.findings))
+    return "\n".join(out)
