@@ -7,6 +7,7 @@ decided here is trusted by the parent beyond the data it sends back.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -224,10 +225,8 @@ def resolve(module: ModuleType, dotted: str) -> Any:
 
 def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):
             stream.flush()
-        except Exception:
-            pass
 
 
 def main(job_dir: str) -> int:

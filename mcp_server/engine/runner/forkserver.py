@@ -20,6 +20,7 @@ away) every live child group is killed and we exit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -60,10 +61,8 @@ def _run_child(job: dict, keep_fds: set[int]) -> int:
     os.dup2(err_fd, 2)
     for fd in (null_fd, out_fd, err_fd, *keep_fds):
         if fd > 2:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -150,10 +149,8 @@ def serve() -> None:
             chunk = os.read(in_fd, 65536)
             if not chunk:  # the parent is gone: take every child with us
                 for pid in list(live):
-                    try:
+                    with contextlib.suppress(OSError):
                         os.killpg(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
                 os._exit(0)
             buffer += chunk
             while b"\n" in buffer:

@@ -7,6 +7,7 @@ read with safe loaders only (JSON, ``torch.load(weights_only=True)``): a child c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -330,10 +331,8 @@ def _kill_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def _default_tmp_root() -> str:
