@@ -1,0 +1,504 @@
+"""FlashAttention-style fused attention forward: ``O = softmax(Q Kᵀ · scale [+ causal mask]) V``.
+
+Math: for each (batch, head), ``S = Q Kᵀ / sqrt(d)``, ``P = softmax(S)`` over keys (with ``S[i, j] =
+-inf`` for ``j > i`` when causal), ``O = P V``. The kernels never build S or P in memory: a program owns
+BLOCK_M query rows and streams BLOCK_N keys at a time with the online softmax — running row max ``m``
+and row sum ``l`` in fp32, rescaling the fp32 accumulator by ``2^(m_old − m_new)`` when the max grows.
+``log2(e)`` is folded into the scale so every exponential is one ``exp2`` (MUFU.EX2).
+
+Programs → data: grid ``(cdiv(seq, BLOCK_M), batch · heads)``; program (i, bh) computes rows
+``[i·BLOCK_M, (i+1)·BLOCK_M)`` of head bh. Neighbouring programs share one head, so its K and V stay in
+L2 while they are re-read ``seq / BLOCK_M`` times.
+  stage 1  the straightforward kernel with one fixed 64×64 tile: causal and sequence-tail masks are
+           applied to every key block.
+  stage 2  the same kernel, autotuned over tile sizes, warps and pipeline depth.
+  stage 3  the key loop is split: blocks strictly below the diagonal (causal) or fully inside the
+           sequence (non-causal) run with no mask at all, and only the diagonal / tail blocks pay for
+           masking; causal programs are launched heaviest-first (last query block first) so the short
+           ones fill the tail of the wave; on Hopper Q, K and V are read through TMA tensor descriptors.
+
+Bytes moved: Q, K, V read once and O written once, ``4 · B·H·S·D · bytes(dtype)`` (K and V re-reads
+hit L2). Unfused attention also writes and reads the S×S score and probability matrices:
+``+ ~4 · B·H·S² · bytes``, which is 64× the fused traffic at S=4096, D=64. FLOPs: ``4·B·H·S²·D``
+(two matmuls), half of it when causal.
+
+Limits: q, k, v of one shape [batch, heads, seq, head_dim] (self-attention lengths), fp16 or bf16,
+head_dim a power of two in 16…128, any strides (the TMA path needs contiguous inputs and sm_90+).
+Forward only.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from reference_kernels._spec import Case, KernelSpec, Tolerance
+
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor as _TensorDescriptor
+except ImportError:  # pragma: no cover - older Triton: pointer loads everywhere
+    _TensorDescriptor = None
+
+# ------------------------------------------------------------------------------------------------
+# Constants
+# ------------------------------------------------------------------------------------------------
+
+_SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
+# tl.arange needs powers of two; 16 is the smallest K dimension of an fp16 MMA, and 128 keeps the
+# [BLOCK_M, head_dim] fp32 accumulator within the register file at BLOCK_M = 128, 8 warps.
+_HEAD_DIMS = (16, 32, 64, 128)
+_LOG2E = 1.4426950408889634
+
+# Stage 1: one readable, untuned tile.
+_STAGE1_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64}
+
+# Hopper space. BLOCK_M 128 with 8 warps gives each warpgroup a 64-row wgmma slice; BLOCK_N 64 with
+# head_dim 128 keeps K + V stages at (64·128·2 B)·2 = 32 KiB each, so 3-4 stages fit next to Q.
+# Every config has BLOCK_M % BLOCK_N == 0, which stage 3's diagonal split relies on.
+_CONFIGS = [
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=s, num_warps=w)
+    for (bm, bn, s, w) in [
+        (128, 64, 3, 4),
+        (128, 64, 3, 8),
+        (128, 64, 4, 8),
+        (128, 128, 2, 8),
+        (128, 128, 3, 8),
+        (64, 64, 4, 4),
+    ]
+]
+
+# The interpreter cannot autotune (no timer) and is slow on big tiles: one small config whose BLOCK_M
+# is twice BLOCK_N, so the diagonal split, the tail block and several blocks per row all run.
+_INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 16}
+
+
+# ------------------------------------------------------------------------------------------------
+# Triton helpers
+# ------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale, mask, APPLY_MASK: tl.constexpr):
+    """Fold one key block into the running (acc, l, m): ``qk`` raw scores, ``mask`` keys to keep."""
+    if APPLY_MASK:
+        # -inf: masked keys get exp2(-inf) = 0 probability. Every row keeps at least one key of its
+        # first block (column 0 ≤ row), so m stays finite and m_i - m_new never sees inf - inf.
+        qk = tl.where(mask, qk * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        qk = qk - m_new[:, None]
+    else:
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        qk = qk * qk_scale - m_new[:, None]
+    p = tl.exp2(qk)
+    alpha = tl.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    acc = tl.dot(p.to(v.dtype), v, acc)
+    return acc, l_i, m_new
+
+
+# ------------------------------------------------------------------------------------------------
+# Kernels
+# ------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _attn_fwd_kernel(
+    q_ptr, k_ptr, v_ptr, o_ptr,
+    sm_scale, H, N_CTX,
+    stride_qb, stride_qh, stride_qs, stride_qd,
+    stride_kb, stride_kh, stride_ks, stride_kd,
+    stride_vb, stride_vh, stride_vs, stride_vd,
+    stride_ob, stride_oh, stride_os, stride_od,
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """Stages 1-2: every key block masked (sequence tail, and the causal triangle when CAUSAL)."""
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    b = bh // H
+    h = bh % H
+    q_ptr += b * stride_qb + h * stride_qh
+    k_ptr += b * stride_kb + h * stride_kh
+    v_ptr += b * stride_vb + h * stride_vh
+    o_ptr += b * stride_ob + h * stride_oh
+
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < N_CTX
+    # other=0: padded query rows produce finite garbage that the store mask drops.
+    q = tl.load(q_ptr + offs_m[:, None] * stride_qs + offs_d[None, :] * stride_qd, mask=row_ok[:, None], other=0.0)
+
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+    hi = N_CTX
+    if CAUSAL:
+        hi = tl.minimum((start_m + 1) * BLOCK_M, N_CTX)
+    for start_n in range(0, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        key_ok = offs_n < N_CTX
+        # other=0: masked keys are removed from the softmax below; zero V rows add nothing.
+        k_t = tl.load(
+            k_ptr + offs_n[None, :] * stride_ks + offs_d[:, None] * stride_kd, mask=key_ok[None, :], other=0.0
+        )
+        v = tl.load(v_ptr + offs_n[:, None] * stride_vs + offs_d[None, :] * stride_vd, mask=key_ok[:, None], other=0.0)
+        qk = tl.dot(q, k_t)
+        mask = key_ok[None, :]
+        if CAUSAL:
+            mask = mask & (offs_m[:, None] >= offs_n[None, :])
+        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale, mask, True)
+
+    acc = acc / l_i[:, None]
+    o_ptrs = o_ptr + offs_m[:, None] * stride_os + offs_d[None, :] * stride_od
+    tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=row_ok[:, None])
+
+
+@triton.jit
+def _load_kv(k_src, v_src, row0, start_n, N_CTX, stride_ks, stride_kd, stride_vs, stride_vd,
+             HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, USE_DESC: tl.constexpr, MASKED: tl.constexpr):  # fmt: skip
+    """Kᵀ [HEAD_DIM, BLOCK_N] and V [BLOCK_N, HEAD_DIM] for keys start_n…; ``row0`` = head's first row."""
+    if USE_DESC:
+        # 2-D descriptors over [batch·heads·seq, head_dim]: rows past this head's end belong to the next
+        # head (or are zero-filled past the tensor); their scores are masked to -inf, so P is 0 there.
+        k_t = k_src.load([(row0 + start_n).to(tl.int32), 0]).T
+        v = v_src.load([(row0 + start_n).to(tl.int32), 0])
+    else:
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        offs_d = tl.arange(0, HEAD_DIM)
+        k_ptrs = k_src + offs_n[None, :] * stride_ks + offs_d[:, None] * stride_kd
+        v_ptrs = v_src + offs_n[:, None] * stride_vs + offs_d[None, :] * stride_vd
+        if MASKED:
+            # other=0: out-of-range keys are masked to -inf before the softmax; zero V rows add nothing.
+            k_t = tl.load(k_ptrs, mask=offs_n[None, :] < N_CTX, other=0.0)
+            v = tl.load(v_ptrs, mask=offs_n[:, None] < N_CTX, other=0.0)
+        else:
+            k_t = tl.load(k_ptrs)
+            v = tl.load(v_ptrs)
+    return k_t, v
+
+
+@triton.jit
+def _attn_fwd_inner(
+    acc, l_i, m_i, q, k_src, v_src, row0, lo, hi, offs_m, qk_scale, N_CTX,
+    stride_ks, stride_kd, stride_vs, stride_vd,
+    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+    MASKED: tl.constexpr, USE_DESC: tl.constexpr,
+):  # fmt: skip
+    """Key blocks [lo, hi): with MASKED the sequence tail (and causal triangle) is masked."""
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k_t, v = _load_kv(
+            k_src, v_src, row0, start_n, N_CTX, stride_ks, stride_kd, stride_vs, stride_vd,
+            HEAD_DIM, BLOCK_N, USE_DESC, MASKED,
+        )  # fmt: skip
+        qk = tl.dot(q, k_t)
+        if MASKED:
+            offs_n = start_n + tl.arange(0, BLOCK_N)
+            mask = offs_n[None, :] < N_CTX
+            if CAUSAL:
+                mask = mask & (offs_m[:, None] >= offs_n[None, :])
+            acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale, mask, True)
+        else:
+            acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale, 0, False)
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _attn_fwd_split_kernel(
+    q_src, k_src, v_src, o_ptr,
+    sm_scale, H, N_CTX,
+    stride_qb, stride_qh, stride_qs, stride_qd,
+    stride_kb, stride_kh, stride_ks, stride_kd,
+    stride_vb, stride_vh, stride_vs, stride_vd,
+    stride_ob, stride_oh, stride_os, stride_od,
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, USE_DESC: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """Stage 3: unmasked off-diagonal / in-sequence key blocks, masked diagonal / tail blocks only."""
+    if CAUSAL:
+        # Heaviest query blocks (most keys) first, so the light ones fill the end of the wave.
+        start_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        start_m = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)
+    b = bh // H
+    h = bh % H
+    row0 = bh * N_CTX  # first row of this head in the [B·H·S, D] descriptor view
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    if USE_DESC:
+        q = q_src.load([(row0 + start_m * BLOCK_M).to(tl.int32), 0])
+    else:
+        q_src += b * stride_qb + h * stride_qh
+        k_src += b * stride_kb + h * stride_kh
+        v_src += b * stride_vb + h * stride_vh
+        q_ptrs = q_src + offs_m[:, None] * stride_qs + offs_d[None, :] * stride_qd
+        # other=0: padded query rows are computed and then dropped by the store mask.
+        q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX, other=0.0)
+
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+
+    if CAUSAL:
+        # Keys [0, start_m·BLOCK_M) lie strictly below the diagonal for every row of this block and
+        # inside the sequence (the block exists, so start_m·BLOCK_M < N_CTX): no mask.
+        diag = start_m * BLOCK_M
+        acc, l_i, m_i = _attn_fwd_inner(
+            acc, l_i, m_i, q, k_src, v_src, row0, 0, diag, offs_m, qk_scale, N_CTX,
+            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, False, USE_DESC,
+        )  # fmt: skip
+        hi = tl.minimum(diag + BLOCK_M, N_CTX)
+        acc, l_i, m_i = _attn_fwd_inner(
+            acc, l_i, m_i, q, k_src, v_src, row0, diag, hi, offs_m, qk_scale, N_CTX,
+            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, True, USE_DESC,
+        )  # fmt: skip
+    else:
+        full = (N_CTX // BLOCK_N) * BLOCK_N
+        acc, l_i, m_i = _attn_fwd_inner(
+            acc, l_i, m_i, q, k_src, v_src, row0, 0, full, offs_m, qk_scale, N_CTX,
+            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, False, USE_DESC,
+        )  # fmt: skip
+        acc, l_i, m_i = _attn_fwd_inner(
+            acc, l_i, m_i, q, k_src, v_src, row0, full, N_CTX, offs_m, qk_scale, N_CTX,
+            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, True, USE_DESC,
+        )  # fmt: skip
+
+    acc = acc / l_i[:, None]
+    # A pointer store even on the TMA path: a 2-D descriptor store of a partial last block would spill
+    # into the next head's rows.
+    o_ptrs = o_ptr + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_os + offs_d[None, :] * stride_od
+    tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
+
+
+_attn_fwd_tuned = triton.autotune(configs=_CONFIGS, key=["N_CTX", "HEAD_DIM", "CAUSAL"])(_attn_fwd_kernel)
+
+
+def _set_descriptor_blocks(nargs: dict) -> None:
+    """Autotune pre-hook: TMA block shapes follow the config being tried (no-op for pointers)."""
+    if not nargs["USE_DESC"]:
+        return
+    d = nargs["HEAD_DIM"]
+    nargs["q_src"].block_shape = [nargs["BLOCK_M"], d]
+    nargs["k_src"].block_shape = [nargs["BLOCK_N"], d]
+    nargs["v_src"].block_shape = [nargs["BLOCK_N"], d]
+
+
+_attn_fwd_split_tuned = triton.autotune(
+    configs=[
+        triton.Config(c.kwargs, num_stages=c.num_stages, num_warps=c.num_warps, pre_hook=_set_descriptor_blocks)
+        for c in _CONFIGS
+    ],
+    key=["N_CTX", "HEAD_DIM", "CAUSAL", "USE_DESC"],
+)(_attn_fwd_split_kernel)
+
+
+# ------------------------------------------------------------------------------------------------
+# Launchers
+# ------------------------------------------------------------------------------------------------
+
+
+def _interpreting() -> bool:
+    return bool(triton.knobs.runtime.interpret)
+
+
+def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: object) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"attention: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"attention: {name} must be 4-D [batch, heads, seq, head_dim]; got {tuple(t.shape)}")
+    if not (q.shape == k.shape == v.shape):
+        raise ValueError(
+            f"attention: q, k, v must have one shape [batch, heads, seq, head_dim]; got {tuple(q.shape)}, "
+            f"{tuple(k.shape)}, {tuple(v.shape)} (cross-attention lengths are not supported)"
+        )
+    if q.dtype not in _SUPPORTED_DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(f"attention: q, k, v must all be float16 or bfloat16; got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.shape[-1] not in _HEAD_DIMS:
+        raise ValueError(f"attention: head_dim must be one of {_HEAD_DIMS}; got {q.shape[-1]} (pad it)")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"attention: q, k, v are on different devices ({q.device}, {k.device}, {v.device})")
+    if q.device.type != "cuda" and not _interpreting():
+        raise ValueError(
+            f"attention: tensors are on {q.device}; Triton needs a CUDA device, or TRITON_INTERPRET=1 for CPU tensors"
+        )
+    if not isinstance(causal, bool):
+        raise ValueError(f"attention: causal must be a bool; got {causal!r}")
+
+
+def _strides(*ts: torch.Tensor) -> tuple[int, ...]:
+    return tuple(s for t in ts for s in t.stride())
+
+
+def _attention_stage12(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, tuned: bool) -> torch.Tensor:
+    B, H, S, D = q.shape
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if o.numel() == 0:
+        return o
+    args = (q, k, v, o, 1.0 / math.sqrt(D), H, S, *_strides(q, k, v, o))
+    grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)
+    if not tuned:
+        cfg = _INTERPRETER_CONFIG if _interpreting() else _STAGE1_CONFIG
+        _attn_fwd_kernel[grid](*args, HEAD_DIM=D, CAUSAL=causal, **cfg, num_warps=4, num_stages=2)
+    elif _interpreting():
+        _attn_fwd_tuned.fn[grid](*args, HEAD_DIM=D, CAUSAL=causal, **_INTERPRETER_CONFIG)
+    else:
+        _attn_fwd_tuned[grid](*args, HEAD_DIM=D, CAUSAL=causal)
+    return o
+
+
+@functools.cache
+def _capability(device_index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(device_index)
+
+
+def _descriptors_usable(*ts: torch.Tensor) -> bool:
+    """TMA: sm_90+, contiguous [B, H, S, D] (viewed as [B·H·S, D]), 16-byte aligned base pointers."""
+    if _TensorDescriptor is None:
+        return False
+    if not _interpreting() and (ts[0].device.type != "cuda" or _capability(ts[0].device.index or 0)[0] < 9):
+        return False
+    return all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in ts)
+
+
+def _attention_stage3(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, use_desc: bool | None = None
+) -> torch.Tensor:
+    B, H, S, D = q.shape
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if o.numel() == 0:
+        return o
+    if use_desc is None:
+        use_desc = _descriptors_usable(q, k, v)
+    elif use_desc and not _descriptors_usable(q, k, v):
+        raise ValueError("attention: use_desc=True needs contiguous, 16-byte aligned inputs on sm_90+")
+    if use_desc:
+        # Placeholder block shapes; the autotune pre-hook (or the interpreter branch) sets them.
+        srcs = tuple(_TensorDescriptor.from_tensor(t.view(B * H * S, D), [16, D]) for t in (q, k, v))
+    else:
+        srcs = (q, k, v)
+    args = (*srcs, o, 1.0 / math.sqrt(D), H, S, *_strides(q, k, v, o))
+    flags = {"HEAD_DIM": D, "CAUSAL": causal, "USE_DESC": use_desc}
+    grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)
+    if _interpreting():
+        _set_descriptor_blocks({"q_src": srcs[0], "k_src": srcs[1], "v_src": srcs[2], **flags, **_INTERPRETER_CONFIG})
+        _attn_fwd_split_tuned.fn[grid](*args, **flags, **_INTERPRETER_CONFIG)
+    else:
+        _attn_fwd_split_tuned[grid](*args, **flags)
+    return o
+
+
+# ------------------------------------------------------------------------------------------------
+# Public functions
+# ------------------------------------------------------------------------------------------------
+
+
+def attention_stage1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """softmax(q kᵀ/√d) v, one fixed tile, every block masked (stage 1)."""
+    _check_inputs(q, k, v, causal)
+    return _attention_stage12(q, k, v, causal, tuned=False)
+
+
+def attention_stage2(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """softmax(q kᵀ/√d) v, autotuned tiles (stage 2)."""
+    _check_inputs(q, k, v, causal)
+    return _attention_stage12(q, k, v, causal, tuned=True)
+
+
+def attention_stage3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """softmax(q kᵀ/√d) v, mask only where needed, heavy-first causal order, TMA on Hopper (stage 3)."""
+    _check_inputs(q, k, v, causal)
+    return _attention_stage3(q, k, v, causal)
+
+
+attention = attention_stage3
+
+
+def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """Plain PyTorch: scores and probabilities materialised in fp32, result cast to the input dtype."""
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = torch.matmul(q.float(), k.float().transpose(-2, -1)) * scale
+    if causal:
+        S = q.shape[-2]
+        above = torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(above, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), v.float()).to(q.dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# SPEC
+# ------------------------------------------------------------------------------------------------
+
+
+def _make_inputs(dims, dtype: torch.dtype, device: str) -> tuple:
+    shape = (dims["B"], dims["H"], dims["S"], dims["D"])
+    return tuple(torch.randn(shape, device=device).to(dtype) for _ in range(3))
+
+
+def _dims_of(q: torch.Tensor, *_: object) -> dict:
+    B, H, S, D = q.shape
+    return {"B": B, "H": H, "S": S, "D": D}
+
+
+def _bytes_moved(dims, dtype: torch.dtype) -> int:
+    return 4 * dims["B"] * dims["H"] * dims["S"] * dims["D"] * dtype.itemsize
+
+
+def _flops(dims, dtype: torch.dtype) -> int:
+    full = 4 * dims["B"] * dims["H"] * dims["S"] * dims["S"] * dims["D"]
+    return full // 2 if dims.get("causal", 0) else full
+
+
+def _case(label: str, B: int, H: int, S: int, D: int, causal: bool, small: bool = True) -> Case:
+    return Case(label, {"B": B, "H": H, "S": S, "D": D, "causal": int(causal)}, small=small)
+
+
+SPEC = KernelSpec(
+    name="attention",
+    summary="FlashAttention forward: softmax(Q Kᵀ/√d [causal]) V with online softmax, fp16/bf16",
+    make_inputs=_make_inputs,
+    reference=reference_attention,
+    stages={1: attention_stage1, 2: attention_stage2, 3: attention_stage3},
+    cases=(
+        _case("seq 64, d 64, whole blocks", 1, 2, 64, 64, False),
+        _case("seq 64, d 64, causal", 1, 2, 64, 64, True),
+        _case("seq 40 → tail block masked", 2, 1, 40, 64, False),
+        _case("seq 40, causal → diagonal + tail", 2, 1, 40, 64, True),
+        _case("d 128, seq 48, causal", 1, 1, 48, 128, True),
+        _case("d 32, seq 16 (one block)", 1, 2, 16, 32, False),
+        _case("seq 1000 non-pow2, causal (GPU)", 2, 4, 1000, 64, True, small=False),
+        _case("seq 1024, d 128 (GPU)", 2, 4, 1024, 128, False, small=False),
+    ),
+    bench_cases=(
+        _case("B4 H16 S4096 d64", 4, 16, 4096, 64, False, small=False),
+        _case("B4 H16 S4096 d64 causal", 4, 16, 4096, 64, True, small=False),
+        _case("B2 H16 S8192 d128", 2, 16, 8192, 128, False, small=False),
+        _case("B2 H16 S8192 d128 causal", 2, 16, 8192, 128, True, small=False),
+        _case("B4 H32 S4096 d128 causal", 4, 32, 4096, 128, True, small=False),
+    ),
+    dtypes=(torch.float16, torch.bfloat16),
+    # The interpreter's numpy dot has no bfloat16 (garbage results); fp16 is faithful.
+    interpreter_dtypes=(torch.float16,),
+    tolerances={
+        # P is rounded to the input dtype before the PV matmul (as in FlashAttention); the fp32
+        # reference does not round, so differences of a few ulps of O are expected.
+        torch.float16: Tolerance(atol=1e-2, rtol=1e-2),
+        torch.bfloat16: Tolerance(atol=3e-2, rtol=2e-2),
+    },
+    bytes_moved=_bytes_moved,
+    flops=_flops,
+    dims_of=_dims_of,
+    grad_inputs=(),
+    bar="≥ 90 % of torch SDPA's flash backend at seq ≥ 4096, fp16/bf16, head_dim 64 and 128",
+    call_kwargs=lambda dims: {"causal": bool(dims.get("causal", 0))},
+)
+
+get_test_cases, get_bench_cases, bytes_moved, flops = SPEC.exports()

@@ -1,0 +1,145 @@
+"""reference_kernels.matmul: every stage against eager PyTorch, the TMA and pointer paths, input checks."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from reference_kernels import matmul as mm
+
+SPEC = mm.SPEC
+HAS_GPU = torch.cuda.is_available()
+DEVICE = "cuda" if HAS_GPU else "cpu"
+SMALL_CASES = [c for c in SPEC.cases if c.small]
+ALL_CASES = list(SPEC.cases)
+
+
+def _ids(cases) -> list[str]:
+    return [re.sub(r"[^0-9A-Za-z]+", "-", c.label).strip("-") for c in cases]
+
+
+def _check_stage(stage: int, case, dtype: torch.dtype, device: str) -> None:
+    torch.manual_seed(0)
+    args = SPEC.make_inputs(case.dims, dtype, device)
+    kwargs = SPEC.call_kwargs(case.dims)
+    expected = SPEC.reference(*args, **kwargs)
+    got = SPEC.stages[stage](*args, **kwargs)
+    tol = SPEC.tolerances[dtype]
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected, atol=tol.atol, rtol=tol.rtol)
+
+
+@pytest.mark.parametrize("stage", sorted(SPEC.stages))
+@pytest.mark.parametrize("case", SMALL_CASES, ids=_ids(SMALL_CASES))
+@pytest.mark.parametrize("dtype", SPEC.interpreter_dtypes, ids=str)
+def test_every_stage_matches_the_eager_reference_on_the_small_cases(stage, case, dtype):
+    _check_stage(stage, case, dtype, DEVICE)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stage", sorted(SPEC.stages))
+@pytest.mark.parametrize("case", ALL_CASES, ids=_ids(ALL_CASES))
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=str)
+def test_every_stage_matches_the_eager_reference_on_the_gpu_for_all_cases_and_dtypes(stage, case, dtype):
+    _check_stage(stage, case, dtype, "cuda")
+
+
+def _persistent(use_tma: bool, dtype: torch.dtype, device: str) -> None:
+    torch.manual_seed(0)
+    # 96 × 80 × 64 with 32×32 interpreter tiles: partial tiles in N and several tiles per program;
+    # rows of 64 / 80 fp16 elements are 16-byte aligned, as TMA requires.
+    a = torch.randn(96, 64, device=device).to(dtype)
+    b = torch.randn(64, 80, device=device).to(dtype)
+    bias = torch.randn(80, device=device).to(dtype)
+    expected = mm.reference_matmul(a, b, bias, "silu")
+    got = mm._matmul_stage3(a, b, bias, mm.ACTIVATIONS["silu"], use_tma=use_tma)
+    tol = SPEC.tolerances[dtype]
+    torch.testing.assert_close(got, expected, atol=tol.atol, rtol=tol.rtol)
+
+
+@pytest.mark.parametrize("use_tma", [True, False], ids=["tma-descriptors", "pointers"])
+def test_persistent_kernel_agrees_through_tma_descriptors_and_through_pointers(use_tma):
+    if use_tma and HAS_GPU and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA descriptors need sm_90+")
+    _persistent(use_tma, torch.float16, DEVICE)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=str)
+def test_persistent_kernel_falls_back_to_pointers_for_unaligned_rows_on_the_gpu(dtype):
+    torch.manual_seed(0)
+    # N = 70: a row of B is 140 bytes, not a multiple of 16, so TMA cannot describe it.
+    a = torch.randn(200, 96, device="cuda").to(dtype)
+    b = torch.randn(96, 70, device="cuda").to(dtype)
+    c = torch.empty(200, 70, device="cuda", dtype=dtype)
+    assert not mm._tma_usable(a, b, c)
+    tol = SPEC.tolerances[dtype]
+    torch.testing.assert_close(mm.matmul_stage3(a, b), mm.reference_matmul(a, b), atol=tol.atol, rtol=tol.rtol)
+
+
+def test_transposed_views_work_through_the_strided_pointer_paths():
+    torch.manual_seed(0)
+    a = torch.randn(40, 48, device=DEVICE).half().t()  # [48, 40], column-major
+    b = torch.randn(24, 40, device=DEVICE).half().t()  # [40, 24]
+    expected = mm.reference_matmul(a, b)
+    for stage in sorted(SPEC.stages):
+        torch.testing.assert_close(SPEC.stages[stage](a, b), expected, atol=2e-2, rtol=1e-2)
+
+
+def test_empty_output_dimensions_return_an_empty_result():
+    a = torch.randn(0, 16, device=DEVICE).half()
+    b = torch.randn(16, 8, device=DEVICE).half()
+    for stage in sorted(SPEC.stages):
+        assert SPEC.stages[stage](a, b).shape == (0, 8)
+
+
+@pytest.mark.parametrize(
+    ("make_args", "message"),
+    [
+        (lambda d: (torch.randn(4, 8, device=d).half(), torch.randn(9, 4, device=d).half()), "inner dimensions"),
+        (lambda d: (torch.randn(4, 8, device=d), torch.randn(8, 4, device=d)), "float16 or bfloat16"),
+        (lambda d: (torch.randn(4, 8, device=d).half(), torch.randn(8, 4, device=d).bfloat16()), "float16 or bfloat16"),
+        (lambda d: (torch.randn(2, 4, 8, device=d).half(), torch.randn(8, 4, device=d).half()), "2-D"),
+        (
+            lambda d: (
+                torch.randn(4, 8, device=d).half(),
+                torch.randn(8, 4, device=d).half(),
+                torch.randn(5, device=d).half(),
+            ),
+            "bias must be a 1-D tensor of length N=4",
+        ),
+        (
+            lambda d: (
+                torch.randn(4, 8, device=d).half(),
+                torch.randn(8, 4, device=d).half(),
+                torch.randn(4, device=d),
+            ),
+            "bias must match a",
+        ),
+    ],
+    ids=["inner-dim", "fp32", "mixed-dtypes", "3-d", "bias-length", "bias-dtype"],
+)
+def test_bad_inputs_raise_value_error_that_names_the_problem(make_args, message):
+    args = make_args(DEVICE)
+    with pytest.raises(ValueError, match=message):
+        mm.matmul(*args)
+
+
+def test_unknown_activation_raises_value_error_listing_the_choices():
+    a = torch.randn(4, 8, device=DEVICE).half()
+    b = torch.randn(8, 4, device=DEVICE).half()
+    with pytest.raises(ValueError, match="activation must be one of"):
+        mm.matmul(a, b, activation="tanh")
+
+
+def test_spec_round_trips_dims_and_models_bytes_and_flops():
+    for case in SPEC.cases + SPEC.bench_cases:
+        dims = {"M": 3, "N": 5, "K": 7, "bias": case.dims["bias"], "act": case.dims["act"]}
+        args = SPEC.make_inputs(dims, torch.float16, "cpu")
+        assert SPEC.dims_of(*args) == {k: dims[k] for k in ("M", "N", "K", "bias")}
+    _, _, bytes_moved, flops = SPEC.exports()
+    a, b = torch.empty(64, 32, dtype=torch.float16), torch.empty(32, 16, dtype=torch.float16)
+    assert bytes_moved(a, b, None) == (64 * 32 + 32 * 16 + 64 * 16) * 2
+    assert flops(a, b, None) == 2 * 64 * 16 * 32

@@ -1,0 +1,175 @@
+"""reference_kernels.semi_markov_crf: every stage's scan and gradients against the PyTorch recursion,
+properties of the marginals and of the Viterbi path, input checks."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from reference_kernels import semi_markov_crf as crf
+
+SPEC = crf.SPEC
+HAS_GPU = torch.cuda.is_available()
+DEVICE = "cuda" if HAS_GPU else "cpu"
+SMALL_CASES = [c for c in SPEC.cases if c.small]
+ALL_CASES = list(SPEC.cases)
+
+
+def _ids(cases) -> list[str]:
+    return [re.sub(r"[^0-9A-Za-z]+", "-", c.label).strip("-") for c in cases]
+
+
+def _inputs(case, dtype: torch.dtype, device: str):
+    torch.manual_seed(0)
+    return SPEC.make_inputs(case.dims, dtype, device), SPEC.call_kwargs(case.dims)
+
+
+def _check_forward(stage: int, case, dtype: torch.dtype, device: str) -> None:
+    args, kwargs = _inputs(case, dtype, device)
+    expected = SPEC.reference(*args, **kwargs)
+    with torch.no_grad():
+        got = SPEC.stages[stage](*args, **kwargs)
+    tol = SPEC.tolerances[dtype]
+    torch.testing.assert_close(got, expected, atol=tol.atol, rtol=tol.rtol)
+
+
+def _check_backward(stage: int, case, dtype: torch.dtype, device: str) -> None:
+    args, kwargs = _inputs(case, dtype, device)
+    grad_out = torch.randn(case.dims["B"], device=device, dtype=dtype)
+
+    def grads(fn):
+        leaves = [a.detach().clone().requires_grad_(i in SPEC.grad_inputs) for i, a in enumerate(args)]
+        out = fn(*leaves, **kwargs)
+        return out, torch.autograd.grad(out, [leaves[i] for i in SPEC.grad_inputs], grad_out)
+
+    expected_out, expected = grads(SPEC.reference)
+    got_out, got = grads(SPEC.stages[stage])
+    tol = SPEC.tolerances[dtype]
+    torch.testing.assert_close(got_out, expected_out, atol=tol.atol, rtol=tol.rtol)
+    for name, g, e in zip(("emissions", "transitions", "durations"), got, expected, strict=True):
+        torch.testing.assert_close(g, e, atol=tol.atol, rtol=tol.rtol, msg=lambda m, n=name: f"d/d {n}: {m}")
+
+
+@pytest.mark.parametrize("stage", sorted(SPEC.stages))
+@pytest.mark.parametrize("case", SMALL_CASES, ids=_ids(SMALL_CASES))
+@pytest.mark.parametrize("dtype", SPEC.interpreter_dtypes, ids=str)
+def test_every_stage_matches_the_reference_forward_on_the_small_cases(stage, case, dtype):
+    _check_forward(stage, case, dtype, DEVICE)
+
+
+@pytest.mark.parametrize("stage", sorted(SPEC.stages))
+@pytest.mark.parametrize("case", SMALL_CASES, ids=_ids(SMALL_CASES))
+@pytest.mark.parametrize("dtype", SPEC.interpreter_dtypes, ids=str)
+def test_every_stage_matches_reference_gradients_on_the_small_cases(stage, case, dtype):
+    _check_backward(stage, case, dtype, DEVICE)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stage", sorted(SPEC.stages))
+@pytest.mark.parametrize("case", ALL_CASES, ids=_ids(ALL_CASES))
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=str)
+def test_every_stage_matches_the_reference_forward_and_gradients_on_the_gpu(stage, case, dtype):
+    _check_forward(stage, case, dtype, "cuda")
+    _check_backward(stage, case, dtype, "cuda")
+
+
+@pytest.mark.parametrize("stage", sorted(SPEC.stages))
+def test_the_reversed_scan_yields_the_same_log_partition_function(stage):
+    case = next(c for c in SMALL_CASES if c.dims["ragged"] and c.dims["semiring"] == 0)
+    (em, tr, du, lengths), _ = _inputs(case, torch.float32, DEVICE)
+    out, *_ = crf._scan(stage, em, tr, du, lengths, crf.SEMIRINGS["log"], directions=2, store=True)
+    torch.testing.assert_close(out[1], out[0], atol=1e-4, rtol=1e-5)
+
+
+def test_emission_marginals_are_label_distributions_inside_each_sequence():
+    case = next(c for c in SMALL_CASES if c.dims["ragged"] and c.dims["semiring"] == 0)
+    (em, tr, du, lengths), _ = _inputs(case, torch.float32, DEVICE)
+    em.requires_grad_(True)
+    crf.semi_markov_crf(em, tr, du, lengths).sum().backward()
+    per_position = em.grad.sum(-1)  # Σ_c P(position i has label c)
+    inside = torch.arange(em.shape[1], device=DEVICE)[None, :] < lengths[:, None]
+    torch.testing.assert_close(per_position[inside], torch.ones_like(per_position[inside]), atol=1e-5, rtol=0)
+    assert torch.all(per_position[~inside] == 0)
+
+
+def test_viterbi_gradient_marks_one_segmentation_that_scores_the_viterbi_value():
+    case = next(c for c in SMALL_CASES if c.dims["semiring"] == 1 and c.dims["ragged"])
+    (em, tr, du, lengths), _ = _inputs(case, torch.float32, DEVICE)
+    leaves = [t.clone().requires_grad_(True) for t in (em, tr, du)]
+    score = crf.semi_markov_crf(*leaves, lengths, semiring="max")
+    score.sum().backward()
+    g_em, g_tr, g_du = (t.grad for t in leaves)
+    # One label per position inside the sequence, none outside; one duration per segment, one
+    # transition fewer than segments, and the marked path's total is the Viterbi score (Σ over b).
+    inside = torch.arange(em.shape[1], device=DEVICE)[None, :] < lengths[:, None]
+    assert torch.equal(g_em.sum(-1), inside.float())
+    assert g_du.sum() == g_tr.sum() + em.shape[0]
+    path_score = (g_em * em).sum() + (g_tr * tr).sum() + (g_du * du).sum()
+    torch.testing.assert_close(path_score, score.sum().detach(), atol=1e-4, rtol=1e-5)
+
+
+def test_forward_without_gradients_skips_the_saved_state_and_agrees():
+    case = SMALL_CASES[0]
+    (em, tr, du, lengths), _ = _inputs(case, torch.float32, DEVICE)
+    with torch.no_grad():
+        plain = crf.semi_markov_crf(em, tr, du, lengths)
+    em.requires_grad_(True)
+    tracked = crf.semi_markov_crf(em, tr, du, lengths)
+    torch.testing.assert_close(plain, tracked.detach(), atol=0, rtol=0)
+
+
+def test_lengths_default_to_the_full_sequence():
+    (em, tr, du, _), _ = _inputs(SMALL_CASES[0], torch.float32, DEVICE)
+    full = torch.full((em.shape[0],), em.shape[1], device=DEVICE)
+    torch.testing.assert_close(crf.semi_markov_crf(em, tr, du), crf.semi_markov_crf(em, tr, du, full))
+
+
+def _good(device: str):
+    return torch.randn(2, 6, 3, device=device), torch.randn(3, 3, device=device), torch.randn(4, 3, device=device)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda em, tr, du: (em.double(), tr, du, None, "log"), "must be float32"),
+        (lambda em, tr, du: (em, tr[:2], du, None, "log"), r"transitions must be \[C, C\]"),
+        (lambda em, tr, du: (em, tr, du[:, :2], None, "log"), r"durations must be \[K, C\]"),
+        (lambda em, tr, du: (em[0], tr, du, None, "log"), r"emissions must be \[batch, T, C\]"),
+        (
+            lambda em, tr, du: (em, tr, du, torch.tensor([6, 7], device=em.device), "log"),
+            r"lengths must lie in \[1, T=6\]",
+        ),
+        (
+            lambda em, tr, du: (em, tr, du, torch.tensor([0, 3], device=em.device), "log"),
+            r"lengths must lie in \[1, T=6\]",
+        ),
+        (lambda em, tr, du: (em, tr, du, torch.tensor([6], device=em.device), "log"), r"integer tensor of shape \[2\]"),
+        (lambda em, tr, du: (em, tr, du, None, "sum"), "semiring must be one of"),
+    ],
+    ids=[
+        "fp64",
+        "transitions-shape",
+        "durations-shape",
+        "2-d-emissions",
+        "length-too-long",
+        "length-zero",
+        "lengths-shape",
+        "semiring",
+    ],
+)
+def test_bad_inputs_raise_value_error_that_names_the_problem(change, message):
+    with pytest.raises(ValueError, match=message):
+        crf.semi_markov_crf(*change(*_good(DEVICE)))
+
+
+def test_spec_round_trips_dims_and_models_bytes_and_flops():
+    dims = {"B": 2, "T": 7, "K": 3, "C": 5, "ragged": 1, "semiring": 1}
+    args = SPEC.make_inputs(dims, torch.float32, "cpu")
+    assert SPEC.dims_of(*args) == {"B": 2, "T": 7, "K": 3, "C": 5}
+    assert SPEC.call_kwargs(dims) == {"semiring": "max"}
+    assert SPEC.bytes_moved(dims, torch.float32) == (2 * 7 * 5 + 25 + 15 + 2) * 4 + 16
+    assert SPEC.flops(dims, torch.float32) == 5 * 2 * 7 * (15 + 25)
+    lengths = args[3]
+    assert lengths.max() == 7 and lengths.min() >= 1
