@@ -22,30 +22,19 @@ def _ids(cases) -> list[str]:
     return [re.sub(r"[^0-9A-Za-z]+", "-", c.label).strip("-") for c in cases]
 
 
-def _check_stage(stage: int, case, dtype: torch.dtype, device: str) -> None:
-    torch.manual_seed(0)
-    args = SPEC.make_inputs(case.dims, dtype, device)
-    kwargs = SPEC.call_kwargs(case.dims)
-    expected = SPEC.reference(*args, **kwargs)
-    got = SPEC.stages[stage](*args, **kwargs)
-    tol = SPEC.tolerances[dtype]
-    assert got.shape == expected.shape and got.dtype == expected.dtype
-    torch.testing.assert_close(got, expected, atol=tol.atol, rtol=tol.rtol)
-
-
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
 @pytest.mark.parametrize("case", SMALL_CASES, ids=_ids(SMALL_CASES))
 @pytest.mark.parametrize("dtype", SPEC.interpreter_dtypes, ids=str)
-def test_every_stage_matches_the_reference_on_the_small_cases(stage, case, dtype):
-    _check_stage(stage, case, dtype, DEVICE)
+def test_every_stage_matches_the_reference_on_the_small_cases(check, stage, case, dtype):
+    check(SPEC, stage, case, dtype, DEVICE)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
 @pytest.mark.parametrize("case", ALL_CASES, ids=_ids(ALL_CASES))
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=str)
-def test_every_stage_matches_the_reference_on_the_gpu_for_all_cases_and_dtypes(stage, case, dtype):
-    _check_stage(stage, case, dtype, "cuda")
+def test_every_stage_matches_the_reference_on_the_gpu_for_all_cases_and_dtypes(check, stage, case, dtype):
+    check(SPEC, stage, case, dtype, "cuda")
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])

@@ -26,53 +26,19 @@ def _inputs(case, dtype: torch.dtype, device: str):
     return SPEC.make_inputs(case.dims, dtype, device), SPEC.call_kwargs(case.dims)
 
 
-def _check_forward(stage: int, case, dtype: torch.dtype, device: str) -> None:
-    args, kwargs = _inputs(case, dtype, device)
-    expected = SPEC.reference(*args, **kwargs)
-    with torch.no_grad():
-        got = SPEC.stages[stage](*args, **kwargs)
-    tol = SPEC.tolerances[dtype]
-    torch.testing.assert_close(got, expected, atol=tol.atol, rtol=tol.rtol)
-
-
-def _check_backward(stage: int, case, dtype: torch.dtype, device: str) -> None:
-    args, kwargs = _inputs(case, dtype, device)
-    grad_out = torch.randn(case.dims["B"], device=device, dtype=dtype)
-
-    def grads(fn):
-        leaves = [a.detach().clone().requires_grad_(i in SPEC.grad_inputs) for i, a in enumerate(args)]
-        out = fn(*leaves, **kwargs)
-        return out, torch.autograd.grad(out, [leaves[i] for i in SPEC.grad_inputs], grad_out)
-
-    expected_out, expected = grads(SPEC.reference)
-    got_out, got = grads(SPEC.stages[stage])
-    tol = SPEC.tolerances[dtype]
-    torch.testing.assert_close(got_out, expected_out, atol=tol.atol, rtol=tol.rtol)
-    for name, g, e in zip(("emissions", "transitions", "durations"), got, expected, strict=True):
-        torch.testing.assert_close(g, e, atol=tol.atol, rtol=tol.rtol, msg=lambda m, n=name: f"d/d {n}: {m}")
-
-
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
 @pytest.mark.parametrize("case", SMALL_CASES, ids=_ids(SMALL_CASES))
 @pytest.mark.parametrize("dtype", SPEC.interpreter_dtypes, ids=str)
-def test_every_stage_matches_the_reference_forward_on_the_small_cases(stage, case, dtype):
-    _check_forward(stage, case, dtype, DEVICE)
-
-
-@pytest.mark.parametrize("stage", sorted(SPEC.stages))
-@pytest.mark.parametrize("case", SMALL_CASES, ids=_ids(SMALL_CASES))
-@pytest.mark.parametrize("dtype", SPEC.interpreter_dtypes, ids=str)
-def test_every_stage_matches_reference_gradients_on_the_small_cases(stage, case, dtype):
-    _check_backward(stage, case, dtype, DEVICE)
+def test_every_stage_matches_the_reference_and_its_gradients_on_the_small_cases(check, stage, case, dtype):
+    check(SPEC, stage, case, dtype, DEVICE)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
 @pytest.mark.parametrize("case", ALL_CASES, ids=_ids(ALL_CASES))
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=str)
-def test_every_stage_matches_the_reference_forward_and_gradients_on_the_gpu(stage, case, dtype):
-    _check_forward(stage, case, dtype, "cuda")
-    _check_backward(stage, case, dtype, "cuda")
+def test_every_stage_matches_the_reference_and_its_gradients_on_the_gpu(check, stage, case, dtype):
+    check(SPEC, stage, case, dtype, "cuda")
 
 
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
