@@ -8,6 +8,7 @@ fix, before any child is started.
 from __future__ import annotations
 
 import ast
+import difflib
 import hashlib
 import os
 import tempfile
@@ -85,10 +86,9 @@ def _top_level_names(tree: ast.Module) -> tuple[set[str], bool]:
                     visit(handler.body)
                 visit(node.orelse)
                 visit(node.finalbody)
-            elif isinstance(node, ast.Expr):
-                # globals()[...] = … or setattr(sys.modules[...]) can define names we cannot see.
-                if "globals" in ast.dump(node):
-                    dynamic = True
+            elif isinstance(node, ast.Expr) and "globals" in ast.dump(node):
+                # globals()[...] = … can define names we cannot see.
+                dynamic = True
 
     visit(tree.body)
     return names, dynamic
@@ -163,7 +163,7 @@ def parse_spec(
     head_name = name.split(".")[0]
     if head_name not in names and not dynamic:
         callables = sorted(n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef))
-        close = [c for c in callables if c.lower() == head_name.lower() or head_name in c]
+        close = difflib.get_close_matches(head_name, callables, n=1, cutoff=0.6)
         suggestion = f" Did you mean {path.name}:{close[0]}?" if close else ""
         listing = f" It defines: {', '.join(callables)}." if callables else ""
         raise UsageError(

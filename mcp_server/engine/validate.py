@@ -146,6 +146,8 @@ def validate(
                 "key": c["key"],
                 "inputs": ref_data["cases"][c["key"]]["inputs"],
                 "grad_out": ref_data["cases"][c["key"]]["grad_out"],
+                "init": ref_data["cases"][c["key"]].get("init"),
+                "state": ref_data["cases"][c["key"]].get("state"),
             }
             for c in ok_cases
         ],

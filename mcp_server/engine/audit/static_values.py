@@ -29,6 +29,9 @@ ZERO, ONE, NEG_INF, POS_INF, NEG_BIG, POS_BIG, CONST, NAN, UNDEF, UNKNOWN_PAD = 
     "undefined",
     "unknown",
 )
+# A finite value of unknown sign (0 - m), and a strictly positive one (exp of a finite value): the first
+# is too vague to report, the second is never neutral for a sum.
+FINITE, POSITIVE = "a finite value", "a positive value"
 LOW_PRECISION = ("fp16", "bf16")
 DTYPES = {
     "float16": "fp16",
@@ -220,19 +223,20 @@ def binary_pad(op: str, a: Val, b: Val) -> str | None:
     if pad in (UNKNOWN_PAD, NAN):
         return pad
     infinite = pad in (NEG_INF, POS_INF, NEG_BIG, POS_BIG)
-    if op == "add":
-        return pad if infinite else UNKNOWN_PAD
-    if op == "sub":
+    finite = pad in (ZERO, ONE, CONST, FINITE, POSITIVE)
+    if op in ("add", "sub"):
+        if finite:
+            return FINITE  # 0 - m: some finite value, no longer neutral for anything
         if not infinite:
             return UNKNOWN_PAD
-        return pad if padded_left else _NEG_PAD[pad]
+        return pad if op == "add" or padded_left else _NEG_PAD[pad]
     sign = _sign(other)
     if op == "mul":
         if pad == ZERO:
             return ZERO
         if infinite and sign:
             return pad if sign > 0 else _NEG_PAD[pad]
-        return UNKNOWN_PAD
+        return FINITE if finite else UNKNOWN_PAD
     if op == "div" and padded_left:
         if pad == ZERO:
             return ZERO

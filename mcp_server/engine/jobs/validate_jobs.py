@@ -117,9 +117,7 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         inputs_module = load_module(params["inputs_from"], ctx.user_files)
     seeds: list[int] = params["seeds"]
     init = _init_inputs(module) if kernelbench else []
-    model = _instantiate(target, init, seeds[0], device) if kernelbench else None
-    call = model if kernelbench else target
-    model_params = list(model.parameters()) if (kernelbench and params.get("backward")) else []
+    base_model = _instantiate(target, init, seeds[0], device) if kernelbench else None
 
     tolerances = getattr(module, "TOLERANCES", None)
     spec = getattr(module, "SPEC", None)
@@ -127,13 +125,26 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         tolerances = {str(k).replace("torch.", ""): [v.atol, v.rtol] for k, v in spec.tolerances.items()}
 
     saved: dict[str, Any] = {"cases": {}, "state": None, "init": init}
-    if kernelbench:
-        saved["state"] = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
+    model_inits: dict[int, list[Any]] = {}
+    if base_model is not None:
+        saved["state"] = {k: v.detach().to("cpu") for k, v in base_model.state_dict().items()}
     report: list[dict[str, Any]] = []
     precision = "float64"
 
-    def run_case(key: str, name: str, seed: int, args: list[Any], derived: str | None) -> None:
+    def run_case(
+        key: str,
+        name: str,
+        seed: int,
+        args: list[Any],
+        derived: str | None,
+        model: torch.nn.Module | None = None,
+        expect: Any = None,
+    ) -> list[list[int]] | None:
+        """Run one case; return its output shapes (None when a derived variant was rejected)."""
         nonlocal precision
+        model = model if model is not None else base_model
+        call = model if kernelbench else target
+        model_params = list(model.parameters()) if (kernelbench and params.get("backward")) else []
         ctx.mark(f"reference case {name} seed {seed}")
         entry: dict[str, Any] = {"key": key, "name": name, "seed": seed, "derived": derived}
         args = common.to_device(args, device)
@@ -163,7 +174,16 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 raise
             entry.update(status="rejected", reason=f"{type(exc).__name__}: {str(exc)[:200]}")
             report.append(entry)
-            return
+            return None
+        shapes = [list(o.shape) for o in out]
+        if expect is not None and shapes != expect:
+            # Broadcasting made the substitution change what the reference computes: not the same problem.
+            entry.update(
+                status="rejected",
+                reason=f"the reference's output shapes {shapes} did not follow the substitution (expected {expect})",
+            )
+            report.append(entry)
+            return None
         if not params.get("backward"):
             grads = grad_out = None
         out64 = grads64 = None
@@ -171,7 +191,7 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             try:
                 args64 = _upcast(common.to_device(pre, where))
                 if kernelbench:
-                    call64 = copy.deepcopy(model).to(where).double()
+                    call64 = copy.deepcopy(model).to(where).double()  # type: ignore[union-attr]
                     params64 = list(call64.parameters()) if params.get("backward") else []
                 else:
                     call64, params64 = target, []
@@ -214,28 +234,41 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             "grads": common.to_cpu(grads) if grads is not None else None,
             "grads64": common.to_cpu(grads64) if grads64 is not None else None,
         }
+        if model is not base_model:
+            saved["cases"][key]["init"] = model_inits.get(id(model))
+            saved["cases"][key]["state"] = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
         report.append(entry)
+        return shapes
 
     derivable = False
     base_args: list[Any] | None = None
+    base_shapes: list[list[int]] | None = None
     for seed in seeds:
         torch.manual_seed(seed)
-        if kernelbench and seed != seeds[0]:
-            pass  # one set of weights; fresh inputs per seed
         cases, derivable = common.resolve_cases(inputs_module, params.get("inputs"), ctx.user_files, device)
         for case in cases:
+            shapes = run_case(f"{case.name}#{seed}", case.name, seed, case.args, None)
             if base_args is None:
-                base_args = case.args
-            run_case(f"{case.name}#{seed}", case.name, seed, case.args, None)
+                base_args, base_shapes = case.args, shapes
 
-    variants_run: list[dict[str, Any]] = []
     if params.get("derive", True) and derivable and base_args is not None:
         torch.manual_seed(seeds[0] + 1)
         for variant in common.plan_variants(base_args, int(params.get("max_derived", 6))):
             args = common.apply_variant(base_args, variant)
-            key = f"{variant.label}#{seeds[0]}"
-            run_case(key, variant.label, seeds[0], args, variant.why)
-            variants_run.append({"label": variant.label, "why": variant.why})
+            model = None
+            if kernelbench:
+                init_v = common.apply_variant(init, variant)
+                if init_v != init:
+                    try:
+                        model = _instantiate(target, init_v, seeds[0], device)
+                    except Exception as exc:  # noqa: BLE001 - the problem does not support this size
+                        report.append({"key": f"{variant.label}#{seeds[0]}", "name": variant.label,
+                                       "seed": seeds[0], "derived": variant.why, "status": "rejected",
+                                       "reason": f"Model({init_v}) raised {type(exc).__name__}: {exc}"})
+                        continue
+                    model_inits[id(model)] = init_v
+            expect = [[variant.new if d == variant.old else d for d in shape] for shape in base_shapes or []]
+            run_case(f"{variant.label}#{seeds[0]}", variant.label, seeds[0], args, variant.why, model, expect)
 
     torch.save(saved, ctx.path("reference.pt"))
     return {
@@ -261,22 +294,30 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 f"The reference is an nn.Module class (KernelBench layout) but `{params['candidate']['name']}` "
                 "is not one. Point the candidate at the ModelNew class."
             )
-        model = _instantiate(target, bundle["init"], params["seeds"][0], device)
-        weights = "seeded construction"
-        state = bundle.get("state") or {}
-        own = model.state_dict()
-        if state and set(own) == set(state) and all(own[k].shape == state[k].shape for k in own):
-            model.load_state_dict({k: v.to(device) for k, v in state.items()})
-            weights = "copied from the reference"
-        call: Any = model
-        model_params = list(model.parameters()) if params.get("backward") else []
+        models: dict[str, torch.nn.Module] = {}
+
+        def model_for(init: list[Any], state: dict[str, Any] | None) -> tuple[torch.nn.Module, str]:
+            key = repr(init)
+            if key not in models:
+                model = _instantiate(target, init, params["seeds"][0], device)
+                own = model.state_dict()
+                how = "seeded construction"
+                if state and set(own) == set(state) and all(own[k].shape == state[k].shape for k in own):
+                    model.load_state_dict({k: v.to(device) for k, v in state.items()})
+                    how = "copied from the reference"
+                models[key] = model
+                model_how[key] = how
+            return models[key], model_how[key]
+
+        model_how: dict[str, str] = {}
+        base_model, weights = model_for(bundle["init"], bundle.get("state"))
     else:
         if not callable(target):
             raise UsageProblem(
                 f"`{params['candidate']['name']}` in {params['candidate']['path']} is a "
                 f"{type(target).__name__}, not a callable."
             )
-        call, model_params = target, []
+        base_model = None
 
     saved: dict[str, Any] = {}
     report: list[dict[str, Any]] = []
@@ -289,6 +330,20 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             report.append(entry)
             continue
         ctx.mark(f"candidate case {key}")
+        if kernelbench:
+            model = base_model
+            if case.get("init") is not None:
+                try:
+                    model, _ = model_for(case["init"], case.get("state"))
+                except Exception as exc:  # noqa: BLE001 - ModelNew may not support this size
+                    failure = classify_exception(exc, ctx.user_files)
+                    entry.update(status="failed", failure=failure.model_dump(mode="json"))
+                    report.append(entry)
+                    continue
+            call: Any = model
+            model_params = list(model.parameters()) if params.get("backward") else []  # type: ignore[union-attr]
+        else:
+            call, model_params = target, []
         inputs = common.to_device(case["inputs"], device)
         before = [common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in inputs]
         runs: list[list[Any]] = []

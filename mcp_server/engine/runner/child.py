@@ -35,7 +35,7 @@ _STICKY_MARKERS = (
     "context is destroyed",
     "launch failure",
 )
-_OOM_MARKERS = ("out of memory", "CUDA_ERROR_OUT_OF_MEMORY", "OutOfMemoryError")
+_OOM_MARKERS = ("out of memory", "CUDA_ERROR_OUT_OF_MEMORY", "OutOfMemoryError", "can't allocate memory")
 
 
 class UsageProblem(Exception):

@@ -90,35 +90,36 @@ def _read_text(path: Path, limit: int = 256 * 1024) -> str:
         return ""
 
 
-class Runner:
-    """Runs jobs in isolated children of one fork server. Thread-safe; jobs may run concurrently."""
+class _ForkServer:
+    """One fork-server process and the jobs in flight on it."""
 
-    def __init__(self, *, base_env: dict[str, str | None] | None = None, tmp_root: str | None = None):
-        self._base_env = dict(base_env or {})
-        self._tmp_root = Path(tmp_root or _default_tmp_root())
-        self._tmp_root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._pending: dict[int, _Pending] = {}
-        self._next_id = 1
-        self._ready = threading.Event()
+    def __init__(self, interpret: bool, log_path: Path):
+        self.interpret = interpret
+        self.log_path = log_path
+        self.lock = threading.Lock()
+        self.write_lock = threading.Lock()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pending: dict[int, _Pending] = {}
+        self.ready = threading.Event()
         self.info: dict[str, Any] = {}
 
-    # -- fork server lifecycle -------------------------------------------------------------------
-    def _ensure_server(self) -> subprocess.Popen[bytes]:
-        with self._lock:
-            if self._proc is not None and self._proc.poll() is None:
-                return self._proc
-            self._ready.clear()
+    def ensure(self) -> subprocess.Popen[bytes]:
+        with self.lock:
+            if self.proc is not None and self.proc.poll() is None:
+                return self.proc
+            self.ready.clear()
             env = dict(os.environ)
-            # The fork server must not initialise CUDA; children do.
-            env.pop("TRITON_INTERPRET", None)
+            # Triton decides between its JIT and its interpreter when a kernel is decorated, and the fork
+            # server imports triton.language (whose own functions are decorated) once: so one server per mode.
+            if self.interpret:
+                env["TRITON_INTERPRET"] = "1"
+            else:
+                env.pop("TRITON_INTERPRET", None)
             env["PYTHONUNBUFFERED"] = "1"
             root = str(Path(__file__).resolve().parents[3])
             env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-            log = open(self._tmp_root / "forkserver.log", "ab")  # noqa: SIM115 - owned by the process
-            self._proc = subprocess.Popen(
+            log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the process
+            self.proc = subprocess.Popen(
                 [sys.executable, "-m", "mcp_server.engine.runner.forkserver"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -127,16 +128,12 @@ class Runner:
                 start_new_session=True,
             )
             log.close()
-            threading.Thread(target=self._read_events, args=(self._proc,), daemon=True).start()
-            proc = self._proc
-        if not self._ready.wait(_READY_TIMEOUT_S):
-            raise RunnerError(
-                "the fork server did not start within "
-                f"{_READY_TIMEOUT_S:.0f} s; see {self._tmp_root / 'forkserver.log'}"
-            )
+            threading.Thread(target=self._read_events, args=(self.proc,), daemon=True).start()
+            proc = self.proc
+        if not self.ready.wait(_READY_TIMEOUT_S):
+            raise RunnerError(f"the fork server did not start within {_READY_TIMEOUT_S:.0f} s; see {self.log_path}")
         if proc.poll() is not None:
-            log_text = tail(_read_text(self._tmp_root / "forkserver.log"))
-            raise RunnerError(f"the fork server exited at start:\n{log_text}")
+            raise RunnerError(f"the fork server exited at start:\n{tail(_read_text(self.log_path))}")
         return proc
 
     def _read_events(self, proc: subprocess.Popen[bytes]) -> None:
@@ -149,9 +146,9 @@ class Runner:
             kind = event.get("event")
             if kind == "ready":
                 self.info = event
-                self._ready.set()
+                self.ready.set()
                 continue
-            pending = self._pending.get(event.get("id", -1))
+            pending = self.pending.get(event.get("id", -1))
             if pending is None:
                 continue
             if kind == "started":
@@ -166,16 +163,28 @@ class Runner:
                 pending.started.set()
                 pending.exited.set()
         # The fork server is gone: every job still waiting fails as a crash of the machinery.
-        self._ready.set()
-        for pending in list(self._pending.values()):
+        self.ready.set()
+        for pending in list(self.pending.values()):
             if not pending.exited.is_set():
                 pending.error = pending.error or "the fork server exited"
                 pending.started.set()
                 pending.exited.set()
 
+    def submit(self, message: dict[str, Any], pending: _Pending) -> None:
+        proc = self.ensure()
+        self.pending[pending.job_id] = pending
+        try:
+            with self.write_lock:
+                assert proc.stdin is not None
+                proc.stdin.write((json.dumps(message) + "\n").encode())
+                proc.stdin.flush()
+        except OSError as exc:
+            self.pending.pop(pending.job_id, None)
+            raise RunnerError(f"could not reach the fork server: {exc}") from exc
+
     def close(self) -> None:
-        with self._lock:
-            proc, self._proc = self._proc, None
+        with self.lock:
+            proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
             try:
                 assert proc.stdin is not None
@@ -183,6 +192,33 @@ class Runner:
                 proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
                 proc.kill()
+
+
+class Runner:
+    """Runs jobs in isolated children of fork servers. Thread-safe; jobs may run concurrently.
+
+    There is one fork server per Triton mode (compiled kernels, or the interpreter), started on first use.
+    """
+
+    def __init__(self, *, base_env: dict[str, str | None] | None = None, tmp_root: str | None = None):
+        self._base_env = dict(base_env or {})
+        self._tmp_root = Path(tmp_root or _default_tmp_root())
+        self._tmp_root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._lock = threading.Lock()
+        self._next_id = 1
+        self._servers = {
+            mode: _ForkServer(mode, self._tmp_root / f"forkserver{'-interp' if mode else ''}.log")
+            for mode in (False, True)
+        }
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """What the (compiled-mode) fork server reported when it started: versions and import time."""
+        return self._servers[False].info or self._servers[True].info
+
+    def close(self) -> None:
+        for server in self._servers.values():
+            server.close()
 
     def __enter__(self) -> Runner:
         return self
@@ -206,7 +242,6 @@ class Runner:
         job_dir: Path | None = None,
     ) -> JobOutcome:
         """Run ``entry(params, ctx)`` in a fresh child; block until it ends or ``timeout_s`` passes."""
-        proc = self._ensure_server()
         job_dir = job_dir or self.new_job_dir()
         (job_dir / "job.json").write_text(
             json.dumps({"entry": entry, "params": params, "user_files": list(user_files)})
@@ -214,11 +249,11 @@ class Runner:
         merged = {**self._base_env, **(env or {})}
         set_env = {k: v for k, v in merged.items() if v is not None}
         unset = [k for k, v in merged.items() if v is None]
+        server = self._servers[set_env.get("TRITON_INTERPRET") == "1"]
         with self._lock:
             job_id = self._next_id
             self._next_id += 1
-            pending = _Pending(job_id)
-            self._pending[job_id] = pending
+        pending = _Pending(job_id)
         message = {
             "op": "start",
             "id": job_id,
@@ -228,14 +263,7 @@ class Runner:
             "cwd": cwd,
         }
         started = time.perf_counter()
-        try:
-            with self._write_lock:
-                assert proc.stdin is not None
-                proc.stdin.write((json.dumps(message) + "\n").encode())
-                proc.stdin.flush()
-        except OSError as exc:
-            self._pending.pop(job_id, None)
-            raise RunnerError(f"could not reach the fork server: {exc}") from exc
+        server.submit(message, pending)
 
         timed_out = False
         if not pending.exited.wait(timeout_s):
@@ -245,7 +273,7 @@ class Runner:
                 _kill_group(pending.pid)
             pending.exited.wait(15)
         wall_s = time.perf_counter() - started
-        self._pending.pop(job_id, None)
+        server.pending.pop(job_id, None)
         return self._outcome(pending, job_dir, wall_s, timed_out, timeout_s)
 
     def _outcome(

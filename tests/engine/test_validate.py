@@ -1,0 +1,162 @@
+"""validate_against_reference: every check has a kernel that must fail it and one that must pass it."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_server.engine.errors import UsageError
+from mcp_server.engine.validate import validate
+from mcp_server.models import FindingKind, Severity
+
+
+def kinds(result, severity=Severity.error):
+    return {f.kind for f in result.findings if f.severity is severity}
+
+
+def test_validate_passes_a_correct_add_on_all_seeds_and_derived_shapes(runner, fx):
+    result = validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner)
+    assert result.ok, result.findings
+    assert result.device == "cpu-interpreter" and result.interpreter
+    assert [c.status for c in result.cases] == ["passed"] * len(result.cases)
+    assert {c.seed for c in result.cases} == set(result.seeds) and len(result.seeds) == 3
+    derived = {c.case for c in result.cases if c.derived}
+    assert derived == {"derived 1000→999", "derived 1000→1", "derived 1000→501"}
+    assert any("_add_kernel" in k for k in result.kernels_launched)
+    assert all(r.ok and r.mismatches == 0 for r in result.rows)
+
+
+def test_validate_passes_a_correct_softmax_on_labelled_cases_without_deriving(runner, fx):
+    result = validate(fx("softmax_problem.py", "reference"), fx("softmax_good.py", "candidate"), runner=runner)
+    assert result.ok, result.findings
+    assert {c.case for c in result.cases} == {"square", "non-pow2 rows", "one row"}
+    assert not any(c.derived for c in result.cases)
+
+
+DEFECTS = [
+    ("add_problem.py", "add_unwritten.py", FindingKind.uninitialized_output),
+    ("add_problem.py", "add_writes_nothing.py", FindingKind.uninitialized_output),
+    ("add_problem.py", "add_zeroes_input.py", FindingKind.input_mutated),
+    ("add_problem.py", "add_aliases_input.py", FindingKind.output_aliases_input),
+    ("add_problem.py", "add_torch_fallback.py", FindingKind.torch_compute),
+    ("add_problem.py", "add_no_triton.py", FindingKind.no_triton_launch),
+    ("add_problem.py", "add_flaky.py", FindingKind.nondeterministic),
+    ("add_problem.py", "add_stale_cache.py", FindingKind.stale_cache),
+    ("add_problem.py", "add_wrong_dtype.py", FindingKind.dtype_mismatch),
+    ("add_problem.py", "add_wrong_shape.py", FindingKind.shape_mismatch),
+    ("add_problem.py", "add_nan.py", FindingKind.nan_mismatch),
+    ("add_problem.py", "add_exits.py", FindingKind.crash),
+    ("add_problem.py", "add_segfault.py", FindingKind.crash),
+    ("add_problem.py", "add_raises.py", FindingKind.exception),
+    ("add_problem.py", "add_import_fails.py", FindingKind.load_error),
+    ("add_problem.py", "add_ooms.py", FindingKind.oom),
+    ("tiny_problem.py", "tiny_zeros.py", FindingKind.mismatch),
+    ("softmax_problem.py", "softmax_no_shift.py", FindingKind.mismatch),
+    ("inplace_problem.py", "inplace_copy.py", FindingKind.mismatch),
+    ("add_pow2_problem.py", "add_assumes_multiple.py", FindingKind.uninitialized_output),
+]
+
+
+@pytest.mark.parametrize(("problem", "candidate", "kind"), DEFECTS, ids=[d[1] for d in DEFECTS])
+def test_validate_fails_each_defective_candidate_with_its_kind(runner, fx, problem, candidate, kind):
+    result = validate(fx(problem, "reference"), fx(candidate, "candidate"), runner=runner, timeout_s=60)
+    assert not result.ok
+    assert kind in kinds(result), [f"{f.kind.value}: {f.message}" for f in result.findings]
+
+
+@pytest.mark.parametrize(
+    ("problem", "candidate"),
+    [("tiny_problem.py", "tiny_good.py"), ("inplace_problem.py", "inplace_good.py")],
+)
+def test_validate_passes_the_correct_twins_of_the_defects(runner, fx, problem, candidate):
+    result = validate(fx(problem, "reference"), fx(candidate, "candidate"), runner=runner)
+    assert result.ok, [f.message for f in result.findings]
+
+
+def test_the_tail_bug_hides_at_a_power_of_two_until_shapes_are_derived(runner, fx):
+    ref, cand = fx("add_pow2_problem.py", "reference"), fx("add_assumes_multiple.py", "candidate")
+    assert validate(ref, cand, runner=runner, derive_shapes=False).ok
+    result = validate(ref, cand, runner=runner)
+    failing = {c.case for c in result.cases if c.status == "failed"}
+    assert failing and all(name.startswith("derived") for name in failing)
+
+
+def test_a_clean_refusal_of_a_derived_shape_is_a_warning_not_a_failure(runner, fx):
+    result = validate(fx("add_pow2_problem.py", "reference"), fx("add_refuses_odd.py", "candidate"), runner=runner)
+    assert result.ok, result.findings
+    assert FindingKind.unsupported_shape in kinds(result, Severity.warning)
+    assert any(c.status == "refused" for c in result.cases)
+
+
+def test_an_exception_points_at_the_users_file_and_line(runner, fx):
+    result = validate(fx("add_problem.py", "reference"), fx("add_raises.py", "candidate"), runner=runner)
+    finding = next(f for f in result.findings if f.kind is FindingKind.exception)
+    assert finding.where is not None and finding.where.file.endswith("add_raises.py") and finding.where.line == 5
+    assert "boom" in finding.message
+
+
+def test_a_hanging_candidate_times_out_and_the_next_job_runs_normally(runner, fx):
+    result = validate(fx("add_problem.py", "reference"), fx("add_hangs.py", "candidate"), runner=runner, timeout_s=4)
+    assert FindingKind.timeout in kinds(result)
+    after = validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner)
+    assert after.ok
+
+
+def test_a_crash_does_not_disturb_the_next_job(runner, fx):
+    crashed = validate(fx("add_problem.py", "reference"), fx("add_segfault.py", "candidate"), runner=runner)
+    assert FindingKind.crash in kinds(crashed)
+    assert "SIGSEGV" in next(f.message for f in crashed.findings if f.kind is FindingKind.crash)
+    assert validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner).ok
+
+
+def test_kernelbench_files_are_accepted_as_they_are(runner, fx):
+    good = validate(fx("kb_problem.py"), fx("kb_good.py"), runner=runner)
+    assert good.ok, good.findings
+    assert good.mode == "kernelbench" and good.weights == "copied from the reference"
+    wrong = validate(fx("kb_problem.py"), fx("kb_wrong.py"), runner=runner)
+    assert FindingKind.mismatch in kinds(wrong)
+
+
+def test_backward_is_compared_with_autograd_when_asked(runner, fx):
+    ref = fx("square_problem.py", "reference")
+    good = validate(ref, fx("square_autograd.py", "good"), runner=runner, backward=True)
+    assert good.ok, good.findings
+    assert any(r.output.startswith("grad") for r in good.rows)
+    wrong = validate(ref, fx("square_autograd.py", "wrong_backward"), runner=runner, backward=True)
+    assert FindingKind.backward_mismatch in kinds(wrong)
+    # Without backward=True the forward alone is right.
+    assert validate(ref, fx("square_autograd.py", "wrong_backward"), runner=runner).ok
+
+
+def test_the_input_spec_type_list_replaces_the_references_inputs(runner, fx):
+    result = validate(
+        fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner,
+        inputs="f32[333], f32[333]", derive_shapes=False,
+    )
+    assert result.ok
+    assert result.rows[0].shape == [333]
+
+
+@pytest.mark.parametrize(
+    ("reference", "candidate", "words"),
+    [
+        ("missing.py:reference", "add_good.py:candidate", "does not exist"),
+        ("add_problem.py:refrence", "add_good.py:candidate", "Did you mean"),
+        ("add_problem.py:reference", "syntax_error.py:candidate", "syntax error"),
+        ("bad_references.py:raises", "add_good.py:candidate", "the reference itself is broken"),
+        ("bad_references.py:returns_number", "add_good.py:candidate", "must return a tensor"),
+        ("bad_references.py:not_callable", "add_good.py:candidate", "not a callable"),
+        ("no_inputs_problem.py:reference", "add_good.py:candidate", "get_inputs()"),
+        ("softmax_good.py", "add_good.py:candidate", "Name the callable"),
+    ],
+)
+def test_bad_input_is_a_usage_error_that_names_the_fix(runner, fx, reference, candidate, words):
+    ref_file, _, ref_name = reference.partition(":")
+    cand_file, _, cand_name = candidate.partition(":")
+    with pytest.raises(UsageError) as info:
+        validate(fx(ref_file, ref_name or None), fx(cand_file, cand_name or None), runner=runner)
+    assert words in str(info.value)
+
+
+def test_a_bad_input_spec_names_the_item(runner, fx):
+    with pytest.raises(UsageError, match="f33"):
+        validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), inputs="f33[4]", runner=runner)
