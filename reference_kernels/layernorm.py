@@ -1,0 +1,617 @@
+"""LayerNorm over the last dimension with weight and bias, forward and backward.
+
+Math: ``y = (x − μ)·r·w + b`` per row, ``μ = mean(x)``, ``r = 1/sqrt(mean((x − μ)²) + eps)``. With
+``x̂ = (x − μ)·r`` and ``g = w·dy``: ``dx = r·(g − mean(g·x̂)·x̂ − mean(g))``, ``dw = Σ_rows dy·x̂``,
+``db = Σ_rows dy``. The forward stores μ and r (fp32, one each per row) for the backward.
+
+Programs → data (x viewed as ``[M, N]`` rows):
+- stage 1: forward, one program per row with the whole row in one block; backward, one program per SM
+  pair walking rows, each summing its rows' ``dy·x̂`` and ``dy`` into a private fp32 row of a
+  ``[G, N]`` partial buffer, then a second kernel adds the G partial rows per column: the standard
+  two-phase reduction, deterministic (no atomics).
+- stage 2: the same kernels on ``[ROWS, BLOCK_N]`` tiles, ROWS and num_warps autotuned per N.
+- stage 3: stage 2 while rows fit the register budget; past it looped kernels. Forward: persistent
+  programs, per row pass 1 streams chunks merging per-chunk mean and M2 (Chan et al.), pass 2 writes y.
+  Backward: a looped per-row kernel computes ``mean(g·x̂)`` and ``mean(g)``, then a 2-D grid of (row
+  group, column chunk) programs writes dx and partial dw/db for its chunk.
+
+Bytes: forward reads x, w, b and writes y, μ, r (``2·M·N·size + 2·N·size + 8·M``); eager PyTorch is
+one kernel too but ~57 % of copy bandwidth at 16384×8192 bf16 (NOTES.md). Backward reads x, dy, w, μ, r
+and writes dx, dw, db (``3·M·N·size`` plus O(N + M)), plus the fp32 partials (``2·G·N·4`` twice, mostly
+through L2). The looped paths read their rows twice, the second time mostly from L2 in the forward.
+
+Limits: float32 / float16 / bfloat16 for x; weight and bias ``[N]`` of x's dtype; stages 1 and 2 take
+rows up to ``ONE_BLOCK_MAX_COLS`` columns, stage 3 any length.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
+
+# Whole-row kernels hold x as fp32 in registers: 32768 columns over 16 warps is 64 values per thread,
+# where ptxas starts spilling the backward (it also holds dy, w and the dw/db accumulators).
+ONE_BLOCK_MAX_COLS = 32768
+# Stage 3's switch to the looped kernels. Forward: x plus the normalised row at 16 warps stay unspilled
+# to 32768. Backward: five row-sized live values (x, dy, w, dw and db accumulators) fit to 8192 at
+# 16 warps (ptxas -v, sm_90); past that the tiled two-kernel path reads x and dy twice but never spills.
+FWD_ONE_BLOCK_MAX_COLS = 32768
+BWD_ONE_BLOCK_MAX_COLS = 8192
+MIN_BLOCK_N = 16
+# Backward programs per SM: two resident programs let one's reductions overlap the other's loads, while
+# keeping the partial buffer at 2·132·N·4 B per tensor (4.3 MB at N = 4096, L2-resident).
+BWD_PROGS_PER_SM = 2
+# The dw/db reduction: a [32, 128] fp32 tile per step, rows of 512 B, four warps.
+_REDUCE_BLOCK_P = 32
+_REDUCE_BLOCK_C = 128
+# The CPU interpreter has no autotuner backend (nothing to time with) and no SM count: fixed small
+# configs, chosen so masks, multi-row tiles, persistent row loops and chunk loops all run.
+_INTERPRETER_SMS = 2
+_INTERPRETER_ROWS = 2
+_INTERPRETER_CHUNK = 4096
+# Interpreted programs cost ~ms each whatever their size: fewer, wider reduction programs there.
+_INTERPRETER_REDUCE_BLOCK_C = 1024
+_SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _interpreting() -> bool:
+    return bool(triton.knobs.runtime.interpret)
+
+
+@functools.cache
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _num_sms(t: torch.Tensor) -> int:
+    return _sm_count(t.device.index or 0) if t.is_cuda else _INTERPRETER_SMS
+
+
+def _warps_for(block: int) -> int:
+    # One warp per 512 columns, 4 to 16: ~16 fp32 values per thread.
+    return max(4, min(16, block // 512))
+
+
+def _one_block_configs() -> list[triton.Config]:
+    return [triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8, 16, 32) for w in (4, 8, 16)]
+
+
+def _prune(lo: int, hi: int) -> Any:
+    """Keep configs whose tile gives each thread lo..hi fp32 values (else the one closest to the range):
+    fewer idles threads and shortens the bytes in flight, more spills."""
+
+    def prune(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> list[triton.Config]:
+        block_n = kwargs.get("BLOCK_N", named_args.get("BLOCK_N"))
+
+        def per_thread(c: triton.Config) -> float:
+            return c.kwargs["ROWS"] * block_n / (32 * c.num_warps)
+
+        kept = [c for c in configs if lo <= per_thread(c) <= hi]
+        return kept or [min(configs, key=lambda c: abs(math.log2(per_thread(c) / math.sqrt(lo * hi))))]
+
+    return prune
+
+
+def _looped_configs() -> list[triton.Config]:
+    # 16-32 values per thread per chunk; one or two rows per SM in flight (at 131072 bf16 columns one
+    # per SM is 33 MB, inside the 50 MB L2, so pass 2 re-reads hit).
+    return [
+        triton.Config({"CHUNK": c, "PROGS_PER_SM": p}, num_warps=w)
+        for (c, w, p) in ((4096, 8, 2), (8192, 8, 2), (8192, 16, 1), (16384, 16, 1))
+    ]
+
+
+def _tiled_bwd_configs() -> list[triton.Config]:
+    # Column chunk per program and warps: 8-16 values per thread for each of x, dy, w and two accumulators.
+    return [triton.Config({"CHUNK": c}, num_warps=w) for (c, w) in ((1024, 4), (2048, 8), (4096, 8), (4096, 16))]
+
+
+# ----------------------------------------------------------------------------------------------- kernels
+
+
+@triton.jit
+def _layernorm_fwd_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    mean_ptr,
+    rstd_ptr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    y_row_stride,
+    eps,
+    BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,
+):
+    # Program i owns rows [i·ROWS, (i+1)·ROWS), whole rows in one [ROWS, BLOCK_N] tile.
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    row_ok = rows < n_rows
+    col_ok = cols < n_cols
+    mask = row_ok[:, None] & col_ok[None, :]
+    # 0 is neutral for the sum; padded columns are zeroed again after centring.
+    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=1) / n_cols
+    xc = tl.where(mask, x - mean[:, None], 0.0)
+    rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    y = xc * rstd[:, None] * w[None, :] + b[None, :]
+    tl.store(y_ptr + rows[:, None] * y_row_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(mean_ptr + rows, mean, mask=row_ok)
+    tl.store(rstd_ptr + rows, rstd, mask=row_ok)
+
+
+@triton.jit
+def _layernorm_fwd_looped_kernel(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    mean_ptr,
+    rstd_ptr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    y_row_stride,
+    eps,
+    CHUNK: tl.constexpr,
+    PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
+):
+    offs = tl.arange(0, CHUNK)
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        r = tl.cast(row, tl.int64)
+        x_row = x_ptr + r * x_row_stride
+        # Pass 1: merge each chunk's (count, mean, M2) into the running one (Chan et al.), which keeps
+        # the variance exact where sum(x²) − N·μ² would cancel.
+        count = tl.zeros((), tl.float32)
+        mean = tl.zeros((), tl.float32)
+        m2 = tl.zeros((), tl.float32)
+        for start in range(0, n_cols, CHUNK):
+            cols = start + offs
+            mask = cols < n_cols
+            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+            n_c = tl.minimum(n_cols - start, CHUNK).to(tl.float32)
+            mean_c = tl.sum(x, axis=0) / n_c
+            xc = tl.where(mask, x - mean_c, 0.0)
+            m2_c = tl.sum(xc * xc, axis=0)
+            total = count + n_c
+            delta = mean_c - mean
+            mean += delta * (n_c / total)
+            m2 += m2_c + delta * delta * (count * n_c / total)
+            count = total
+        rstd = tl.rsqrt(m2 / n_cols + eps)
+        tl.store(mean_ptr + r, mean)
+        tl.store(rstd_ptr + r, rstd)
+        # Pass 2: normalise; the row was read a moment ago and is still in L2.
+        for start in range(0, n_cols, CHUNK):
+            cols = start + offs
+            mask = cols < n_cols
+            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            y = (x - mean) * rstd * w + b
+            tl.store(y_ptr + r * y_row_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _layernorm_bwd_kernel(
+    x_ptr,
+    w_ptr,
+    dy_ptr,
+    mean_ptr,
+    rstd_ptr,
+    dx_ptr,
+    dw_part_ptr,
+    db_part_ptr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    dy_row_stride,
+    dx_row_stride,
+    BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,
+):
+    # Program p walks row tiles p, p + G, ... and sums dy·x̂ and dy over its rows into partial row p.
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    dw_acc = tl.zeros((BLOCK_N,), tl.float32)
+    db_acc = tl.zeros((BLOCK_N,), tl.float32)
+    for tile in range(pid, tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+        rows = tl.cast(tile, tl.int64) * ROWS + tl.arange(0, ROWS)
+        row_ok = rows < n_rows
+        mask = row_ok[:, None] & col_ok[None, :]
+        # Zeros for padding make x̂, g and dy vanish there, so no sum below sees them.
+        x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        mean = tl.load(mean_ptr + rows, mask=row_ok, other=0.0)
+        rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
+        xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        g = dy * w[None, :]
+        c1 = tl.sum(g * xhat, axis=1) / n_cols
+        c2 = tl.sum(g, axis=1) / n_cols
+        dx = (g - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
+        tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+        dw_acc += tl.sum(dy * xhat, axis=0)
+        db_acc += tl.sum(dy, axis=0)
+    tl.store(dw_part_ptr + pid.to(tl.int64) * n_cols + cols, dw_acc, mask=col_ok)
+    tl.store(db_part_ptr + pid.to(tl.int64) * n_cols + cols, db_acc, mask=col_ok)
+
+
+@triton.jit
+def _layernorm_bwd_row_stats_kernel(
+    x_ptr,
+    w_ptr,
+    dy_ptr,
+    mean_ptr,
+    rstd_ptr,
+    c1_ptr,
+    c2_ptr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    dy_row_stride,
+    CHUNK: tl.constexpr,
+    PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
+):
+    # Long rows, step 1: per row c1 = mean(g·x̂) and c2 = mean(g), streamed over chunks.
+    offs = tl.arange(0, CHUNK)
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        r = tl.cast(row, tl.int64)
+        mean = tl.load(mean_ptr + r)
+        rstd = tl.load(rstd_ptr + r)
+        acc1 = tl.zeros((CHUNK,), tl.float32)
+        acc2 = tl.zeros((CHUNK,), tl.float32)
+        for start in range(0, n_cols, CHUNK):
+            cols = start + offs
+            mask = cols < n_cols
+            x = tl.load(x_ptr + r * x_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + r * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            g = dy * w
+            acc1 += g * tl.where(mask, (x - mean) * rstd, 0.0)
+            acc2 += g
+        tl.store(c1_ptr + r, tl.sum(acc1, axis=0) / n_cols)
+        tl.store(c2_ptr + r, tl.sum(acc2, axis=0) / n_cols)
+
+
+@triton.jit
+def _layernorm_bwd_tiled_kernel(
+    x_ptr,
+    w_ptr,
+    dy_ptr,
+    mean_ptr,
+    rstd_ptr,
+    c1_ptr,
+    c2_ptr,
+    dx_ptr,
+    dw_part_ptr,
+    db_part_ptr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    dy_row_stride,
+    dx_row_stride,
+    CHUNK: tl.constexpr,
+):
+    # Long rows, step 2: program (p, j) walks rows p, p + G, ... over column chunk j, writing dx and
+    # partial row p of dw/db for that chunk.
+    pid_m = tl.program_id(0)
+    cols = tl.program_id(1) * CHUNK + tl.arange(0, CHUNK)
+    col_ok = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    dw_acc = tl.zeros((CHUNK,), tl.float32)
+    db_acc = tl.zeros((CHUNK,), tl.float32)
+    for row in range(pid_m, n_rows, tl.num_programs(0)):
+        r = tl.cast(row, tl.int64)
+        mean = tl.load(mean_ptr + r)
+        rstd = tl.load(rstd_ptr + r)
+        c1 = tl.load(c1_ptr + r)
+        c2 = tl.load(c2_ptr + r)
+        x = tl.load(x_ptr + r * x_row_stride + cols, mask=col_ok, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + r * dy_row_stride + cols, mask=col_ok, other=0.0).to(tl.float32)
+        xhat = tl.where(col_ok, (x - mean) * rstd, 0.0)
+        dx = (dy * w - xhat * c1 - c2) * rstd
+        tl.store(dx_ptr + r * dx_row_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=col_ok)
+        dw_acc += dy * xhat
+        db_acc += dy
+    tl.store(dw_part_ptr + pid_m.to(tl.int64) * n_cols + cols, dw_acc, mask=col_ok)
+    tl.store(db_part_ptr + pid_m.to(tl.int64) * n_cols + cols, db_acc, mask=col_ok)
+
+
+@triton.jit
+def _layernorm_dwdb_kernel(
+    dw_part_ptr, db_part_ptr, dw_ptr, db_ptr, n_parts, n_cols, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr
+):
+    # Phase two: program j adds the n_parts partial rows of columns [j·BLOCK_C, (j+1)·BLOCK_C), in a fixed
+    # order, so dw and db are bitwise reproducible.
+    cols = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_ok = cols < n_cols
+    dw = tl.zeros((BLOCK_P, BLOCK_C), tl.float32)
+    db = tl.zeros((BLOCK_P, BLOCK_C), tl.float32)
+    for start in range(0, n_parts, BLOCK_P):
+        parts = start + tl.arange(0, BLOCK_P)
+        mask = (parts[:, None] < n_parts) & col_ok[None, :]
+        offs = parts[:, None].to(tl.int64) * n_cols + cols[None, :]
+        dw += tl.load(dw_part_ptr + offs, mask=mask, other=0.0)
+        db += tl.load(db_part_ptr + offs, mask=mask, other=0.0)
+    tl.store(dw_ptr + cols, tl.sum(dw, axis=0).to(dw_ptr.dtype.element_ty), mask=col_ok)
+    tl.store(db_ptr + cols, tl.sum(db, axis=0).to(db_ptr.dtype.element_ty), mask=col_ok)
+
+
+_layernorm_fwd_tuned = triton.autotune(
+    configs=_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune(16, 32)}
+)(_layernorm_fwd_kernel)
+# The backward holds ~5 row-sized values per thread: aim lower, 8-16 each.
+_layernorm_bwd_tuned = triton.autotune(
+    configs=_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune(8, 16)}
+)(_layernorm_bwd_kernel)
+_layernorm_fwd_looped_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(_layernorm_fwd_looped_kernel)
+_layernorm_bwd_row_stats_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(
+    _layernorm_bwd_row_stats_kernel
+)
+_layernorm_bwd_tiled_tuned = triton.autotune(configs=_tiled_bwd_configs(), key=["n_cols"])(_layernorm_bwd_tiled_kernel)
+
+
+# --------------------------------------------------------------------------------------------- launchers
+
+
+def _check_inputs(x: Any, weight: Any, bias: Any, max_cols: int | None) -> None:
+    for name, t in (("x", x), ("weight", weight), ("bias", bias)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"layernorm: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype not in _SUPPORTED_DTYPES:
+            raise ValueError(
+                f"layernorm: {name} has dtype {t.dtype}; supported are float32, float16 and bfloat16 "
+                f"(cast with {name}.float() first)"
+            )
+        if not t.is_cuda and not (_interpreting() and t.device.type == "cpu"):
+            raise ValueError(
+                f"layernorm: {name} is on {t.device}; move it to a CUDA device, or set TRITON_INTERPRET=1 "
+                "before importing triton to run CPU tensors through the interpreter"
+            )
+    if x.dim() == 0:
+        raise ValueError("layernorm: x is 0-d; LayerNorm normalises the last dimension of a ≥ 1-d tensor")
+    n = x.shape[-1]
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t.shape != (n,):
+            raise ValueError(
+                f"layernorm: {name} has shape {tuple(t.shape)}, expected ({n},) to match x's last dimension"
+            )
+        if t.dtype != x.dtype or t.device != x.device:
+            raise ValueError(
+                f"layernorm: {name} is {t.dtype} on {t.device} but x is {x.dtype} on {x.device}; "
+                f"use {name}.to(x) so they match"
+            )
+    if max_cols is not None and n > max_cols:
+        raise ValueError(
+            f"layernorm: rows of {n} columns exceed this stage's one-block limit of {max_cols}; use "
+            "layernorm_stage3, which loops over column chunks"
+        )
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """[..., N] → [M, N] with unit column stride (a view when the layout allows)."""
+    t2 = t.reshape(-1, t.shape[-1])
+    return t2 if t2.stride(-1) == 1 else t2.contiguous()
+
+
+def _block_n(n_cols: int) -> int:
+    return max(MIN_BLOCK_N, triton.next_power_of_2(n_cols))
+
+
+def _launch(tuned: Any, grid: Any, args: tuple, interpreter_meta: dict[str, int], **meta: int) -> None:
+    if _interpreting():
+        tuned.fn[grid](*args, **meta, **interpreter_meta)
+    else:
+        tuned[grid](*args, **meta)
+
+
+def _fwd(
+    x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float, path: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    x2, w, b = _rows(x), w.contiguous(), b.contiguous()
+    n_rows, n_cols = x2.shape
+    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    mean = torch.empty(n_rows, dtype=torch.float32, device=x.device)
+    rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)
+    if y.numel() == 0:
+        return y.view(x.shape), mean, rstd
+    args = (x2, w, b, y, mean, rstd, n_rows, n_cols, x2.stride(0), y.stride(0), eps)
+    block = _block_n(n_cols)
+    if path == "row":
+        _layernorm_fwd_kernel[(n_rows,)](*args, BLOCK_N=block, ROWS=1, num_warps=_warps_for(block))
+    elif path == "one_block":
+        grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
+        _launch(_layernorm_fwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=block)
+    else:
+        n_sm = _num_sms(x)
+        grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
+        _launch(_layernorm_fwd_looped_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1})
+    return y.view(x.shape), mean, rstd
+
+
+def _reduce_partials(dw_part: torch.Tensor, db_part: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    n_parts, n_cols = dw_part.shape
+    dw = torch.empty_like(w)
+    db = torch.empty_like(w)
+    block_c = _INTERPRETER_REDUCE_BLOCK_C if _interpreting() else _REDUCE_BLOCK_C
+    grid = (triton.cdiv(n_cols, block_c),)
+    _layernorm_dwdb_kernel[grid](dw_part, db_part, dw, db, n_parts, n_cols, BLOCK_P=_REDUCE_BLOCK_P, BLOCK_C=block_c)
+    return dw, db
+
+
+def _bwd(
+    dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor, path: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    x2, dy2, w = _rows(x), _rows(dy), w.contiguous()
+    n_rows, n_cols = x2.shape
+    dx = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    if dx.numel() == 0:
+        return dx.view(x.shape), torch.zeros_like(w), torch.zeros_like(w)
+    n_sm = _num_sms(x)
+    if path in ("row", "one_block"):
+        n_parts = min(n_rows, BWD_PROGS_PER_SM * n_sm)
+        dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
+        db_part = torch.empty_like(dw_part)
+        args = (
+            x2,
+            w,
+            dy2,
+            mean,
+            rstd,
+            dx,
+            dw_part,
+            db_part,
+            n_rows,
+            n_cols,
+            x2.stride(0),
+            dy2.stride(0),
+            dx.stride(0),
+        )
+        block = _block_n(n_cols)
+        if path == "row":
+            _layernorm_bwd_kernel[(n_parts,)](*args, BLOCK_N=block, ROWS=1, num_warps=_warps_for(block))
+        else:
+            _launch(_layernorm_bwd_tuned, (n_parts,), args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=block)
+    else:
+        c1 = torch.empty(n_rows, dtype=torch.float32, device=x.device)
+        c2 = torch.empty_like(c1)
+        grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
+        args = (x2, w, dy2, mean, rstd, c1, c2, n_rows, n_cols, x2.stride(0), dy2.stride(0))
+        _launch(_layernorm_bwd_row_stats_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1})
+        # Row groups: enough (row group × column chunk) programs for ~4 per SM even at the widest chunk
+        # any config takes, never more groups than rows. Every config then writes the same partial rows.
+        max_chunk = _INTERPRETER_CHUNK if _interpreting() else max(c.kwargs["CHUNK"] for c in _tiled_bwd_configs())
+        n_parts = max(1, min(n_rows, 4 * n_sm // triton.cdiv(n_cols, max_chunk)))
+        dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
+        db_part = torch.empty_like(dw_part)
+        args = (
+            x2, w, dy2, mean, rstd, c1, c2, dx, dw_part, db_part,
+            n_rows, n_cols, x2.stride(0), dy2.stride(0), dx.stride(0),
+        )  # fmt: skip
+        grid = lambda meta: (n_parts, triton.cdiv(n_cols, meta["CHUNK"]))
+        _launch(_layernorm_bwd_tiled_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK})
+    dw, db = _reduce_partials(dw_part, db_part, w)
+    return dx.view(x.shape), dw, db
+
+
+def _paths(stage: int, n_cols: int) -> tuple[str, str]:
+    """(forward path, backward path) a stage takes for rows of n_cols columns."""
+    if stage == 1:
+        return "row", "row"
+    if stage == 2:
+        return "one_block", "one_block"
+    fwd = "one_block" if n_cols <= FWD_ONE_BLOCK_MAX_COLS else "looped"
+    bwd = "one_block" if n_cols <= BWD_ONE_BLOCK_MAX_COLS else "looped"
+    return fwd, bwd
+
+
+class _LayerNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, stage: int
+    ) -> torch.Tensor:
+        _check_inputs(x, weight, bias, ONE_BLOCK_MAX_COLS if stage < 3 else None)
+        fwd_path, ctx.bwd_path = _paths(stage, x.shape[-1])
+        y, mean, rstd = _fwd(x, weight, bias, float(eps), fwd_path)
+        ctx.save_for_backward(x, weight, mean, rstd)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, weight, mean, rstd = ctx.saved_tensors
+        dx, dw, db = _bwd(dy.to(x.dtype), x, weight, mean, rstd, ctx.bwd_path)
+        return dx, dw, db, None, None
+
+
+# ---------------------------------------------------------------------------------------- public functions
+
+
+def layernorm_stage1(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """LayerNorm over the last dim: one program per row; two-phase dw/db (≤ 32768 columns)."""
+    return _LayerNorm.apply(x, weight, bias, eps, 1)
+
+
+def layernorm_stage2(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """LayerNorm over the last dim: autotuned multi-row tiles and warps (≤ 32768 columns)."""
+    return _LayerNorm.apply(x, weight, bias, eps, 2)
+
+
+def layernorm_stage3(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """LayerNorm over the last dim, any row length: one-block tiles, or chunk-looped kernels past them."""
+    return _LayerNorm.apply(x, weight, bias, eps, 3)
+
+
+def reference_layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+# ------------------------------------------------------------------------------------------------- SPEC
+
+
+def _make_inputs(dims: Dims, dtype: torch.dtype, device: str) -> tuple[torch.Tensor, ...]:
+    m, n = dims["M"], dims["N"]
+    # Offset and spread so that centring and scaling both matter; weight near 1 and bias near 0, as trained.
+    x = (2.0 * torch.randn(m, n, device=device) + 0.5).to(dtype)
+    w = (1.0 + 0.1 * torch.randn(n, device=device)).to(dtype)
+    b = (0.1 * torch.randn(n, device=device)).to(dtype)
+    return x, w, b
+
+
+def _bytes(d: Dims, dtype: torch.dtype) -> int:
+    size = torch.finfo(dtype).bits // 8
+    return 2 * d["M"] * d["N"] * size + 2 * d["N"] * size + 8 * d["M"]
+
+
+SPEC = KernelSpec(
+    name="layernorm",
+    summary="LayerNorm over the last dimension with weight and bias (forward and backward).",
+    make_inputs=_make_inputs,
+    reference=reference_layernorm,
+    stages={1: layernorm_stage1, 2: layernorm_stage2, 3: layernorm_stage3},
+    cases=(
+        Case("one row", {"M": 1, "N": 256}),
+        Case("non-pow2 tail", {"M": 6, "N": 100}),
+        Case("one column (x̂ = 0)", {"M": 5, "N": 1}),
+        Case("multi-row tiles, more rows than backward programs", {"M": 37, "N": 64}),
+        Case("one-block forward, looped backward", {"M": 3, "N": 9000}),
+        Case("long row → looped path", {"M": 3, "N": 33000}),
+        Case("LLaMA-7B hidden, 4096 tokens", {"M": 4096, "N": 4096}, small=False),
+        Case("odd hidden at scale", {"M": 1000, "N": 5000}, small=False),
+        Case("long rows on the GPU", {"M": 64, "N": 65536}, small=False),
+    ),
+    bench_cases=(
+        Case("4096×4096", {"M": 4096, "N": 4096}, small=False),
+        Case("4096×8192", {"M": 4096, "N": 8192}, small=False),
+        Case("8192×4096", {"M": 8192, "N": 4096}, small=False),
+        Case("8192×8192", {"M": 8192, "N": 8192}, small=False),
+        Case("16384×8192 (NOTES.md shape)", {"M": 16384, "N": 8192}, small=False),
+    ),
+    dtypes=(torch.bfloat16, torch.float16, torch.float32),
+    # The interpreter converts fp32 → bf16 by truncation, not round-to-nearest.
+    interpreter_dtypes=(torch.float32, torch.float16),
+    tolerances={
+        torch.float32: Tolerance(atol=1e-4, rtol=1e-4),
+        torch.float16: Tolerance(atol=1e-2, rtol=1e-2),
+        torch.bfloat16: Tolerance(atol=5e-2, rtol=3e-2),
+    },
+    bytes_moved=_bytes,
+    # mean, centre, square, sum, scale, weight, bias: ~8 per element.
+    flops=lambda d, dtype: 8 * d["M"] * d["N"],
+    dims_of=lambda x, weight, bias, eps=1e-5: {"M": x.numel() // max(1, x.shape[-1]), "N": x.shape[-1]},
+    grad_inputs=(0, 1, 2),
+    bar="forward ≥ 90 % of copy bandwidth; forward + backward ≥ torch.compile",
+)
+get_test_cases, get_bench_cases, bytes_moved, flops = SPEC.exports()

@@ -1,0 +1,512 @@
+"""RMSNorm over the last dimension with a weight, forward and backward (as in LLaMA).
+
+Math: ``y = x·r·w`` per row with ``r = 1/sqrt(mean(x²) + eps)``. With ``x̂ = x·r`` and ``g = w·dy``:
+``dx = r·(g − mean(g·x̂)·x̂)``, ``dw = Σ_rows dy·x̂``. The forward stores r (fp32, one per row).
+
+Programs → data (x viewed as ``[M, N]`` rows):
+- stage 2: forward, one program per ``[ROWS, BLOCK_N]`` tile of whole rows, ROWS and num_warps
+  autotuned per N. Backward, two programs per SM walking row tiles, each summing its rows' ``dy·x̂``
+  into a private fp32 row of a ``[G, N]`` partial buffer; a second kernel adds the G partial rows per
+  column: the standard two-phase reduction, deterministic (no atomics).
+- stage 3: stage 2 while rows fit the register budget; past it looped kernels. Forward: persistent
+  programs, per row pass 1 streams chunks summing x², pass 2 writes y. Backward: a looped per-row kernel
+  computes ``mean(g·x̂)``, then a 2-D grid of (row group, column chunk) programs writes dx and partial dw.
+
+Bytes: forward reads x and w and writes y and r (``2·M·N·size + N·size + 4·M``); composed eager
+PyTorch (pow, mean, rsqrt, two multiplies) reaches ~11 % of copy bandwidth at 16384×8192 bf16
+(NOTES.md). Backward reads x, dy, w, r and writes dx and dw (``3·M·N·size`` plus O(N + M)), plus the
+fp32 partials (``G·N·4`` twice, mostly through L2). The looped paths read rows twice.
+
+Limits: float32 / float16 / bfloat16 for x; weight ``[N]`` of x's dtype; stage 2 takes rows up to
+``ONE_BLOCK_MAX_COLS`` columns, stage 3 any length.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
+
+# Whole-row kernels hold x as fp32 in registers: 32768 columns over 16 warps is 64 values per thread,
+# the most ptxas keeps unspilled in the forward (sm_90). Stage 2 stops there.
+ONE_BLOCK_MAX_COLS = 32768
+# Stage 3's switch to the looped kernels. The backward keeps four row-sized values (x, dy, w, the dw
+# accumulator) live per thread; like LayerNorm's it stays unspilled to 8192 columns at 16 warps.
+FWD_ONE_BLOCK_MAX_COLS = 32768
+BWD_ONE_BLOCK_MAX_COLS = 8192
+MIN_BLOCK_N = 16
+# Backward programs per SM: two resident programs overlap one's reductions with the other's loads; the
+# partial buffer stays 2·132·N·4 B (4.3 MB at N = 4096, L2-resident).
+BWD_PROGS_PER_SM = 2
+# The dw reduction: a [32, 128] fp32 tile per step, rows of 512 B.
+_REDUCE_BLOCK_P = 32
+_REDUCE_BLOCK_C = 128
+# The CPU interpreter has no autotuner backend (nothing to time with) and no SM count: fixed small
+# configs so masks, multi-row tiles, persistent row loops and chunk loops all run. Interpreted programs
+# cost milliseconds each whatever their size, so its reduction blocks are wider.
+_INTERPRETER_SMS = 2
+_INTERPRETER_ROWS = 2
+_INTERPRETER_CHUNK = 4096
+_INTERPRETER_REDUCE_BLOCK_C = 1024
+_SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _interpreting() -> bool:
+    return bool(triton.knobs.runtime.interpret)
+
+
+@functools.cache
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _num_sms(t: torch.Tensor) -> int:
+    return _sm_count(t.device.index or 0) if t.is_cuda else _INTERPRETER_SMS
+
+
+def _one_block_configs() -> list[triton.Config]:
+    return [triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8, 16, 32) for w in (4, 8, 16)]
+
+
+def _prune(lo: int, hi: int) -> Any:
+    """Keep configs whose tile gives each thread lo..hi fp32 values (else the one closest to the range):
+    fewer idles threads and shortens the bytes in flight, more spills."""
+
+    def prune(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> list[triton.Config]:
+        block_n = kwargs.get("BLOCK_N", named_args.get("BLOCK_N"))
+
+        def per_thread(c: triton.Config) -> float:
+            return c.kwargs["ROWS"] * block_n / (32 * c.num_warps)
+
+        kept = [c for c in configs if lo <= per_thread(c) <= hi]
+        return kept or [min(configs, key=lambda c: abs(math.log2(per_thread(c) / math.sqrt(lo * hi))))]
+
+    return prune
+
+
+def _looped_configs() -> list[triton.Config]:
+    # 16-32 values per thread per chunk; one or two rows per SM in flight (at 131072 bf16 columns one
+    # per SM is 33 MB, inside the 50 MB L2, so pass 2 re-reads hit).
+    return [
+        triton.Config({"CHUNK": c, "PROGS_PER_SM": p}, num_warps=w)
+        for (c, w, p) in ((4096, 8, 2), (8192, 8, 2), (8192, 16, 1), (16384, 16, 1))
+    ]
+
+
+def _tiled_bwd_configs() -> list[triton.Config]:
+    # Column chunk per program and warps: 8-16 values per thread for each of x, dy, w and the accumulator.
+    return [triton.Config({"CHUNK": c}, num_warps=w) for (c, w) in ((1024, 4), (2048, 8), (4096, 8), (4096, 16))]
+
+
+# ----------------------------------------------------------------------------------------------- kernels
+
+
+@triton.jit
+def _rmsnorm_fwd_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    rstd_ptr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    y_row_stride,
+    eps,
+    BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,
+):
+    # Program i owns rows [i·ROWS, (i+1)·ROWS), whole rows in one [ROWS, BLOCK_N] tile.
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    row_ok = rows < n_rows
+    col_ok = cols < n_cols
+    mask = row_ok[:, None] & col_ok[None, :]
+    # 0 is neutral for the sum of squares.
+    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    y = x * rstd[:, None] * w[None, :]
+    tl.store(y_ptr + rows[:, None] * y_row_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(rstd_ptr + rows, rstd, mask=row_ok)
+
+
+@triton.jit
+def _rmsnorm_fwd_looped_kernel(
+    x_ptr,
+    w_ptr,
+    y_ptr,
+    rstd_ptr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    y_row_stride,
+    eps,
+    CHUNK: tl.constexpr,
+    PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
+):
+    offs = tl.arange(0, CHUNK)
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        r = tl.cast(row, tl.int64)
+        x_row = x_ptr + r * x_row_stride
+        # Pass 1: per-lane partial sums of x², reduced once per row.
+        acc = tl.zeros((CHUNK,), tl.float32)
+        for start in range(0, n_cols, CHUNK):
+            cols = start + offs
+            x = tl.load(x_row + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+            acc += x * x
+        rstd = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
+        tl.store(rstd_ptr + r, rstd)
+        # Pass 2: scale; the row was read a moment ago and is still in L2.
+        for start in range(0, n_cols, CHUNK):
+            cols = start + offs
+            mask = cols < n_cols
+            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            tl.store(y_ptr + r * y_row_stride + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _rmsnorm_bwd_kernel(
+    x_ptr,
+    w_ptr,
+    dy_ptr,
+    rstd_ptr,
+    dx_ptr,
+    dw_part_ptr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    dy_row_stride,
+    dx_row_stride,
+    BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,
+):
+    # Program p walks row tiles p, p + G, ... and sums dy·x̂ over its rows into partial row p.
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    dw_acc = tl.zeros((BLOCK_N,), tl.float32)
+    for tile in range(pid, tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+        rows = tl.cast(tile, tl.int64) * ROWS + tl.arange(0, ROWS)
+        row_ok = rows < n_rows
+        mask = row_ok[:, None] & col_ok[None, :]
+        # Zeros for padding make x̂ and g vanish there, so no sum below sees them.
+        x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
+        xhat = x * rstd[:, None]
+        g = dy * w[None, :]
+        c1 = tl.sum(g * xhat, axis=1) / n_cols
+        dx = (g - xhat * c1[:, None]) * rstd[:, None]
+        tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+        dw_acc += tl.sum(dy * xhat, axis=0)
+    tl.store(dw_part_ptr + pid.to(tl.int64) * n_cols + cols, dw_acc, mask=col_ok)
+
+
+@triton.jit
+def _rmsnorm_bwd_row_stats_kernel(
+    x_ptr,
+    w_ptr,
+    dy_ptr,
+    rstd_ptr,
+    c1_ptr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    dy_row_stride,
+    CHUNK: tl.constexpr,
+    PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
+):
+    # Long rows, step 1: per row c1 = mean(g·x̂), streamed over chunks.
+    offs = tl.arange(0, CHUNK)
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        r = tl.cast(row, tl.int64)
+        rstd = tl.load(rstd_ptr + r)
+        acc = tl.zeros((CHUNK,), tl.float32)
+        for start in range(0, n_cols, CHUNK):
+            cols = start + offs
+            mask = cols < n_cols
+            x = tl.load(x_ptr + r * x_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + r * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+            acc += dy * w * x
+        tl.store(c1_ptr + r, tl.sum(acc, axis=0) * rstd / n_cols)
+
+
+@triton.jit
+def _rmsnorm_bwd_tiled_kernel(
+    x_ptr,
+    w_ptr,
+    dy_ptr,
+    rstd_ptr,
+    c1_ptr,
+    dx_ptr,
+    dw_part_ptr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    dy_row_stride,
+    dx_row_stride,
+    CHUNK: tl.constexpr,
+):
+    # Long rows, step 2: program (p, j) walks rows p, p + G, ... over column chunk j, writing dx and
+    # partial row p of dw for that chunk.
+    pid_m = tl.program_id(0)
+    cols = tl.program_id(1) * CHUNK + tl.arange(0, CHUNK)
+    col_ok = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    dw_acc = tl.zeros((CHUNK,), tl.float32)
+    for row in range(pid_m, n_rows, tl.num_programs(0)):
+        r = tl.cast(row, tl.int64)
+        rstd = tl.load(rstd_ptr + r)
+        c1 = tl.load(c1_ptr + r)
+        x = tl.load(x_ptr + r * x_row_stride + cols, mask=col_ok, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + r * dy_row_stride + cols, mask=col_ok, other=0.0).to(tl.float32)
+        xhat = x * rstd
+        dx = (dy * w - xhat * c1) * rstd
+        tl.store(dx_ptr + r * dx_row_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=col_ok)
+        dw_acc += dy * xhat
+    tl.store(dw_part_ptr + pid_m.to(tl.int64) * n_cols + cols, dw_acc, mask=col_ok)
+
+
+@triton.jit
+def _rmsnorm_dw_kernel(dw_part_ptr, dw_ptr, n_parts, n_cols, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+    # Phase two: program j adds the n_parts partial rows of columns [j·BLOCK_C, (j+1)·BLOCK_C) in a fixed
+    # order, so dw is bitwise reproducible.
+    cols = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_ok = cols < n_cols
+    acc = tl.zeros((BLOCK_P, BLOCK_C), tl.float32)
+    for start in range(0, n_parts, BLOCK_P):
+        parts = start + tl.arange(0, BLOCK_P)
+        mask = (parts[:, None] < n_parts) & col_ok[None, :]
+        acc += tl.load(dw_part_ptr + parts[:, None].to(tl.int64) * n_cols + cols[None, :], mask=mask, other=0.0)
+    tl.store(dw_ptr + cols, tl.sum(acc, axis=0).to(dw_ptr.dtype.element_ty), mask=col_ok)
+
+
+_rmsnorm_fwd_tuned = triton.autotune(
+    configs=_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune(16, 32)}
+)(_rmsnorm_fwd_kernel)
+# The backward holds ~4 row-sized values per thread: aim lower, 8-16 each.
+_rmsnorm_bwd_tuned = triton.autotune(
+    configs=_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune(8, 16)}
+)(_rmsnorm_bwd_kernel)
+_rmsnorm_fwd_looped_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(_rmsnorm_fwd_looped_kernel)
+_rmsnorm_bwd_row_stats_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(_rmsnorm_bwd_row_stats_kernel)
+_rmsnorm_bwd_tiled_tuned = triton.autotune(configs=_tiled_bwd_configs(), key=["n_cols"])(_rmsnorm_bwd_tiled_kernel)
+
+
+# --------------------------------------------------------------------------------------------- launchers
+
+
+def _check_inputs(x: Any, weight: Any, max_cols: int | None) -> None:
+    for name, t in (("x", x), ("weight", weight)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"rmsnorm: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype not in _SUPPORTED_DTYPES:
+            raise ValueError(
+                f"rmsnorm: {name} has dtype {t.dtype}; supported are float32, float16 and bfloat16 "
+                f"(cast with {name}.float() first)"
+            )
+        if not t.is_cuda and not (_interpreting() and t.device.type == "cpu"):
+            raise ValueError(
+                f"rmsnorm: {name} is on {t.device}; move it to a CUDA device, or set TRITON_INTERPRET=1 "
+                "before importing triton to run CPU tensors through the interpreter"
+            )
+    if x.dim() == 0:
+        raise ValueError("rmsnorm: x is 0-d; RMSNorm normalises the last dimension of a ≥ 1-d tensor")
+    n = x.shape[-1]
+    if weight.shape != (n,):
+        raise ValueError(
+            f"rmsnorm: weight has shape {tuple(weight.shape)}, expected ({n},) to match x's last dimension"
+        )
+    if weight.dtype != x.dtype or weight.device != x.device:
+        raise ValueError(
+            f"rmsnorm: weight is {weight.dtype} on {weight.device} but x is {x.dtype} on {x.device}; "
+            "use weight.to(x) so they match"
+        )
+    if max_cols is not None and n > max_cols:
+        raise ValueError(
+            f"rmsnorm: rows of {n} columns exceed this stage's one-block limit of {max_cols}; use "
+            "rmsnorm_stage3, which loops over column chunks"
+        )
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """[..., N] → [M, N] with unit column stride (a view when the layout allows)."""
+    t2 = t.reshape(-1, t.shape[-1])
+    return t2 if t2.stride(-1) == 1 else t2.contiguous()
+
+
+def _block_n(n_cols: int) -> int:
+    return max(MIN_BLOCK_N, triton.next_power_of_2(n_cols))
+
+
+def _launch(tuned: Any, grid: Any, args: tuple, interpreter_meta: dict[str, int], **meta: int) -> None:
+    if _interpreting():
+        tuned.fn[grid](*args, **meta, **interpreter_meta)
+    else:
+        tuned[grid](*args, **meta)
+
+
+def _fwd(x: torch.Tensor, w: torch.Tensor, eps: float, path: str) -> tuple[torch.Tensor, torch.Tensor]:
+    x2, w = _rows(x), w.contiguous()
+    n_rows, n_cols = x2.shape
+    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)
+    if y.numel() == 0:
+        return y.view(x.shape), rstd
+    args = (x2, w, y, rstd, n_rows, n_cols, x2.stride(0), y.stride(0), eps)
+    if path == "one_block":
+        grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
+        _launch(_rmsnorm_fwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
+    else:
+        n_sm = _num_sms(x)
+        grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
+        _launch(_rmsnorm_fwd_looped_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1})
+    return y.view(x.shape), rstd
+
+
+def _reduce_partials(dw_part: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    n_parts, n_cols = dw_part.shape
+    dw = torch.empty_like(w)
+    block_c = _INTERPRETER_REDUCE_BLOCK_C if _interpreting() else _REDUCE_BLOCK_C
+    grid = (triton.cdiv(n_cols, block_c),)
+    _rmsnorm_dw_kernel[grid](dw_part, dw, n_parts, n_cols, BLOCK_P=_REDUCE_BLOCK_P, BLOCK_C=block_c)
+    return dw
+
+
+def _bwd(
+    dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, rstd: torch.Tensor, path: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    x2, dy2, w = _rows(x), _rows(dy), w.contiguous()
+    n_rows, n_cols = x2.shape
+    dx = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    if dx.numel() == 0:
+        return dx.view(x.shape), torch.zeros_like(w)
+    n_sm = _num_sms(x)
+    if path == "one_block":
+        n_parts = min(n_rows, BWD_PROGS_PER_SM * n_sm)
+        dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
+        args = (x2, w, dy2, rstd, dx, dw_part, n_rows, n_cols, x2.stride(0), dy2.stride(0), dx.stride(0))
+        _launch(_rmsnorm_bwd_tuned, (n_parts,), args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
+    else:
+        c1 = torch.empty(n_rows, dtype=torch.float32, device=x.device)
+        grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
+        args = (x2, w, dy2, rstd, c1, n_rows, n_cols, x2.stride(0), dy2.stride(0))
+        _launch(_rmsnorm_bwd_row_stats_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1})
+        # Row groups: enough (row group × column chunk) programs for ~4 per SM even at the widest chunk
+        # any config takes, never more groups than rows. Every config then writes the same partial rows.
+        max_chunk = _INTERPRETER_CHUNK if _interpreting() else max(c.kwargs["CHUNK"] for c in _tiled_bwd_configs())
+        n_parts = max(1, min(n_rows, 4 * n_sm // triton.cdiv(n_cols, max_chunk)))
+        dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
+        args = (x2, w, dy2, rstd, c1, dx, dw_part, n_rows, n_cols, x2.stride(0), dy2.stride(0), dx.stride(0))
+        grid = lambda meta: (n_parts, triton.cdiv(n_cols, meta["CHUNK"]))
+        _launch(_rmsnorm_bwd_tiled_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK})
+    return dx.view(x.shape), _reduce_partials(dw_part, w)
+
+
+def _paths(stage: int, n_cols: int) -> tuple[str, str]:
+    """(forward path, backward path) a stage takes for rows of n_cols columns."""
+    if stage == 2:
+        return "one_block", "one_block"
+    fwd = "one_block" if n_cols <= FWD_ONE_BLOCK_MAX_COLS else "looped"
+    bwd = "one_block" if n_cols <= BWD_ONE_BLOCK_MAX_COLS else "looped"
+    return fwd, bwd
+
+
+class _RMSNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, eps: float, stage: int) -> torch.Tensor:
+        _check_inputs(x, weight, ONE_BLOCK_MAX_COLS if stage < 3 else None)
+        fwd_path, ctx.bwd_path = _paths(stage, x.shape[-1])
+        y, rstd = _fwd(x, weight, float(eps), fwd_path)
+        ctx.save_for_backward(x, weight, rstd)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, weight, rstd = ctx.saved_tensors
+        dx, dw = _bwd(dy.to(x.dtype), x, weight, rstd, ctx.bwd_path)
+        return dx, dw, None, None
+
+
+# ---------------------------------------------------------------------------------------- public functions
+
+
+def rmsnorm_stage2(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """RMSNorm over the last dim: autotuned multi-row tiles; two-phase dw (≤ 32768 columns)."""
+    return _RMSNorm.apply(x, weight, eps, 2)
+
+
+def rmsnorm_stage3(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """RMSNorm over the last dim, any row length: one-block tiles, or chunk-looped kernels past them."""
+    return _RMSNorm.apply(x, weight, eps, 3)
+
+
+def reference_rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)
+
+
+# ------------------------------------------------------------------------------------------------- SPEC
+
+
+def _make_inputs(dims: Dims, dtype: torch.dtype, device: str) -> tuple[torch.Tensor, ...]:
+    m, n = dims["M"], dims["N"]
+    x = (2.0 * torch.randn(m, n, device=device)).to(dtype)
+    # Weight near 1, as trained.
+    w = (1.0 + 0.1 * torch.randn(n, device=device)).to(dtype)
+    return x, w
+
+
+def _bytes(d: Dims, dtype: torch.dtype) -> int:
+    size = torch.finfo(dtype).bits // 8
+    return 2 * d["M"] * d["N"] * size + d["N"] * size + 4 * d["M"]
+
+
+SPEC = KernelSpec(
+    name="rmsnorm",
+    summary="RMSNorm over the last dimension with a weight (forward and backward).",
+    make_inputs=_make_inputs,
+    reference=reference_rmsnorm,
+    stages={2: rmsnorm_stage2, 3: rmsnorm_stage3},
+    cases=(
+        Case("one row", {"M": 1, "N": 256}),
+        Case("non-pow2 tail", {"M": 6, "N": 100}),
+        Case("one column", {"M": 5, "N": 1}),
+        Case("multi-row tiles, more rows than backward programs", {"M": 37, "N": 64}),
+        Case("one-block forward, looped backward", {"M": 3, "N": 9000}),
+        Case("long row → looped path", {"M": 3, "N": 33000}),
+        Case("LLaMA-7B hidden, 4096 tokens", {"M": 4096, "N": 4096}, small=False),
+        Case("odd hidden at scale", {"M": 1000, "N": 5000}, small=False),
+        Case("long rows on the GPU", {"M": 64, "N": 65536}, small=False),
+    ),
+    bench_cases=(
+        Case("4096×4096", {"M": 4096, "N": 4096}, small=False),
+        Case("4096×8192", {"M": 4096, "N": 8192}, small=False),
+        Case("8192×4096", {"M": 8192, "N": 4096}, small=False),
+        Case("8192×8192", {"M": 8192, "N": 8192}, small=False),
+        Case("16384×8192 (NOTES.md shape)", {"M": 16384, "N": 8192}, small=False),
+    ),
+    dtypes=(torch.bfloat16, torch.float16, torch.float32),
+    # The interpreter converts fp32 → bf16 by truncation, not round-to-nearest.
+    interpreter_dtypes=(torch.float32, torch.float16),
+    tolerances={
+        torch.float32: Tolerance(atol=1e-4, rtol=1e-4),
+        torch.float16: Tolerance(atol=1e-2, rtol=1e-2),
+        torch.bfloat16: Tolerance(atol=5e-2, rtol=3e-2),
+    },
+    bytes_moved=_bytes,
+    # square, sum, scale, weight: ~4 per element.
+    flops=lambda d, dtype: 4 * d["M"] * d["N"],
+    dims_of=lambda x, weight, eps=1e-6: {"M": x.numel() // max(1, x.shape[-1]), "N": x.shape[-1]},
+    grad_inputs=(0, 1),
+    bar="forward ≥ 90 % of copy bandwidth; forward + backward ≥ torch.compile",
+)
+get_test_cases, get_bench_cases, bytes_moved, flops = SPEC.exports()

@@ -1,0 +1,457 @@
+"""Row softmax over the last dimension, forward and backward.
+
+Math: ``y[i, j] = exp(x[i, j] - m_i) / sum_k exp(x[i, k] - m_i)`` with ``m_i = max_k x[i, k]``;
+backward ``dx = y * (dy - sum_j dy[i, j] * y[i, j])``. An N-D input is viewed as ``[M, N]`` rows of its
+last dimension.
+
+Programs → data:
+- stage 1: one program per row, the whole row in one block (``BLOCK_N = next_pow2(N)``), num_warps from
+  the block size.
+- stage 2: one program per ``ROWS`` rows (a ``[ROWS, BLOCK_N]`` tile, so short rows still give each thread
+  a useful amount of work); ``ROWS`` and ``num_warps`` autotuned per row length.
+- stage 3: stage 2's kernels while a row fits the register budget; past it a looped kernel: persistent
+  programs walk rows, and per row pass 1 streams column chunks keeping a running max ``m`` and sum ``s``
+  (``s ← s·e^(m−m') + Σ e^(x−m')``, one exp per element), pass 2 re-reads the chunks, which a row-sized
+  working set per program keeps in L2, and writes ``e^(x−m)/s``.
+
+Bytes: the forward reads x once and writes y once (``2·M·N·size``); eager PyTorch does the same in one
+kernel on CUDA but at ~25 % of copy bandwidth at 16384×8192 bf16 (NOTES.md). The backward reads y and dy
+and writes dx (``3·M·N·size``). The looped path reads x twice, the second time mostly from L2.
+
+Limits: float32 / float16 / bfloat16; the last dimension must have stride 1 after ``reshape`` (other
+layouts are copied once); stages 1 and 2 take rows up to ``ONE_BLOCK_MAX_COLS`` columns, stage 3 any
+length. Rows of all ``-inf`` give NaN, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
+
+# Whole-row kernels keep the row in registers as fp32: 32768 columns over 16 warps (512 threads) is 64
+# values per thread, the most that fits before the compiler spills. Stages 1 and 2 stop there.
+ONE_BLOCK_MAX_COLS = 32768
+# Stage 3 switches to the looped kernels past these: the backward holds two rows (y and dy) per thread,
+# so its budget is half the forward's.
+FWD_ONE_BLOCK_MAX_COLS = 32768
+BWD_ONE_BLOCK_MAX_COLS = 16384
+# Smallest block: tl.arange needs a power of two, and 16 lanes keep 128-bit accesses possible.
+MIN_BLOCK_N = 16
+# The CPU interpreter has no autotuner backend (no driver to time with) and no SM count: it runs one
+# fixed config per kernel, chosen small so that masks, multi-row tiles and chunk loops are all exercised.
+_INTERPRETER_SMS = 2
+_INTERPRETER_ROWS = 2
+_INTERPRETER_CHUNK = 2048
+_SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@functools.cache
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _num_sms(t: torch.Tensor) -> int:
+    return _INTERPRETER_SMS if not t.is_cuda else _sm_count(t.device.index or 0)
+
+
+def _warps_for(block: int) -> int:
+    # One warp per 512 fp32 values, between 4 and 16: ~16 values per thread keeps loads wide and the
+    # row in registers.
+    return max(4, min(16, block // 512))
+
+
+def _one_block_configs() -> list[triton.Config]:
+    return [triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8, 16, 32, 64) for w in (4, 8, 16)]
+
+
+def _prune_one_block(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> list[triton.Config]:
+    """Keep tiles of 16-32 fp32 values per thread: fewer idles threads, more spills (64 at 16 warps
+    already spills in the backward, ptxas -v). Past the range, keep the config closest to it."""
+    block_n = kwargs.get("BLOCK_N", named_args.get("BLOCK_N"))
+
+    def per_thread(c: triton.Config) -> float:
+        return c.kwargs["ROWS"] * block_n / (32 * c.num_warps)
+
+    kept = [c for c in configs if 16 <= per_thread(c) <= 32]
+    return kept or [min(configs, key=lambda c: abs(math.log2(per_thread(c) / 24)))]
+
+
+def _looped_configs() -> list[triton.Config]:
+    # CHUNK / (32·num_warps) = 16-32 values per thread per chunk. PROGS_PER_SM 1 keeps one row per SM in
+    # flight (132 rows × 256 KB at 131072 bf16 columns = 33 MB, inside the 50 MB L2, so pass 2 hits);
+    # 2 overlaps one program's reductions and exps with the other's loads, which shorter rows afford.
+    return [
+        triton.Config({"CHUNK": c, "PROGS_PER_SM": p}, num_warps=w)
+        for (c, w, p) in (
+            (4096, 8, 2),
+            (8192, 8, 2),
+            (8192, 16, 1),
+            (8192, 16, 2),
+            (16384, 16, 1),
+            (16384, 16, 2),
+        )
+    ]
+
+
+# ----------------------------------------------------------------------------------------------- kernels
+
+
+@triton.jit
+def _softmax_fwd_row_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, BLOCK_N: tl.constexpr):
+    # Stage 1: program i owns row i.
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < n_cols
+    # -inf is neutral for the max, and exp(-inf - m) = 0 for the sum.
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=float("-inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    y = e / tl.sum(e, axis=0)
+    tl.store(y_ptr + row * y_row_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_bwd_row_kernel(
+    y_ptr, dy_ptr, dx_ptr, n_cols, y_row_stride, dy_row_stride, dx_row_stride, BLOCK_N: tl.constexpr
+):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < n_cols
+    y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+    dx = y * (dy - tl.sum(y * dy, axis=0))
+    tl.store(dx_ptr + row * dx_row_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_fwd_kernel(
+    x_ptr, y_ptr, n_rows, n_cols, x_row_stride, y_row_stride, BLOCK_N: tl.constexpr, ROWS: tl.constexpr
+):
+    # Stage 2: program i owns rows [i·ROWS, (i+1)·ROWS) as one [ROWS, BLOCK_N] tile.
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=float("-inf")).to(tl.float32)
+    # Padding rows are all -inf and turn into NaN here; their stores are masked off.
+    e = tl.exp(x - tl.max(x, axis=1)[:, None])
+    y = e * (1.0 / tl.sum(e, axis=1))[:, None]
+    tl.store(y_ptr + rows[:, None] * y_row_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_bwd_kernel(
+    y_ptr,
+    dy_ptr,
+    dx_ptr,
+    n_rows,
+    n_cols,
+    y_row_stride,
+    dy_row_stride,
+    dx_row_stride,
+    BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,
+):
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    y = tl.load(y_ptr + rows[:, None] * y_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    dx = y * (dy - tl.sum(y * dy, axis=1)[:, None])
+    tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_fwd_looped_kernel(
+    x_ptr,
+    y_ptr,
+    n_rows,
+    n_cols,
+    x_row_stride,
+    y_row_stride,
+    CHUNK: tl.constexpr,
+    PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
+):
+    # Stage 3, long rows: persistent programs take rows pid, pid + P, ...
+    offs = tl.arange(0, CHUNK)
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        x_row = x_ptr + tl.cast(row, tl.int64) * x_row_stride
+        y_row = y_ptr + tl.cast(row, tl.int64) * y_row_stride
+        m = tl.full((), float("-inf"), tl.float32)
+        s = tl.zeros((), tl.float32)
+        for start in range(0, n_cols, CHUNK):
+            cols = start + offs
+            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+            m_new = tl.maximum(m, tl.max(x, axis=0))
+            # Rescale the running sum to the new max; the first chunk has m = -inf and scales 0 by 0.
+            s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+            m = m_new
+        inv_s = 1.0 / s
+        for start in range(0, n_cols, CHUNK):
+            cols = start + offs
+            mask = cols < n_cols
+            x = tl.load(x_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
+            tl.store(y_row + cols, (tl.exp(x - m) * inv_s).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_bwd_looped_kernel(
+    y_ptr,
+    dy_ptr,
+    dx_ptr,
+    n_rows,
+    n_cols,
+    y_row_stride,
+    dy_row_stride,
+    dx_row_stride,
+    CHUNK: tl.constexpr,
+    PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
+):
+    offs = tl.arange(0, CHUNK)
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        r = tl.cast(row, tl.int64)
+        dot = tl.zeros((), tl.float32)
+        for start in range(0, n_cols, CHUNK):
+            cols = start + offs
+            mask = cols < n_cols
+            y = tl.load(y_ptr + r * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + r * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+            dot += tl.sum(y * dy, axis=0)
+        for start in range(0, n_cols, CHUNK):
+            cols = start + offs
+            mask = cols < n_cols
+            y = tl.load(y_ptr + r * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + r * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+            tl.store(dx_ptr + r * dx_row_stride + cols, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+_softmax_fwd_tuned = triton.autotune(
+    configs=_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune_one_block}
+)(_softmax_fwd_kernel)
+_softmax_bwd_tuned = triton.autotune(
+    configs=_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune_one_block}
+)(_softmax_bwd_kernel)
+_softmax_fwd_looped_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(_softmax_fwd_looped_kernel)
+_softmax_bwd_looped_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(_softmax_bwd_looped_kernel)
+
+
+# --------------------------------------------------------------------------------------------- launchers
+
+
+def _check_input(x: torch.Tensor, name: str, max_cols: int | None) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"softmax: {name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in _SUPPORTED_DTYPES:
+        raise ValueError(
+            f"softmax: {name} has dtype {x.dtype}; supported are float32, float16 and bfloat16 "
+            f"(cast with {name}.float() first)"
+        )
+    if not x.is_cuda and not (_interpreting() and x.device.type == "cpu"):
+        raise ValueError(
+            f"softmax: {name} is on {x.device}; move it to a CUDA device, or set TRITON_INTERPRET=1 "
+            "before importing triton to run CPU tensors through the interpreter"
+        )
+    if x.dim() == 0:
+        raise ValueError(f"softmax: {name} is a 0-d tensor; softmax runs over the last dimension of ≥ 1-d input")
+    if max_cols is not None and x.shape[-1] > max_cols:
+        raise ValueError(
+            f"softmax: rows of {x.shape[-1]} columns exceed this stage's one-block limit of {max_cols}; "
+            "use softmax_stage3, which loops over column chunks"
+        )
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """[..., N] → [M, N] with unit column stride (a view when the layout allows)."""
+    t2 = t.reshape(-1, t.shape[-1])
+    return t2 if t2.stride(-1) == 1 else t2.contiguous()
+
+
+def _launch(tuned: Any, grid: Any, args: tuple, interpreter_meta: dict[str, int], **meta: int) -> None:
+    if _interpreting():
+        tuned.fn[grid](*args, **meta, **interpreter_meta)
+    else:
+        tuned[grid](*args, **meta)
+
+
+def _block_n(n_cols: int) -> int:
+    return max(MIN_BLOCK_N, triton.next_power_of_2(n_cols))
+
+
+def _fwd(x: torch.Tensor, path: str) -> torch.Tensor:
+    x2 = _rows(x)
+    n_rows, n_cols = x2.shape
+    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    if y.numel() == 0:
+        return y.view(x.shape)
+    args = (x2, y, n_rows, n_cols, x2.stride(0), y.stride(0))
+    if path == "row":
+        block = _block_n(n_cols)
+        _softmax_fwd_row_kernel[(n_rows,)](
+            x2, y, n_cols, x2.stride(0), y.stride(0), BLOCK_N=block, num_warps=_warps_for(block)
+        )
+    elif path == "one_block":
+        grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
+        _launch(_softmax_fwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
+    else:
+        n_sm = _num_sms(x)
+        grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
+        _launch(_softmax_fwd_looped_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1})
+    return y.view(x.shape)
+
+
+def _bwd(y: torch.Tensor, dy: torch.Tensor, path: str) -> torch.Tensor:
+    y2, dy2 = _rows(y), _rows(dy)
+    n_rows, n_cols = y2.shape
+    dx = torch.empty((n_rows, n_cols), dtype=y.dtype, device=y.device)
+    if dx.numel() == 0:
+        return dx.view(y.shape)
+    args = (y2, dy2, dx, n_rows, n_cols, y2.stride(0), dy2.stride(0), dx.stride(0))
+    if path == "row":
+        block = _block_n(n_cols)
+        _softmax_bwd_row_kernel[(n_rows,)](
+            y2,
+            dy2,
+            dx,
+            n_cols,
+            y2.stride(0),
+            dy2.stride(0),
+            dx.stride(0),
+            BLOCK_N=block,
+            num_warps=_warps_for(block),
+        )
+    elif path == "one_block":
+        grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
+        _launch(_softmax_bwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
+    else:
+        n_sm = _num_sms(y)
+        grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
+        _launch(_softmax_bwd_looped_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1})
+    return dx.view(y.shape)
+
+
+def _paths(stage: int, n_cols: int) -> tuple[str, str]:
+    """(forward path, backward path) a stage takes for rows of n_cols columns."""
+    if stage == 1:
+        return "row", "row"
+    if stage == 2:
+        return "one_block", "one_block"
+    fwd = "one_block" if n_cols <= FWD_ONE_BLOCK_MAX_COLS else "looped"
+    bwd = "one_block" if n_cols <= BWD_ONE_BLOCK_MAX_COLS else "looped"
+    return fwd, bwd
+
+
+class _Softmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, stage: int) -> torch.Tensor:
+        _check_input(x, "x", ONE_BLOCK_MAX_COLS if stage < 3 else None)
+        fwd_path, bwd_path = _paths(stage, x.shape[-1])
+        y = _fwd(x, fwd_path)
+        ctx.save_for_backward(y)
+        ctx.bwd_path = bwd_path
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (y,) = ctx.saved_tensors
+        if dy.dtype != y.dtype:
+            dy = dy.to(y.dtype)
+        return _bwd(y, dy, ctx.bwd_path), None
+
+
+# ---------------------------------------------------------------------------------------- public functions
+
+
+def softmax_stage1(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dim: one program per row, whole row in one block (≤ 32768 columns)."""
+    return _Softmax.apply(x, 1)
+
+
+def softmax_stage2(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dim: autotuned multi-row tiles and num_warps (≤ 32768 columns)."""
+    return _Softmax.apply(x, 2)
+
+
+def softmax_stage3(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dim, any row length: one-block tiles, or the online looped kernel past them."""
+    return _Softmax.apply(x, 3)
+
+
+def reference_softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x, dim=-1)
+
+
+# ------------------------------------------------------------------------------------------------- SPEC
+
+
+def _make_inputs(dims: Dims, dtype: torch.dtype, device: str) -> tuple[torch.Tensor]:
+    shape = (dims["B"], dims["M"], dims["N"]) if "B" in dims else (dims["M"], dims["N"])
+    # Spread 3: rows with a clear max and a long tail, as attention scores have.
+    return ((3.0 * torch.randn(shape, dtype=torch.float32, device=device)).to(dtype),)
+
+
+def _dims_of(x: torch.Tensor) -> dict[str, int]:
+    if x.dim() == 3:
+        return {"B": x.shape[0], "M": x.shape[1], "N": x.shape[2]}
+    return {"M": x.numel() // max(1, x.shape[-1]), "N": x.shape[-1]}
+
+
+def _elements(d: Dims) -> int:
+    return d.get("B", 1) * d["M"] * d["N"]
+
+
+_BENCH_CASES = (
+    *(
+        Case(
+            f"4096×{n}" + (" → looped" if n > FWD_ONE_BLOCK_MAX_COLS else ""),
+            {"M": 4096, "N": n},
+            small=False,
+        )
+        for n in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+    ),
+    Case("16384×8192 (bar shape)", {"M": 16384, "N": 8192}, small=False),
+)
+
+SPEC = KernelSpec(
+    name="softmax",
+    summary="Row softmax over the last dimension (forward and backward).",
+    make_inputs=_make_inputs,
+    reference=reference_softmax,
+    stages={1: softmax_stage1, 2: softmax_stage2, 3: softmax_stage3},
+    cases=(
+        Case("one row", {"M": 1, "N": 256}),
+        Case("non-pow2 tail", {"M": 5, "N": 100}),
+        Case("one column", {"M": 7, "N": 1}),
+        Case("multi-row tile, odd row count", {"M": 33, "N": 64}),
+        Case("3-D input flattened to rows", {"B": 2, "M": 3, "N": 200}),
+        Case("wide row: one-block fwd, looped bwd", {"M": 2, "N": 20000}),
+        Case("long row → looped path", {"M": 3, "N": 33000}),
+        Case("LLM attention scores", {"M": 4096, "N": 4096}, small=False),
+        Case("vocab-sized rows → looped path", {"M": 256, "N": 131072}, small=False),
+    ),
+    bench_cases=_BENCH_CASES,
+    dtypes=(torch.bfloat16, torch.float16, torch.float32),
+    # The interpreter converts fp32 → bf16 by truncation, not round-to-nearest.
+    interpreter_dtypes=(torch.float32, torch.float16),
+    tolerances={
+        torch.float32: Tolerance(atol=1e-5, rtol=1e-5),
+        torch.float16: Tolerance(atol=1e-3, rtol=1e-3),
+        torch.bfloat16: Tolerance(atol=8e-3, rtol=1e-2),
+    },
+    bytes_moved=lambda d, dtype: 2 * _elements(d) * (torch.finfo(dtype).bits // 8),
+    # max, subtract, exp, sum, scale: ~5 per element (exp counted as one).
+    flops=lambda d, dtype: 5 * _elements(d),
+    dims_of=_dims_of,
+    grad_inputs=(0,),
+    bar="≥ 90 % of copy bandwidth at 16384×8192 bf16; ≥ torch.compile on every shape up to 131072 columns",
+)
+get_test_cases, get_bench_cases, bytes_moved, flops = SPEC.exports()

@@ -1,0 +1,140 @@
+"""cross_entropy reference kernel: every stage against PyTorch (loss and dlogits), the fused-gradient
+path's contract, and its input checks."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from reference_kernels import cross_entropy as mod
+
+SPEC = mod.SPEC
+SMALL = [c for c in SPEC.cases if c.small]
+# A mean loss's gradient is O(1/N): judge it against its own size, not against 1.
+SCALE_FLOOR = 1e-3
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
+
+
+def _id(stage: int, case, dtype: torch.dtype) -> str:
+    label = re.sub(r"[^0-9A-Za-z]+", "-", case.label).strip("-")
+    return f"stage{stage}-{label}-{str(dtype).removeprefix('torch.')}"
+
+
+def _params(cases, dtypes_of):
+    return [
+        pytest.param(stage, case, dtype, id=_id(stage, case, dtype))
+        for case in cases
+        for stage in sorted(SPEC.stages)
+        for dtype in dtypes_of(case)
+    ]
+
+
+@pytest.mark.parametrize(("stage", "case", "dtype"), _params(SMALL, lambda c: SPEC.interpreter_dtypes))
+def test_each_stage_matches_torch_cross_entropy_and_its_gradient(stage, case, dtype, check):
+    check(SPEC, stage, case, dtype, "cpu", scale_floor=SCALE_FLOOR)
+
+
+@pytest.mark.parametrize("stage", sorted(SPEC.stages))
+def test_unit_upstream_gradient_as_from_loss_backward(stage, check):
+    # Stage 3 returns its forward-computed gradient untouched when g = 1, and scales it otherwise.
+    case = next(c for c in SMALL if c.label == "ignore_index rows")
+    check(SPEC, stage, case, torch.float32, "cpu", upstream="ones", scale_floor=SCALE_FLOOR)
+
+
+def test_bfloat16_matches_within_an_ulp_under_the_interpreter(check):
+    # The interpreter rounds fp32 → bf16 toward zero, so bf16 is checked once at the SPEC tolerance.
+    case = next(c for c in SMALL if c.label == "ignore_index rows")
+    check(SPEC, 3, case, torch.bfloat16, "cpu", scale_floor=SCALE_FLOOR)
+
+
+def test_custom_ignore_index_is_honoured():
+    torch.manual_seed(0)
+    logits = torch.randn(6, 50, requires_grad=True)
+    targets = torch.tensor([1, 7, 7, 3, 7, 0])
+    loss = mod.cross_entropy_stage3(logits, targets, ignore_index=7)
+    loss.backward()
+    ref_logits = logits.detach().clone().requires_grad_(True)
+    ref = torch.nn.functional.cross_entropy(ref_logits, targets, ignore_index=7)
+    ref.backward()
+    torch.testing.assert_close(loss, ref, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(logits.grad, ref_logits.grad, atol=1e-7, rtol=1e-5)
+    assert torch.all(logits.grad[targets == 7] == 0)
+
+
+def test_stage3_without_gradients_returns_the_loss_only():
+    torch.manual_seed(0)
+    logits, targets = SPEC.make_inputs({"N": 4, "V": 300, "ignored": 1}, torch.float32, "cpu")
+    with torch.no_grad():
+        loss = mod.cross_entropy_stage3(logits, targets)
+    torch.testing.assert_close(loss, torch.nn.functional.cross_entropy(logits, targets), atol=1e-6, rtol=1e-5)
+    assert loss.grad_fn is None
+
+
+def test_stage3_refuses_a_second_backward_through_one_graph_and_stage2_allows_it():
+    torch.manual_seed(0)
+    logits, targets = SPEC.make_inputs({"N": 3, "V": 100}, torch.float32, "cpu")
+    logits.requires_grad_(True)
+    loss = mod.cross_entropy_stage3(logits, targets)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="cross_entropy_stage2"):
+        loss.backward()
+    logits.grad = None
+    loss = mod.cross_entropy_stage2(logits, targets)
+    loss.backward(retain_graph=True)
+    loss.backward()
+    ref_logits = logits.detach().clone().requires_grad_(True)
+    torch.nn.functional.cross_entropy(ref_logits, targets).backward()
+    torch.testing.assert_close(logits.grad, 2 * ref_logits.grad, atol=1e-7, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("logits", "targets", "match"),
+    [
+        (torch.ones(4, 8), torch.ones(4), "int64 or int32"),
+        (torch.ones(2, 4, 8), torch.zeros(2, 4, dtype=torch.int64), r"logits.view\(-1, V\)"),
+        (torch.ones(4, 8), torch.zeros(5, dtype=torch.int64), r"targets \[N\]"),
+        (torch.ones(4, 8, dtype=torch.float64), torch.zeros(4, dtype=torch.int64), "dtype"),
+        (torch.ones(4, 8, device="meta"), torch.zeros(4, dtype=torch.int64, device="meta"), "CUDA device"),
+    ],
+    ids=["float targets", "3-d logits", "row count mismatch", "float64 logits", "meta device"],
+)
+def test_launcher_rejects_bad_input_with_actionable_text(logits, targets, match):
+    for stage in SPEC.stages.values():
+        with pytest.raises(ValueError, match=match):
+            stage(logits, targets)
+
+
+def test_launcher_rejects_a_non_integer_ignore_index():
+    with pytest.raises(ValueError, match="ignore_index"):
+        mod.cross_entropy_stage3(torch.ones(2, 4), torch.zeros(2, dtype=torch.int64), ignore_index=-100.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("stage", "case", "dtype"), _params(SPEC.cases, lambda c: SPEC.dtypes if c.small else SPEC.dtypes[:1])
+)
+def test_each_stage_matches_torch_cross_entropy_on_gpu(stage, case, dtype, check):
+    check(SPEC, stage, case, dtype, "cuda", scale_floor=SCALE_FLOOR)
+
+
+def _peak_extra_bytes(fn, logits: torch.Tensor, targets: torch.Tensor) -> int:
+    """Peak memory allocated above the inputs during forward + backward, the gradient included."""
+    leaf = logits.detach().clone().requires_grad_(True)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    fn(leaf, targets).backward()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base
+
+
+@pytest.mark.gpu
+def test_stage3_peak_memory_is_at_most_half_of_eager_at_a_128k_vocabulary():
+    torch.manual_seed(0)
+    logits, targets = SPEC.make_inputs({"N": 4096, "V": 128256, "ignored": 100}, torch.bfloat16, "cuda")
+    mod.cross_entropy_stage3(logits.detach().clone().requires_grad_(True), targets).backward()  # autotune first
+    ours = _peak_extra_bytes(mod.cross_entropy_stage3, logits, targets)
+    eager = _peak_extra_bytes(mod.reference_cross_entropy, logits, targets)
+    assert ours <= eager / 2, f"stage 3 peak {ours / 2**20:.0f} MiB vs eager {eager / 2**20:.0f} MiB"

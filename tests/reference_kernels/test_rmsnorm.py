@@ -1,0 +1,107 @@
+"""rmsnorm reference kernel: every stage against PyTorch (y, dx, dw) and its input checks."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from reference_kernels import rmsnorm as mod
+
+SPEC = mod.SPEC
+SMALL = [c for c in SPEC.cases if c.small]
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
+
+
+def _fits(stage: int, case) -> bool:
+    return stage == 3 or case.dims["N"] <= mod.ONE_BLOCK_MAX_COLS
+
+
+def _id(stage: int, case, dtype: torch.dtype) -> str:
+    label = re.sub(r"[^0-9A-Za-z]+", "-", case.label).strip("-")
+    return f"stage{stage}-{label}-{str(dtype).removeprefix('torch.')}"
+
+
+def _params(cases, dtypes_of):
+    return [
+        pytest.param(stage, case, dtype, id=_id(stage, case, dtype))
+        for case in cases
+        for stage in sorted(SPEC.stages)
+        if _fits(stage, case)
+        for dtype in dtypes_of(case)
+    ]
+
+
+@pytest.mark.parametrize(("stage", "case", "dtype"), _params(SMALL, lambda c: SPEC.interpreter_dtypes))
+def test_each_stage_matches_torch_rms_norm_and_its_gradients(stage, case, dtype, check):
+    check(SPEC, stage, case, dtype, "cpu")
+
+
+def test_bfloat16_matches_within_an_ulp_under_the_interpreter(check):
+    # The interpreter rounds fp32 → bf16 toward zero, so bf16 is checked once at the SPEC tolerance.
+    case = next(c for c in SMALL if c.label == "non-pow2 tail")
+    check(SPEC, 3, case, torch.bfloat16, "cpu")
+
+
+def test_stage3_chooses_one_block_or_looped_kernels_by_row_length():
+    assert mod._paths(3, mod.BWD_ONE_BLOCK_MAX_COLS) == ("one_block", "one_block")
+    assert mod._paths(3, mod.BWD_ONE_BLOCK_MAX_COLS + 1) == ("one_block", "looped")
+    assert mod._paths(3, mod.FWD_ONE_BLOCK_MAX_COLS + 1) == ("looped", "looped")
+
+
+def test_stage2_rejects_rows_past_its_limit_and_names_stage3():
+    n = mod.ONE_BLOCK_MAX_COLS + 1
+    with pytest.raises(ValueError, match="rmsnorm_stage3"):
+        mod.rmsnorm_stage2(torch.randn(1, n), torch.ones(n))
+
+
+def test_three_dimensional_input_and_custom_eps():
+    x = torch.randn(2, 3, 48, requires_grad=True)
+    w = torch.randn(48, requires_grad=True)
+    y = mod.rmsnorm_stage3(x, w, 1e-2)
+    torch.testing.assert_close(y, mod.reference_rmsnorm(x, w, 1e-2), atol=1e-5, rtol=1e-5)
+    y.sum().backward()  # stride-0 upstream gradient
+    gx, gw = x.grad.clone(), w.grad.clone()
+    x.grad = w.grad = None
+    mod.reference_rmsnorm(x, w, 1e-2).sum().backward()
+    torch.testing.assert_close(gx, x.grad, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(gw, w.grad, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("x", "w", "match"),
+    [
+        (torch.ones(4, 8), torch.ones(7), r"expected \(8,\)"),
+        (torch.ones(4, 8), torch.ones(8, dtype=torch.float16), "weight.to"),
+        (torch.ones(4, 8, dtype=torch.int32), torch.ones(8), "dtype"),
+        (torch.ones(4, 8, device="meta"), torch.ones(8, device="meta"), "CUDA device"),
+        (torch.tensor(1.0), torch.ones(1), "0-d"),
+    ],
+    ids=["weight shape", "weight dtype", "int32", "meta device", "0-d"],
+)
+def test_launcher_rejects_bad_input_with_actionable_text(x, w, match):
+    with pytest.raises(ValueError, match=match):
+        mod.rmsnorm_stage3(x, w)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("stage", "case", "dtype"), _params(SPEC.cases, lambda c: SPEC.dtypes if c.small else SPEC.dtypes[:1])
+)
+def test_each_stage_matches_torch_rms_norm_on_gpu(stage, case, dtype, check):
+    check(SPEC, stage, case, dtype, "cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [4096, 40000], ids=["one-block backward", "looped backward"])
+def test_weight_gradient_is_bitwise_reproducible_on_gpu(n):
+    torch.manual_seed(0)
+    x, w = SPEC.make_inputs({"M": 2048, "N": n}, torch.bfloat16, "cuda")
+    dy = torch.randn_like(x)
+    grads = []
+    for _ in range(2):
+        wl = w.detach().clone().requires_grad_(True)
+        mod.rmsnorm_stage3(x, wl).backward(dy)
+        grads.append(wl.grad)
+    assert torch.equal(grads[0], grads[1])
