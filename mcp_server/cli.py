@@ -151,9 +151,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="ptt", description="Compile, validate, bench and audit Triton kernels against PyTorch."
-    )
+    parser = _Parser(prog="ptt", description="Compile, validate, bench and audit Triton kernels against PyTorch.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("device", help="what device kernels run on (GPU or the Triton interpreter)")
@@ -163,12 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compile", help="compile a @triton.jit kernel for a GPU target (no GPU needed)")
     p.add_argument("kernel", help="path.py:kernel_name")
     p.add_argument("--signature", help="types in parameter order, e.g. '*fp32, *fp32, i32' (or name=*fp32 …)")
-    p.add_argument(
-        "--args", help="example args: 'f32[1024], f32[1024], 1024, BLOCK=256' or path.py:make_args"
-    )
-    p.add_argument(
-        "--constexpr", action="append", metavar="NAME=VALUE", help="a constexpr value (repeatable)"
-    )
+    p.add_argument("--args", help="example args: 'f32[1024], f32[1024], 1024, BLOCK=256' or path.py:make_args")
+    p.add_argument("--constexpr", action="append", metavar="NAME=VALUE", help="a constexpr value (repeatable)")
     p.add_argument("--target", help="cuda:80 | cuda:90 | cuda:100 (default: the local GPU's, else cuda:90)")
     p.add_argument("--num-warps", type=int)
     p.add_argument("--num-stages", type=int)
@@ -182,17 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="check a candidate against a PyTorch reference")
     p.add_argument("reference", help="path.py:reference (or a KernelBench problem file)")
     p.add_argument("candidate", help="path.py:candidate (or a KernelBench solution file with ModelNew)")
-    p.add_argument(
-        "--inputs", help="'f32[1024,512], i32=7' or path.py:make_inputs (default: the reference's)"
-    )
+    p.add_argument("--inputs", help="'f32[1024,512], i32=7' or path.py:make_inputs (default: the reference's)")
     p.add_argument("--seeds", type=int, default=3, help="random input sets per case (default 3)")
     p.add_argument("--no-derive", action="store_true", help="do not derive edge shapes from get_inputs()")
     p.add_argument("--max-derived", type=int, default=6, help="most derived shapes to try (default 6)")
     p.add_argument("--backward", action="store_true", help="also compare gradients with autograd's")
     p.add_argument("--no-determinism", action="store_true", help="skip the repeat call")
-    p.add_argument(
-        "--tol", action="append", metavar="DTYPE=ATOL,RTOL", help="tolerance override (repeatable)"
-    )
+    p.add_argument("--tol", action="append", metavar="DTYPE=ATOL,RTOL", help="tolerance override (repeatable)")
     p.add_argument(
         "--allow-torch-op",
         action="append",
@@ -217,7 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error already printed by argparse
+        return int(exc.code or 0)
     if not getattr(args, "fn", None):
         parser.print_help()
         return EXIT_USAGE

@@ -7,9 +7,10 @@ documented enum of everything that can be wrong with a candidate.
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 INTERPRETER_DEVICE = "cpu-interpreter"
 
@@ -123,8 +124,15 @@ class ToolResult(BaseModel):
 
 class BadElement(BaseModel):
     index: list[int]
-    got: float
-    expected: float
+    got: float | str = Field(description="a number, or 'nan' / 'inf' / '-inf'")
+    expected: float | str
+
+    @field_validator("got", "expected", mode="before")
+    @classmethod
+    def _non_finite_as_text(cls, value: object) -> object:
+        if isinstance(value, float) and not math.isfinite(value):
+            return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        return value
 
 
 class ComparisonRow(BaseModel):
@@ -177,6 +185,7 @@ class ValidateResult(ToolResult):
     interpreter: bool = False
     seconds: float = 0.0
     summary: str = ""
+    notes: list[str] = Field(default_factory=list, description="e.g. which autotune config the interpreter ran")
 
 
 # --- compile ----------------------------------------------------------------------------------------
@@ -193,9 +202,7 @@ class Occupancy(BaseModel):
 
 
 class CompiledConfig(BaseModel):
-    config_index: int | None = Field(
-        None, description="index into the autotune configs; None if not autotuned"
-    )
+    config_index: int | None = Field(None, description="index into the autotune configs; None if not autotuned")
     config: dict[str, object] = Field(default_factory=dict)
     constexprs: dict[str, object] = Field(default_factory=dict)
     signature: dict[str, str] = Field(default_factory=dict)
@@ -209,6 +216,11 @@ class CompiledConfig(BaseModel):
     stack_bytes: int | None = None
     shared_bytes: int = 0
     occupancy: Occupancy | None = None
+    instructions: dict[str, int] = Field(
+        default_factory=dict,
+        description="counts over the full PTX/SASS: ld.global.v4 (128-bit loads), wgmma/HGMMA (tensor cores), "
+        "local (spills/local arrays), fp64, atom, tma …",
+    )
     ir: dict[str, BoundedText] = Field(default_factory=dict)
     ir_files: dict[str, str] = Field(default_factory=dict)
     failure: Failure | None = None

@@ -23,9 +23,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Seque
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = []
     for n, row in enumerate(cells):
-        parts = [
-            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ]
+        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
         lines.append("  ".join(parts).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
@@ -112,6 +110,8 @@ def render_validate(result: ValidateResult) -> str:
     if result.torch_ops:
         ops = ", ".join(f"{o.op}×{o.calls}" for o in result.torch_ops)
         out.append(f"torch compute ops in the candidate: {ops}")
+    for note in result.notes:
+        out.append(f"note: {note}")
     out.append(findings_block(result.findings))
     out.append(f"({result.seconds:.1f} s)")
     return "\n".join(out)

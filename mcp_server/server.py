@@ -36,23 +36,17 @@ INSTRUCTIONS = (
     "GPU, kernels run under the Triton interpreter and results say device='cpu-interpreter'."
 )
 
-READ_ONLY = ToolAnnotations(
-    readOnlyHint=True, idempotentHint=True, openWorldHint=False, destructiveHint=False
-)
+READ_ONLY = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False, destructiveHint=False)
 
 # --- shared parameter types -----------------------------------------------------------------------------
 
 CallableSpecArg = Annotated[
     str | None,
-    Field(
-        description="A callable in a file, as path/to/file.py:name (relative to the server's working folder)."
-    ),
+    Field(description="A callable in a file, as path/to/file.py:name (relative to the server's working folder)."),
 ]
 SourceArg = Annotated[
     str | None,
-    Field(
-        description="Python source text, used instead of a file path; the callable is named by the *_name argument."
-    ),
+    Field(description="Python source text, used instead of a file path; the callable is named by the *_name argument."),
 ]
 NameArg = Annotated[str | None, Field(description="Name of the callable inside the given source text.")]
 InputsArg = Annotated[
@@ -71,14 +65,10 @@ def _spec(path_spec: str | None, source: str | None, name: str | None, role: str
         raise ToolError(f"Give the {role} either as a file spec or as source text, not both.")
     if source:
         if not name:
-            raise ToolError(
-                f"{role}_name is required with {role}_source: name the callable defined in the source."
-            )
+            raise ToolError(f"{role}_name is required with {role}_source: name the callable defined in the source.")
         return f"{source_to_file(source, stem=role)}:{name}"
     if not path_spec:
-        raise ToolError(
-            f"The {role} is missing: pass {role}='path/to/file.py:name' or {role}_source + {role}_name."
-        )
+        raise ToolError(f"The {role} is missing: pass {role}='path/to/file.py:name' or {role}_source + {role}_name.")
     return path_spec
 
 
@@ -122,9 +112,7 @@ async def compile_kernel(
             "BLOCK=256' or path.py:make_args."
         ),
     ] = None,
-    constexprs: Annotated[
-        dict[str, Any] | None, Field(description="Values for tl.constexpr parameters.")
-    ] = None,
+    constexprs: Annotated[dict[str, Any] | None, Field(description="Values for tl.constexpr parameters.")] = None,
     target: Annotated[
         str | None, Field(description="cuda:80, cuda:90 or cuda:100; default the local GPU's, else cuda:90.")
     ] = None,
@@ -177,9 +165,7 @@ async def validate_against_reference(
     derive_shapes: Annotated[
         bool, Field(description="Derive edge shapes (size−1, 1, odd) from a single get_inputs().")
     ] = True,
-    backward: Annotated[
-        bool, Field(description="Also compare gradients against autograd on the reference.")
-    ] = False,
+    backward: Annotated[bool, Field(description="Also compare gradients against autograd on the reference.")] = False,
     tolerances: Annotated[
         dict[str, tuple[float, float]] | None,
         Field(description="Per-dtype (atol, rtol) overrides, e.g. {'bfloat16': [0.01, 0.02]}."),
@@ -218,14 +204,10 @@ async def validate_against_reference(
 def build_server() -> MCPServer:
     from mcp_server import __version__
 
-    server = MCPServer(
-        "pytorch-to-triton", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
-    )
+    server = MCPServer("pytorch-to-triton", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     server.add_tool(device_info, annotations=READ_ONLY, title="Device info")
     server.add_tool(compile_kernel, annotations=READ_ONLY, title="Compile a Triton kernel (AOT)")
-    server.add_tool(
-        validate_against_reference, annotations=READ_ONLY, title="Validate a kernel against PyTorch"
-    )
+    server.add_tool(validate_against_reference, annotations=READ_ONLY, title="Validate a kernel against PyTorch")
     return server
 
 

@@ -71,9 +71,7 @@ def _normalise_target(target: str | None, local: str) -> tuple[str, int]:
         raise UsageError(f"Unknown target {target!r}. Use cuda:80, cuda:90 or cuda:100 (or sm_90).")
     arch = int(m.group(1))
     if arch < 75:
-        raise UsageError(
-            f"Target sm_{arch} is older than Triton supports (7.5+). Use cuda:80, cuda:90 or cuda:100."
-        )
+        raise UsageError(f"Target sm_{arch} is older than Triton supports (7.5+). Use cuda:80, cuda:90 or cuda:100.")
     return f"cuda:{arch}", arch
 
 
@@ -150,13 +148,9 @@ def compile_kernel(
                 ],
             )
         raw = outcome.result or {}
-        configs = [
-            _config(entry, arch, outcome.job_dir, list(ir), out_dir) for entry in raw.get("configs", [])
-        ]
+        configs = [_config(entry, arch, outcome.job_dir, list(ir), out_dir) for entry in raw.get("configs", [])]
     findings = [
-        Finding(
-            kind=c.failure.kind, severity=Severity.error, message=c.failure.message, where=c.failure.where
-        )
+        Finding(kind=c.failure.kind, severity=Severity.error, message=c.failure.message, where=c.failure.where)
         for c in configs
         if c.failure is not None
     ]
@@ -176,9 +170,7 @@ def compile_kernel(
     )
 
 
-def _config(
-    entry: dict[str, Any], arch: int, job_dir: Path, ir: list[str], out_dir: str | None
-) -> CompiledConfig:
+def _config(entry: dict[str, Any], arch: int, job_dir: Path, ir: list[str], out_dir: str | None) -> CompiledConfig:
     failure = Failure.model_validate(entry["failure"]) if entry.get("failure") else None
     texts: dict[str, BoundedText] = {}
     files: dict[str, str] = {}
@@ -215,6 +207,7 @@ def _config(
         spill_loads=entry.get("spill_loads"),
         stack_bytes=entry.get("stack_bytes"),
         shared_bytes=entry.get("shared_bytes", 0),
+        instructions=entry.get("instructions") or {},
         occupancy=occupancy(arch, entry.get("num_warps", 4), regs, entry.get("shared_bytes", 0))
         if failure is None
         else None,

@@ -115,9 +115,7 @@ def read_python(path: Path, role: str) -> tuple[str, ast.Module]:
     return source, tree
 
 
-def parse_spec(
-    text: str, *, role: str, defaults: tuple[str, ...] = (), cwd: Path | None = None
-) -> CallableSpec:
+def parse_spec(text: str, *, role: str, defaults: tuple[str, ...] = (), cwd: Path | None = None) -> CallableSpec:
     """Parse ``path.py[:name]``; check the file exists, parses, and defines ``name``.
 
     ``defaults`` are tried in order when no name is given (``Model`` for a KernelBench problem,
@@ -167,8 +165,7 @@ def parse_spec(
         suggestion = f" Did you mean {path.name}:{close[0]}?" if close else ""
         listing = f" It defines: {', '.join(callables)}." if callables else ""
         raise UsageError(
-            f"`{name}` is not defined at the top level of {path}.{suggestion}{listing} "
-            f"Pass the {role} as {SPEC_FORM}."
+            f"`{name}` is not defined at the top level of {path}.{suggestion}{listing} Pass the {role} as {SPEC_FORM}."
         )
     return CallableSpec(path=path, name=name, top_level=frozenset(names), dynamic_names=dynamic)
 

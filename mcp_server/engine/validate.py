@@ -66,11 +66,7 @@ def _check_inputs_spec(inputs: str | None) -> tuple[str | None, list[str]]:
 def _reference_failure(outcome: Any, spec: CallableSpec) -> UsageError:
     failure = outcome.failure
     where = f" at {failure.where}" if failure.where else ""
-    tail = (
-        f"\n{failure.stderr_tail}"
-        if failure.stderr_tail and failure.kind is not FindingKind.exception
-        else ""
-    )
+    tail = f"\n{failure.stderr_tail}" if failure.stderr_tail and failure.kind is not FindingKind.exception else ""
     return UsageError(
         f"The reference {spec} could not run ({failure.kind.value}{where}): {failure.message}{tail}\n"
         "Fix the reference or its inputs: a reference that fails cannot judge a candidate."
@@ -215,6 +211,7 @@ def validate(
         backward_checked=backward,
         interpreter=device.interpreter,
         seconds=round(time.perf_counter() - started, 3),
+        notes=list((cand_out.result or {}).get("autotune_notes") or []),
     )
     result.summary = summarize(result)
     return result
@@ -256,9 +253,7 @@ class _Judge:
         severity: Severity = Severity.error,
         where: Any = None,
     ) -> None:
-        self.findings.append(
-            Finding(kind=kind, severity=severity, message=message, case=case, seed=seed, where=where)
-        )
+        self.findings.append(Finding(kind=kind, severity=severity, message=message, case=case, seed=seed, where=where))
 
     def capped_findings(self) -> list[Finding]:
         seen: dict[tuple[FindingKind, Severity], int] = {}
@@ -287,9 +282,7 @@ class _Judge:
             name, seed_ = c["name"], c["seed"]
             status = "failed" if c["key"] == where_case else "not run"
             self.case_reports.append(
-                CaseReport(
-                    case=name, seed=seed_, derived=c.get("derived"), status=status, reason=failure.kind.value
-                )
+                CaseReport(case=name, seed=seed_, derived=c.get("derived"), status=status, reason=failure.kind.value)
             )
 
     # -- the comparison ----------------------------------------------------------------------------
@@ -377,8 +370,7 @@ class _Judge:
         if len(cand_out) != len(ref_out):
             self.add(
                 FindingKind.shape_mismatch,
-                f"{name}: the candidate returned {len(cand_out)} output(s); the reference returns "
-                f"{len(ref_out)}",
+                f"{name}: the candidate returned {len(cand_out)} output(s); the reference returns {len(ref_out)}",
                 name,
                 seed,
             )
@@ -453,9 +445,7 @@ class _Judge:
                 torch_rel_norm_err=cmp.torch_rel_norm_err,
                 atol=tol.atol if r.is_floating_point() else None,
                 rtol=tol.rtol if r.is_floating_point() else None,
-                first_bad=[
-                    BadElement(index=b.index, got=b.got, expected=b.expected) for b in cmp.first_bad or []
-                ],
+                first_bad=[BadElement(index=b.index, got=b.got, expected=b.expected) for b in cmp.first_bad or []],
             )
         )
         if cmp.problem is not None:
@@ -521,9 +511,7 @@ class _Judge:
                     seed,
                 )
 
-    def judge_mutation(
-        self, ref: dict, ref_case: dict, cand: dict, cand_case: dict, name: str, seed: int
-    ) -> None:
+    def judge_mutation(self, ref: dict, ref_case: dict, cand: dict, cand_case: dict, name: str, seed: int) -> None:
         pre = ref["inputs"]
         post_ref = ref["post"]
         changed = set(cand_case.get("changed_inputs") or [])
@@ -532,9 +520,7 @@ class _Judge:
         for i, original in enumerate(pre):
             if not isinstance(original, torch.Tensor):
                 continue
-            ref_changed = (
-                not torch.equal(post_ref[i], original) if isinstance(post_ref[i], torch.Tensor) else False
-            )
+            ref_changed = not torch.equal(post_ref[i], original) if isinstance(post_ref[i], torch.Tensor) else False
             if i in changed:
                 after = cand.get("post", {}).get(i)
                 if not ref_changed:

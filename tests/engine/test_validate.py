@@ -129,8 +129,11 @@ def test_backward_is_compared_with_autograd_when_asked(runner, fx):
 
 def test_the_input_spec_type_list_replaces_the_references_inputs(runner, fx):
     result = validate(
-        fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner,
-        inputs="f32[333], f32[333]", derive_shapes=False,
+        fx("add_problem.py", "reference"),
+        fx("add_good.py", "candidate"),
+        runner=runner,
+        inputs="f32[333], f32[333]",
+        derive_shapes=False,
     )
     assert result.ok
     assert result.rows[0].shape == [333]

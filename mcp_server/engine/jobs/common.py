@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import math
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -137,9 +138,7 @@ class Case:
     derived: str | None = None  # e.g. "1024→1023 (non-pow2 tail)"
 
 
-def resolve_cases(
-    module: Any, inputs_spec: str | None, user_files: set[str], device: str
-) -> tuple[list[Case], bool]:
+def resolve_cases(module: Any, inputs_spec: str | None, user_files: set[str], device: str) -> tuple[list[Case], bool]:
     """The cases to run, and whether they came from a single get_inputs() (so shapes may be derived)."""
     if inputs_spec:
         if looks_like_type_list(inputs_spec):
@@ -278,6 +277,8 @@ def apply_variant(args: Any, variant: Variant) -> Any:
 # --- what ran: Triton launches and torch ops ------------------------------------------------------
 
 _tls = threading.local()
+# Which autotune config ran, per kernel, when the interpreter could not benchmark (reported as info).
+AUTOTUNE_NOTES: list[str] = []
 _launches: list[str] = []
 _launch_recording = False
 _hooks_installed = False
@@ -415,12 +416,27 @@ def install_launch_hooks() -> None:
 
         cls.run = run
 
+    interpret = os.environ.get("TRITON_INTERPRET") == "1"
     for cls in (autotuner.Autotuner, autotuner.Heuristics):
         original = cls.run
 
         def tuned_run(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
             if _launch_recording and not kwargs.get("warmup", False) and not _in_triton():
                 _launches.append(_kernel_name(getattr(self, "base_fn", None) or self.fn))
+            configs = getattr(self, "configs", None)
+            if interpret and configs and len(configs) > 1:
+                # Triton's autotuner benchmarks through a GPU driver, which the interpreter does not have:
+                # run one config (PTT_AUTOTUNE_CONFIG, default 0) and say so.
+                index = int(os.environ.get("PTT_AUTOTUNE_CONFIG", "0")) % len(configs)
+                note = f"{_kernel_name(self)}: autotune config {index} of {len(configs)} ({configs[index]})"
+                if note not in AUTOTUNE_NOTES:
+                    AUTOTUNE_NOTES.append(note)
+                self.configs = [configs[index]]
+                try:
+                    with _triton_scope():
+                        return __original(self, *args, **kwargs)
+                finally:
+                    self.configs = configs
             with _triton_scope():
                 return __original(self, *args, **kwargs)
 

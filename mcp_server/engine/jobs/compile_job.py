@@ -113,9 +113,7 @@ def _type_of(value: Any) -> tuple[str, int | None]:
     raise UsageProblem(f"Cannot infer a Triton type for an argument of type {type(value).__name__}.")
 
 
-def _parse_signature(
-    text: str, params: list[str], constexpr_params: set[str]
-) -> dict[str, tuple[str, int | None]]:
+def _parse_signature(text: str, params: list[str], constexpr_params: set[str]) -> dict[str, tuple[str, int | None]]:
     """'x_ptr=*fp32, n=i32:16' or positional '*fp32, i32' → {param: (type, divisibility)}."""
     items = [i.strip() for i in text.split(",") if i.strip()]
     runtime = [p for p in params if p not in constexpr_params]
@@ -137,9 +135,7 @@ def _parse_signature(
             )
         base = kind.lstrip("*")
         if base not in SCALAR_TYPES and not base.startswith("fp8"):
-            raise UsageProblem(
-                f"Unknown Triton type {kind!r} for `{name}`; use e.g. *fp32, *bf16, i32, i64, fp32."
-            )
+            raise UsageProblem(f"Unknown Triton type {kind!r} for `{name}`; use e.g. *fp32, *bf16, i32, i64, fp32.")
         divisibility = int(div) if div else (16 if kind.startswith("*") else None)
         out[name] = (kind, divisibility)
     return out
@@ -219,6 +215,39 @@ def _ptxas_usage(ptx: str, arch: int, workdir: Path) -> dict[str, Any]:
     return usage
 
 
+# Instruction families worth counting in full PTX/SASS (the returned text is truncated; counts are not).
+PTX_PATTERNS = {
+    "ld.global": r"\bld\.global\.",
+    "ld.global.v4": r"\bld\.global\.[\w.]*v4\b",
+    "ld.global.v2": r"\bld\.global\.[\w.]*v2\b",
+    "st.global": r"\bst\.global\.",
+    "st.global.v4": r"\bst\.global\.[\w.]*v4\b",
+    "st.global.v2": r"\bst\.global\.[\w.]*v2\b",
+    "wgmma": r"\bwgmma\.mma_async\b",
+    "mma.sync": r"\bmma\.sync\b",
+    "local": r"\b(?:ld|st)\.local\b",
+    "fp64": r"\b(?:add|sub|mul|fma|div|sqrt|rcp|ex2|lg2)\.[\w.]*f64\b",
+    "atom": r"\b(?:atom|red)\.",
+    "cp.async": r"\bcp\.async\.(?!bulk)",
+    "tma": r"\bcp\.async\.bulk\.tensor\b",
+}
+SASS_PATTERNS = {
+    "HGMMA": r"\bHGMMA\b",
+    "HMMA": r"\bHMMA\b",
+    "LDL/STL": r"\b(?:LDL|STL)\b",
+    "LDG.128": r"\bLDG\.E\.(?:\w+\.)*128\b",
+    "STG.128": r"\bSTG\.E\.(?:\w+\.)*128\b",
+    "DFMA/DADD/DMUL": r"\bD(?:FMA|ADD|MUL)\b",
+}
+
+
+def count_instructions(ptx: str, sass: str | None) -> dict[str, int]:
+    counts = {name: len(re.findall(pattern, ptx)) for name, pattern in PTX_PATTERNS.items()}
+    if sass:
+        counts.update({name: len(re.findall(pattern, sass)) for name, pattern in SASS_PATTERNS.items()})
+    return counts
+
+
 def _sass(cubin: bytes, workdir: Path) -> str | None:
     cuobjdump = _tool("cuobjdump")
     if not cuobjdump:
@@ -252,9 +281,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     constexpr_params = {arg_names[i] for i in jit_fn.constexprs} if hasattr(jit_fn, "constexprs") else set()
     sig_params = inspect.signature(jit_fn.fn).parameters
     examples = _example_args(params.get("args"), arg_names, ctx)
-    explicit = (
-        _parse_signature(params["signature"], arg_names, constexpr_params) if params.get("signature") else {}
-    )
+    explicit = _parse_signature(params["signature"], arg_names, constexpr_params) if params.get("signature") else {}
     arch = parse_target(params.get("target") or "cuda:90")
 
     chosen = params.get("config")
@@ -349,6 +376,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 sass = _sass(compiled.asm["cubin"], Path(tmp))
                 if sass:
                     texts["sass"] = sass
+        entry["instructions"] = count_instructions(texts.get("ptx", ""), texts.get("sass"))
         entry["ir_available"] = sorted(texts)
         out_name = f"config{index}" if index is not None else "kernel"
         for key, text in texts.items():

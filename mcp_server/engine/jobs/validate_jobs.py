@@ -199,9 +199,7 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                     args64 = common.map_tensors(
                         args64, lambda t: t.requires_grad_(True) if t.is_floating_point() else t
                     )
-                    out64, grads64, _ = _backward(
-                        call64, args64, params64, [g.to(where).double() for g in grad_out]
-                    )
+                    out64, grads64, _ = _backward(call64, args64, params64, [g.to(where).double() for g in grad_out])
                 else:
                     with torch.no_grad():
                         out64 = _plain_outputs(call64(*args64), "the reference in float64")
@@ -261,10 +259,17 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 if init_v != init:
                     try:
                         model = _instantiate(target, init_v, seeds[0], device)
-                    except Exception as exc:  # noqa: BLE001 - the problem does not support this size
-                        report.append({"key": f"{variant.label}#{seeds[0]}", "name": variant.label,
-                                       "seed": seeds[0], "derived": variant.why, "status": "rejected",
-                                       "reason": f"Model({init_v}) raised {type(exc).__name__}: {exc}"})
+                    except Exception as exc:
+                        report.append(
+                            {
+                                "key": f"{variant.label}#{seeds[0]}",
+                                "name": variant.label,
+                                "seed": seeds[0],
+                                "derived": variant.why,
+                                "status": "rejected",
+                                "reason": f"Model({init_v}) raised {type(exc).__name__}: {exc}",
+                            }
+                        )
                         continue
                     model_inits[id(model)] = init_v
             expect = [[variant.new if d == variant.old else d for d in shape] for shape in base_shapes or []]
@@ -335,7 +340,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             if case.get("init") is not None:
                 try:
                     model, _ = model_for(case["init"], case.get("state"))
-                except Exception as exc:  # noqa: BLE001 - ModelNew may not support this size
+                except Exception as exc:
                     failure = classify_exception(exc, ctx.user_files)
                     entry.update(status="failed", failure=failure.model_dump(mode="json"))
                     report.append(entry)
@@ -407,4 +412,4 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         }
         report.append(entry)
     torch.save(saved, ctx.path("candidate.pt"))
-    return {"cases": report, "weights": weights, "device": device}
+    return {"cases": report, "weights": weights, "device": device, "autotune_notes": common.AUTOTUNE_NOTES}

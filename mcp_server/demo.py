@@ -1,0 +1,42 @@
+"""`ptt demo`: the whole pipeline on the bundled softmax example — device, compile, validate, bench, audit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mcp_server.render import INTERPRETER_BANNER, render_compile, render_validate
+
+EXAMPLES = Path(__file__).resolve().parent / "examples"
+
+
+def _step(title: str) -> None:
+    print(f"\n=== {title} " + "=" * max(0, 70 - len(title)))
+
+
+def run_demo() -> int:
+    from mcp_server.engine.compile import compile_kernel
+    from mcp_server.engine.device import probe
+    from mcp_server.engine.validate import validate
+
+    problem = EXAMPLES / "softmax_problem.py"
+    kernel = EXAMPLES / "softmax_triton.py"
+    device = probe()
+    _step("device")
+    if device.interpreter:
+        print(INTERPRETER_BANNER)
+    print(f"{device.device}   torch {device.torch}   triton {device.triton}   compile target {device.target}")
+
+    _step(f"compile {kernel.name}:softmax_kernel for {device.target}")
+    compiled = compile_kernel(
+        f"{kernel}:softmax_kernel", signature="*bf16, *bf16, i32, i32:16, i32:16", constexprs={"BLOCK": 8192}
+    )
+    print(render_compile(compiled))
+
+    _step("validate against torch.softmax")
+    verdict = validate(f"{problem}:reference", f"{kernel}:softmax")
+    print(render_validate(verdict))
+
+    _step("summary")
+    print(f"compile   {'ok' if compiled.ok else 'FAILED'}")
+    print(f"validate  {verdict.summary}")
+    return 0 if (compiled.ok and verdict.ok) else 1

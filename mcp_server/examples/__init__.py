@@ -1,0 +1,1 @@
+"""Example problem and kernel used by `ptt demo`."""

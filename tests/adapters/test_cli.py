@@ -1,0 +1,96 @@
+"""The `ptt` CLI: exit codes 0/1/2, --json, readable tables, no tracebacks of ours."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FX = ROOT / "tests" / "fixtures" / "validate"
+
+
+class Proc:
+    def __init__(self, returncode: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+@pytest.fixture
+def ptt(capsys):
+    """Run `ptt` in this process (one shared runner for the whole session) and capture its output."""
+    from mcp_server.cli import main
+
+    def call(*args: str) -> Proc:
+        code = main(list(args))
+        out = capsys.readouterr()
+        return Proc(code, out.out, out.err)
+
+    return call
+
+
+def test_the_installed_entry_point_runs_as_its_own_process():
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcp_server.cli", "validate", "nope.py:f", "also_nope.py:g"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2 and "does not exist" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_validate_prints_a_table_and_exits_0_for_a_correct_kernel(ptt):
+    proc = ptt("validate", f"{FX}/add_problem.py:reference", f"{FX}/add_good.py:candidate")
+    assert proc.returncode == 0, proc.stderr
+    assert "PASS" in proc.stdout and "max abs err" in proc.stdout
+    assert "Triton interpreter" in proc.stdout  # the banner, on a machine without a GPU
+
+
+def test_validate_exits_1_for_a_failing_kernel_and_json_carries_the_findings(ptt):
+    proc = ptt("validate", f"{FX}/add_problem.py:reference", f"{FX}/add_unwritten.py:candidate", "--json")
+    assert proc.returncode == 1
+    data = json.loads(proc.stdout)
+    assert data["ok"] is False and data["device"] == "cpu-interpreter"
+    assert "uninitialized_output" in {f["kind"] for f in data["findings"]}
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["validate", "nope.py:f", f"{FX}/add_good.py:candidate"], "does not exist"),
+        (["validate", f"{FX}/add_problem.py:reference", f"{FX}/syntax_error.py:candidate"], "syntax error"),
+        (["validate", f"{FX}/add_problem.py:reference"], "candidate"),
+        (
+            ["compile", f"{ROOT}/tests/fixtures/compile/kernels.py:launcher", "--signature", "*fp32"],
+            "not a @triton.jit",
+        ),
+        (["validate", f"{FX}/add_problem.py:reference", f"{FX}/add_good.py:candidate", "--tol", "bf16=x"], "--tol"),
+    ],
+)
+def test_bad_usage_exits_2_with_a_message_and_no_traceback(ptt, args, words):
+    proc = ptt(*args)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert words in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_compile_prints_the_resource_table(ptt):
+    proc = ptt(
+        "compile",
+        f"{ROOT}/tests/fixtures/compile/kernels.py:tuned_scale_kernel",
+        "--signature",
+        "*fp32, *fp32, i32, fp32",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "regs" in proc.stdout and "occupancy" in proc.stdout and "BLOCK=4096" in proc.stdout
+
+
+def test_device_reports_the_interpreter_without_a_gpu(ptt):
+    proc = ptt("device", "--json")
+    assert proc.returncode == 0
+    info = json.loads(proc.stdout)
+    assert info["interpreter"] is True and info["device"] == "cpu-interpreter"

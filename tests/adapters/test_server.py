@@ -1,0 +1,101 @@
+"""The MCP server through the SDK's in-memory client, and once as a real stdio process."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from mcp_server.server import build_server
+
+ROOT = Path(__file__).resolve().parents[2]
+FX = ROOT / "tests" / "fixtures" / "validate"
+
+
+def run(coro):
+    return anyio.run(coro)
+
+
+def test_the_server_lists_its_tools_with_schemas_and_annotations():
+    async def go():
+        async with Client(build_server()) as client:
+            return (await client.list_tools()).tools
+
+    tools = {t.name: t for t in run(go)}
+    assert {"device_info", "compile_kernel", "validate_against_reference"} <= set(tools)
+    for tool in tools.values():
+        assert tool.output_schema and tool.description and tool.annotations.read_only_hint
+
+
+def test_validate_through_mcp_returns_the_structured_verdict():
+    async def go():
+        async with Client(build_server()) as client:
+            return await client.call_tool(
+                "validate_against_reference",
+                {"reference": f"{FX}/add_problem.py:reference", "candidate": f"{FX}/add_unwritten.py:candidate"},
+            )
+
+    result = run(go)
+    assert not result.is_error
+    data = result.structured_content
+    assert data["ok"] is False and "uninitialized_output" in {f["kind"] for f in data["findings"]}
+
+
+def test_source_text_is_accepted_instead_of_a_file():
+    source = (FX / "add_good.py").read_text()
+
+    async def go():
+        async with Client(build_server()) as client:
+            return await client.call_tool(
+                "validate_against_reference",
+                {
+                    "reference": f"{FX}/add_problem.py:reference",
+                    "candidate_source": source,
+                    "candidate_name": "candidate",
+                },
+            )
+
+    result = run(go)
+    assert result.structured_content["ok"] is True
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ({"reference": "missing.py:f", "candidate": f"{FX}/add_good.py:candidate"}, "does not exist"),
+        ({"reference": f"{FX}/add_problem.py:reference"}, "candidate is missing"),
+        ({"reference": f"{FX}/add_problem.py:reference", "candidate_source": "x = 1"}, "candidate_name"),
+    ],
+)
+def test_misuse_is_a_tool_error_that_names_the_fix(arguments, words):
+    async def go():
+        async with Client(build_server()) as client:
+            return await client.call_tool("validate_against_reference", arguments)
+
+    result = run(go)
+    assert result.is_error and words in result.content[0].text
+
+
+def test_the_stdio_server_survives_a_crashing_kernel_and_then_judges_a_good_one():
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_server.cli", "serve"], cwd=str(ROOT))
+
+    async def go():
+        async with Client(params) as client:
+            crashed = await client.call_tool(
+                "validate_against_reference",
+                {"reference": f"{FX}/add_problem.py:reference", "candidate": f"{FX}/add_segfault.py:candidate"},
+            )
+            good = await client.call_tool(
+                "validate_against_reference",
+                {"reference": f"{FX}/add_problem.py:reference", "candidate": f"{FX}/add_good.py:candidate"},
+            )
+            return crashed, good
+
+    crashed, good = run(go)
+    assert crashed.structured_content["ok"] is False
+    assert "crash" in {f["kind"] for f in crashed.structured_content["findings"]}
+    assert good.structured_content["ok"] is True

@@ -1,0 +1,113 @@
+"""The trusted comparison: each rule with a tensor that must fail it and one that must pass it."""
+
+from __future__ import annotations
+
+import torch
+
+from mcp_server.engine.compare import compare_tensor, tolerance_for
+from mcp_server.models import FindingKind
+
+
+def _truth(n=4096, scale=1.0, dtype=torch.float32):
+    g = torch.randn(n, dtype=torch.float64) * scale
+    return g.to(dtype), g
+
+
+def test_an_exact_float32_result_passes():
+    r, g = _truth()
+    assert compare_tensor(r.clone(), r, g, tolerance_for(torch.float32)).ok
+
+
+def test_an_all_zero_output_fails_on_the_norm_even_when_every_element_is_within_atol():
+    r, g = _truth(scale=1e-7)
+    result = compare_tensor(torch.zeros_like(r), r, g, tolerance_for(torch.float32))
+    assert result.mismatches == 0  # every element is inside atol = 1e-5 …
+    assert result.problem is FindingKind.mismatch and result.rel_norm_err > 0.9  # … the norm is not
+
+
+def test_a_constant_output_fails():
+    r, g = _truth()
+    assert compare_tensor(torch.full_like(r, float(r.mean())), r, g, tolerance_for(torch.float32)).problem
+
+
+def test_bf16_rounding_of_the_exact_result_passes_and_a_one_percent_bias_fails():
+    g = torch.randn(8192, dtype=torch.float64)
+    r = g.to(torch.bfloat16)
+    assert compare_tensor(g.to(torch.bfloat16), r, g, tolerance_for(torch.bfloat16)).ok
+    biased = (g * 1.05).to(torch.bfloat16)
+    assert compare_tensor(biased, r, g, tolerance_for(torch.bfloat16)).problem is FindingKind.mismatch
+
+
+def test_the_allowed_error_grows_with_pytorchs_own_error():
+    g = torch.randn(4096, dtype=torch.float64)
+    noisy_ref = (g + 1e-3 * torch.randn_like(g)).float()  # PyTorch itself is this far off
+    cand = (g + 2e-3 * torch.randn_like(g)).float()
+    assert compare_tensor(cand, noisy_ref, g, tolerance_for(torch.float32)).ok
+    assert not compare_tensor(cand, g.float(), g, tolerance_for(torch.float32)).ok
+
+
+def test_nan_positions_must_match():
+    r, g = _truth()
+    r[5] = g[5] = float("nan")
+    good = r.clone()
+    assert compare_tensor(good, r, g, tolerance_for(torch.float32)).ok
+    missing = r.clone()
+    missing[5] = 0.0
+    assert compare_tensor(missing, r, g, tolerance_for(torch.float32)).problem is FindingKind.nan_mismatch
+    extra = r.clone()
+    extra[7] = float("nan")
+    assert compare_tensor(extra, r, g, tolerance_for(torch.float32)).problem is FindingKind.nan_mismatch
+
+
+def test_infinities_must_match_in_sign():
+    r, g = _truth()
+    r[3] = g[3] = float("inf")
+    flipped = r.clone()
+    flipped[3] = -float("inf")
+    assert compare_tensor(r.clone(), r, g, tolerance_for(torch.float32)).ok
+    assert compare_tensor(flipped, r, g, tolerance_for(torch.float32)).problem is FindingKind.nan_mismatch
+
+
+def test_unwritten_elements_are_told_apart_from_computed_nans():
+    r, g = _truth()
+    first = r.clone()
+    first[10:20] = float("nan")
+    second = r.clone()
+    second[10:20] = 12345.0  # the repeat call's poison survived: nobody wrote these
+    result = compare_tensor(first, r, g, tolerance_for(torch.float32), second)
+    assert result.problem is FindingKind.uninitialized_output and result.uninitialized == 10
+    computed = compare_tensor(first, r, g, tolerance_for(torch.float32), first.clone())
+    assert computed.problem is FindingKind.nan_mismatch
+
+
+def test_bitwise_differences_within_tolerance_are_not_failures():
+    r, g = _truth()
+    second = r.clone()
+    second[0] = torch.nextafter(second[0], torch.tensor(10.0))
+    result = compare_tensor(r.clone(), r, g, tolerance_for(torch.float32), second)
+    assert result.ok and result.bitwise_diff == 1
+    second[1] += 1.0
+    assert compare_tensor(r.clone(), r, g, tolerance_for(torch.float32), second).problem is (
+        FindingKind.nondeterministic
+    )
+
+
+def test_integer_outputs_must_match_exactly():
+    r = torch.randint(0, 100, (500,))
+    assert compare_tensor(r.clone(), r, None, tolerance_for(r.dtype)).ok
+    off = r.clone()
+    off[4] += 1
+    result = compare_tensor(off, r, None, tolerance_for(r.dtype))
+    assert result.problem is FindingKind.mismatch and result.first_bad[0].index == [4]
+
+
+def test_a_shape_difference_is_reported_as_such():
+    r, g = _truth()
+    assert compare_tensor(r.view(64, 64), r, g, tolerance_for(torch.float32)).problem is FindingKind.shape_mismatch
+
+
+def test_user_tolerances_override_the_defaults():
+    g = torch.randn(4096, dtype=torch.float64)
+    cand = (g * 1.001).float()
+    assert not compare_tensor(cand, g.float(), g, tolerance_for(torch.float32)).ok
+    assert compare_tensor(cand, g.float(), g, tolerance_for(torch.float32, {"float32": (1e-5, 2e-3)})).ok

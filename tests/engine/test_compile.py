@@ -1,0 +1,128 @@
+"""compile_kernel: ahead-of-time compilation without a GPU, resource usage, IR, and clean errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcp_server.engine.compile import compile_kernel, occupancy
+from mcp_server.engine.errors import UsageError
+from mcp_server.models import FindingKind
+
+HERE = Path(__file__).resolve().parent.parent / "fixtures" / "compile"
+KERNELS = HERE / "kernels.py"
+
+
+def test_compile_infers_the_signature_from_example_args_and_reports_resources(runner):
+    result = compile_kernel(
+        f"{KERNELS}:scale_kernel", args="f32[4096], f32[4096], 4096, 2.0, BLOCK=1024", ir=["ptx"], runner=runner
+    )
+    assert result.ok and result.target == "cuda:90"
+    (cfg,) = result.configs
+    assert cfg.signature == {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "alpha": "fp32", "BLOCK": "constexpr"}
+    assert cfg.registers and 8 <= cfg.registers <= 255
+    assert cfg.spill_stores == 0 and cfg.occupancy is not None and cfg.occupancy.fraction > 0
+    # 16-byte aligned pointers and n % 16 == 0 let Triton emit 128-bit accesses.
+    assert cfg.instructions["ld.global.v4"] >= 1 and cfg.instructions["st.global.v4"] >= 1
+    assert cfg.instructions["fp64"] == 0 and cfg.instructions["local"] == 0
+    assert cfg.ir["ptx"].text.startswith("//")
+
+
+def test_compile_takes_an_explicit_signature_and_other_targets(runner):
+    for target in ("cuda:80", "cuda:90", "sm_100"):
+        result = compile_kernel(
+            f"{KERNELS}:scale_kernel",
+            signature="*fp32, *fp32, i32, fp32",
+            constexprs={"BLOCK": 512},
+            target=target,
+            runner=runner,
+        )
+        assert result.ok, (target, result.findings)
+        assert result.configs[0].constexprs == {"BLOCK": 512}
+
+
+def test_compile_builds_every_autotune_config_or_the_chosen_one(runner):
+    every = compile_kernel(f"{KERNELS}:tuned_scale_kernel", signature="*fp32, *fp32, i32, fp32", runner=runner)
+    assert every.ok and every.autotuned
+    assert [c.config for c in every.configs] == [{"BLOCK": 256}, {"BLOCK": 1024}, {"BLOCK": 4096}]
+    assert [c.num_warps for c in every.configs] == [2, 4, 8]
+    one = compile_kernel(f"{KERNELS}:tuned_scale_kernel", signature="*fp32, *fp32, i32, fp32", config=2, runner=runner)
+    assert len(one.configs) == 1 and one.configs[0].num_stages == 2
+
+
+def test_compile_shows_tensor_core_instructions_for_tl_dot_on_hopper(runner):
+    result = compile_kernel(
+        f"{KERNELS}:dot_kernel",
+        signature="*fp16, *fp16, *fp16",
+        constexprs={"BM": 64, "BN": 64, "BK": 64},
+        ir=["ptx", "sass"],
+        num_warps=4,
+        runner=runner,
+    )
+    assert result.ok
+    cfg = result.configs[0]
+    assert cfg.instructions["wgmma"] > 0 and cfg.instructions["HGMMA"] > 0
+    assert "sass" in cfg.ir and "ptx" in cfg.ir
+    assert cfg.shared_bytes > 0
+
+
+def test_unaligned_example_args_show_scalar_accesses(runner):
+    # n = 4095 is not a multiple of 16: Triton cannot prove 128-bit accesses stay in bounds.
+    result = compile_kernel(
+        f"{KERNELS}:scale_kernel", args="f32[4095], f32[4095], 4095, 2.0, BLOCK=1024", runner=runner
+    )
+    counts = result.configs[0].instructions
+    assert counts["ld.global.v4"] == 0 and counts["ld.global"] > 0
+
+
+def test_compile_writes_full_ir_files_on_request(runner, tmp_path):
+    result = compile_kernel(
+        f"{KERNELS}:scale_kernel",
+        signature="*fp32, *fp32, i32, fp32",
+        constexprs={"BLOCK": 256},
+        out_dir=str(tmp_path),
+        runner=runner,
+    )
+    files = result.configs[0].ir_files
+    assert {"ttir", "ttgir", "llir", "ptx"} <= set(files)
+    assert all(Path(p).read_text() for p in files.values())
+
+
+def test_a_compile_error_points_at_the_file_line_and_column(runner):
+    result = compile_kernel(f"{HERE / 'broken.py'}:bad_arange_kernel", signature="*i32, i32", runner=runner)
+    assert not result.ok
+    finding = result.findings[0]
+    assert finding.kind is FindingKind.compile_error
+    assert finding.where is not None and finding.where.file.endswith("broken.py") and finding.where.line == 9
+    assert "tl.arange(0, n)" in finding.message
+    assert "Traceback" not in finding.message
+
+
+def test_pointing_compile_at_a_launcher_names_the_kernels_instead(runner):
+    with pytest.raises(UsageError, match="scale_kernel"):
+        compile_kernel(f"{KERNELS}:launcher", signature="*fp32", runner=runner)
+
+
+def test_missing_types_and_constexprs_are_usage_errors(runner):
+    with pytest.raises(UsageError, match="No type for parameter"):
+        compile_kernel(f"{KERNELS}:scale_kernel", constexprs={"BLOCK": 256}, runner=runner)
+    with pytest.raises(UsageError, match="BLOCK"):
+        compile_kernel(f"{KERNELS}:scale_kernel", signature="*fp32, *fp32, i32, fp32", runner=runner)
+    with pytest.raises(UsageError, match="Unknown target"):
+        compile_kernel(f"{KERNELS}:scale_kernel", signature="*fp32, *fp32, i32, fp32", target="rocm", runner=runner)
+
+
+def test_example_args_can_come_from_a_function(runner):
+    result = compile_kernel(
+        f"{KERNELS}:scale_kernel", args=f"{KERNELS}:make_args", constexprs={"BLOCK": 128}, runner=runner
+    )
+    assert result.ok and result.configs[0].signature["alpha"] == "fp32"
+
+
+def test_occupancy_names_its_limiter():
+    assert occupancy(90, num_warps=4, registers=32, shared_bytes=0).limiter == "warps"
+    heavy = occupancy(90, num_warps=8, registers=255, shared_bytes=0)
+    assert heavy.limiter == "registers" and heavy.blocks_per_sm == 1
+    smem = occupancy(90, num_warps=4, registers=32, shared_bytes=150_000)
+    assert smem.limiter == "shared memory" and smem.blocks_per_sm == 1
