@@ -7,7 +7,8 @@ ignored rows. The softmax is never materialised.
 
 Programs → data: persistent programs (one or two per SM) walk rows; per row the vocabulary is streamed in
 CHUNK-wide column chunks with an online logsumexp (running max ``m`` and sum ``s``, rescaled
-``s ← s·e^(m−m') + Σ e^(x−m')`` when the max grows).
+``s ← s·e^(m−m') + Σ e^(x−m')`` when the max grows). Chunk loops may be software-pipelined (``STAGES``:
+the next chunk streams into shared memory while this one is reduced).
 - stage 2: the forward kernel stores ``ℓ_i`` and ``lse_i`` (fp32); the backward kernel re-reads the
   logits and writes ``dx = g·(e^(x − lse) − onehot)/n_valid``.
 - stage 3: when the logits need a gradient, the forward kernel takes a second pass over each row right
@@ -22,10 +23,11 @@ stage 3 holds one ``[N, V]`` buffer (the gradient, handed to autograd without a 
 (log-softmax, its gradient, the logits' gradient).
 
 Limits: logits ``[N, V]`` float32 / float16 / bfloat16 with unit column stride (other layouts are copied
-once); targets ``[N]`` int32 / int64 in ``[0, V)`` or ``ignore_index`` (out-of-range targets are not
-checked on the GPU: no host sync); no class weights or label smoothing. The loss has the logits' dtype,
-as in PyTorch. Stage 3's backward reads g on the host to skip the multiply when it is 1 (one sync), and
-can run once per forward (its gradient buffer is handed over, not kept).
+once); targets ``[N]`` int32 / int64 in ``[0, V)`` or ``ignore_index`` (an out-of-range target is not
+read; its row's loss is NaN, so the mean is NaN: no host sync to check it); no class weights or label
+smoothing. The loss has the logits' dtype, as in PyTorch. Stage 3's backward reads g on the host to skip
+the multiply when it is 1 (one sync), and can run once per forward (its gradient buffer is handed over,
+not kept). Rows are spread over programs, so a handful of very long rows uses only a handful of SMs.
 """
 
 from __future__ import annotations
@@ -66,16 +68,19 @@ def _num_sms(t: torch.Tensor) -> int:
 def _configs() -> list[triton.Config]:
     # CHUNK / (32·num_warps) = 16-32 values per thread per chunk. PROGS_PER_SM 1 keeps one row per SM in
     # flight (132 rows × 256 KB at a 128k bf16 vocabulary = 33 MB, inside the 50 MB L2, so stage 3's
-    # second pass hits); 2 overlaps one program's exps and reductions with the other's loads.
+    # second pass hits); 2 overlaps one program's exps and reductions with the other's loads. STAGES > 1
+    # has the compiler prefetch the next chunk into shared memory (cp.async) while this one is reduced.
     return [
-        triton.Config({"CHUNK": c, "PROGS_PER_SM": p}, num_warps=w)
-        for (c, w, p) in (
-            (4096, 8, 2),
-            (8192, 8, 2),
-            (8192, 16, 1),
-            (8192, 16, 2),
-            (16384, 16, 1),
-            (16384, 16, 2),
+        triton.Config({"CHUNK": c, "PROGS_PER_SM": p, "STAGES": s}, num_warps=w)
+        for (c, w, p, s) in (
+            (4096, 8, 2, 1),
+            (8192, 16, 1, 1),
+            (8192, 16, 2, 1),
+            (16384, 16, 1, 1),
+            (4096, 8, 1, 3),
+            (8192, 8, 2, 2),
+            (8192, 16, 1, 2),
+            (16384, 16, 1, 2),
         )
     ]
 
@@ -84,12 +89,12 @@ def _configs() -> list[triton.Config]:
 
 
 @triton.jit
-def _row_logsumexp(row_ptr, n_cols, CHUNK: tl.constexpr):
+def _row_logsumexp(row_ptr, n_cols, CHUNK: tl.constexpr, STAGES: tl.constexpr):
     """Online logsumexp of one row, streamed in CHUNK-wide chunks; fp32."""
     offs = tl.arange(0, CHUNK)
     m = tl.full((), float("-inf"), tl.float32)
     s = tl.zeros((), tl.float32)
-    for start in range(0, n_cols, CHUNK):
+    for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
         cols = start + offs
         # -inf is neutral for the max and adds e^-inf = 0 to the sum.
         x = tl.load(row_ptr + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
@@ -101,10 +106,10 @@ def _row_logsumexp(row_ptr, n_cols, CHUNK: tl.constexpr):
 
 
 @triton.jit
-def _write_row_grad(row_ptr, grad_row_ptr, n_cols, target, lse, scale, CHUNK: tl.constexpr):
+def _write_row_grad(row_ptr, grad_row_ptr, n_cols, target, lse, scale, CHUNK: tl.constexpr, STAGES: tl.constexpr):
     """grad = scale · (e^(x − lse) − [col = target]) over one row."""
     offs = tl.arange(0, CHUNK)
-    for start in range(0, n_cols, CHUNK):
+    for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
         cols = start + offs
         mask = cols < n_cols
         x = tl.load(row_ptr + cols, mask=mask, other=0.0).to(tl.float32)
@@ -141,6 +146,7 @@ def _cross_entropy_fwd_kernel(
     WRITE_GRAD: tl.constexpr,
     CHUNK: tl.constexpr,
     PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
+    STAGES: tl.constexpr,
 ):
     # Persistent: program p takes rows p, p + P, ... and writes ℓ_i and lse_i (0 for ignored rows); with
     # WRITE_GRAD it also writes row i of (softmax − onehot) / n_valid right after its lse.
@@ -151,11 +157,16 @@ def _cross_entropy_fwd_kernel(
         row_ptr = logits_ptr + r * row_stride
         target = tl.load(targets_ptr + r).to(tl.int64)
         if target != ignore_index:
-            tl.device_assert((target >= 0) & (target < n_cols), "cross_entropy: target outside [0, V)")
-            lse = _row_logsumexp(row_ptr, n_cols, CHUNK)
-            loss = lse - tl.load(row_ptr + target).to(tl.float32)
+            # A target outside [0, V) is never read: its loss is NaN, visible without a host sync (the
+            # assert fires only under TRITON_DEBUG=1).
+            in_range = (target >= 0) & (target < n_cols)
+            tl.device_assert(in_range, "cross_entropy: target outside [0, V)")
+            lse = _row_logsumexp(row_ptr, n_cols, CHUNK, STAGES)
+            loss = lse - tl.load(row_ptr + target, mask=in_range, other=float("nan")).to(tl.float32)
             if WRITE_GRAD:
-                _write_row_grad(row_ptr, grad_ptr + r * grad_row_stride, n_cols, target, lse, inv_n_valid, CHUNK)
+                _write_row_grad(
+                    row_ptr, grad_ptr + r * grad_row_stride, n_cols, target, lse, inv_n_valid, CHUNK, STAGES
+                )
         else:
             lse = tl.zeros((), tl.float32)
             loss = tl.zeros((), tl.float32)
@@ -179,6 +190,7 @@ def _cross_entropy_bwd_kernel(
     ignore_index,
     CHUNK: tl.constexpr,
     PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
+    STAGES: tl.constexpr,
 ):
     # Stage 2's backward: recompute e^(x − lse) from the stored lse, scale = g / n_valid read on device.
     scale = tl.load(scale_ptr).to(tl.float32)
@@ -188,7 +200,7 @@ def _cross_entropy_bwd_kernel(
         if target != ignore_index:
             lse = tl.load(lse_ptr + r)
             _write_row_grad(
-                logits_ptr + r * row_stride, grad_ptr + r * grad_row_stride, n_cols, target, lse, scale, CHUNK
+                logits_ptr + r * row_stride, grad_ptr + r * grad_row_stride, n_cols, target, lse, scale, CHUNK, STAGES
             )
         else:
             _zero_row(grad_ptr + r * grad_row_stride, n_cols, CHUNK)
@@ -247,7 +259,7 @@ def _check_inputs(logits: Any, targets: Any, ignore_index: Any) -> None:
 
 def _launch(tuned: Any, grid: Any, args: tuple, **meta: Any) -> None:
     if _interpreting():
-        tuned.fn[grid](*args, **meta, CHUNK=_INTERPRETER_CHUNK, PROGS_PER_SM=1)
+        tuned.fn[grid](*args, **meta, CHUNK=_INTERPRETER_CHUNK, PROGS_PER_SM=1, STAGES=2)
     else:
         tuned[grid](*args, **meta)
 

@@ -5,15 +5,18 @@ Math: ``y = (x − μ)·r·w + b`` per row, ``μ = mean(x)``, ``r = 1/sqrt(mean(
 ``db = Σ_rows dy``. The forward stores μ and r (fp32, one each per row) for the backward.
 
 Programs → data (x viewed as ``[M, N]`` rows):
-- stage 1: forward, one program per row with the whole row in one block; backward, one program per SM
-  pair walking rows, each summing its rows' ``dy·x̂`` and ``dy`` into a private fp32 row of a
-  ``[G, N]`` partial buffer, then a second kernel adds the G partial rows per column: the standard
-  two-phase reduction, deterministic (no atomics).
-- stage 2: the same kernels on ``[ROWS, BLOCK_N]`` tiles, ROWS and num_warps autotuned per N.
+- stage 1: forward, one program per row with the whole row in one block; backward, G = 2 programs per
+  SM walking rows, each summing its rows' ``dy·x̂`` and ``dy`` into a private fp32 row of a ``[G, N]``
+  partial buffer, then a second kernel adds the G partial rows per column: the standard two-phase
+  reduction, deterministic (no atomics).
+- stage 2: the same kernels on ``[ROWS, BLOCK_N]`` tiles, ROWS and num_warps autotuned per N; the
+  backward's row loop may be software-pipelined (``STAGES``: the next tile's x and dy stream into shared
+  memory while this one is reduced).
 - stage 3: stage 2 while rows fit the register budget; past it looped kernels. Forward: persistent
   programs, per row pass 1 streams chunks merging per-chunk mean and M2 (Chan et al.), pass 2 writes y.
   Backward: a looped per-row kernel computes ``mean(g·x̂)`` and ``mean(g)``, then a 2-D grid of (row
-  group, column chunk) programs writes dx and partial dw/db for its chunk.
+  group, column chunk) programs writes dx and partial dw/db for its chunk. Their loops are pipelined
+  the same way.
 
 Bytes: forward reads x, w, b and writes y, μ, r (``2·M·N·size + 2·N·size + 8·M``); eager PyTorch is
 one kernel too but ~57 % of copy bandwidth at 16384×8192 bf16 (NOTES.md). Backward reads x, dy, w, μ, r
@@ -48,9 +51,10 @@ MIN_BLOCK_N = 16
 # Backward programs per SM: two resident programs let one's reductions overlap the other's loads, while
 # keeping the partial buffer at 2·132·N·4 B per tensor (4.3 MB at N = 4096, L2-resident).
 BWD_PROGS_PER_SM = 2
-# The dw/db reduction: a [32, 128] fp32 tile per step, rows of 512 B, four warps.
-_REDUCE_BLOCK_P = 32
-_REDUCE_BLOCK_C = 128
+# The dw/db reduction reads G·N fp32 partials (4.3 MB per tensor at N = 4096) straight from L2:
+# [64, 64] tiles (256 B row segments) give N/64 programs, 64 at N = 4096, so more SMs pull from L2.
+_REDUCE_BLOCK_P = 64
+_REDUCE_BLOCK_C = 64
 # The CPU interpreter has no autotuner backend (nothing to time with) and no SM count: fixed small
 # configs, chosen so masks, multi-row tiles, persistent row loops and chunk loops all run.
 _INTERPRETER_SMS = 2
@@ -101,16 +105,41 @@ def _prune(lo: int, hi: int) -> Any:
 
 def _looped_configs() -> list[triton.Config]:
     # 16-32 values per thread per chunk; one or two rows per SM in flight (at 131072 bf16 columns one
-    # per SM is 33 MB, inside the 50 MB L2, so pass 2 re-reads hit).
+    # per SM is 33 MB, inside the 50 MB L2, so pass 2 re-reads hit). STAGES > 1 has the compiler prefetch
+    # the next chunk into shared memory (cp.async) while this one is reduced, which keeps HBM busy with a
+    # single program per SM.
     return [
-        triton.Config({"CHUNK": c, "PROGS_PER_SM": p}, num_warps=w)
-        for (c, w, p) in ((4096, 8, 2), (8192, 8, 2), (8192, 16, 1), (16384, 16, 1))
+        triton.Config({"CHUNK": c, "PROGS_PER_SM": p, "STAGES": s}, num_warps=w)
+        for (c, w, p, s) in (
+            (4096, 8, 2, 1),
+            (8192, 16, 1, 1),
+            (16384, 16, 1, 1),
+            (4096, 8, 1, 3),
+            (8192, 8, 2, 2),
+            (8192, 16, 1, 2),
+        )
     ]
 
 
 def _tiled_bwd_configs() -> list[triton.Config]:
-    # Column chunk per program and warps: 8-16 values per thread for each of x, dy, w and two accumulators.
-    return [triton.Config({"CHUNK": c}, num_warps=w) for (c, w) in ((1024, 4), (2048, 8), (4096, 8), (4096, 16))]
+    # Column chunk per program and warps: 8-16 values per thread for each row-sized value; STAGES 2
+    # prefetches the next row's chunk.
+    return [
+        triton.Config({"CHUNK": c, "STAGES": s}, num_warps=w)
+        for (c, w) in ((1024, 4), (2048, 8), (4096, 16))
+        for s in (1, 2)
+    ]
+
+
+def _bwd_one_block_configs() -> list[triton.Config]:
+    # The backward's programs loop over row tiles: STAGES 2 prefetches the next tile's x and dy into shared
+    # memory while this one is reduced (2 × 16 KB at 4096 bf16 columns).
+    return [
+        triton.Config({"ROWS": r, "STAGES": s}, num_warps=w)
+        for r in (1, 2, 4, 8, 16, 32)
+        for w in (4, 8, 16)
+        for s in (1, 2)
+    ]
 
 
 # ----------------------------------------------------------------------------------------------- kernels
@@ -166,6 +195,7 @@ def _layernorm_fwd_looped_kernel(
     eps,
     CHUNK: tl.constexpr,
     PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
+    STAGES: tl.constexpr,
 ):
     offs = tl.arange(0, CHUNK)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
@@ -176,7 +206,7 @@ def _layernorm_fwd_looped_kernel(
         count = tl.zeros((), tl.float32)
         mean = tl.zeros((), tl.float32)
         m2 = tl.zeros((), tl.float32)
-        for start in range(0, n_cols, CHUNK):
+        for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
             cols = start + offs
             mask = cols < n_cols
             x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
@@ -193,7 +223,7 @@ def _layernorm_fwd_looped_kernel(
         tl.store(mean_ptr + r, mean)
         tl.store(rstd_ptr + r, rstd)
         # Pass 2: normalise; the row was read a moment ago and is still in L2.
-        for start in range(0, n_cols, CHUNK):
+        for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
             cols = start + offs
             mask = cols < n_cols
             x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
@@ -220,6 +250,7 @@ def _layernorm_bwd_kernel(
     dx_row_stride,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
+    STAGES: tl.constexpr,
 ):
     # Program p walks row tiles p, p + G, ... and sums dy·x̂ and dy over its rows into partial row p.
     pid = tl.program_id(0)
@@ -228,7 +259,7 @@ def _layernorm_bwd_kernel(
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     dw_acc = tl.zeros((BLOCK_N,), tl.float32)
     db_acc = tl.zeros((BLOCK_N,), tl.float32)
-    for tile in range(pid, tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+    for tile in tl.range(pid, tl.cdiv(n_rows, ROWS), tl.num_programs(0), num_stages=STAGES):
         rows = tl.cast(tile, tl.int64) * ROWS + tl.arange(0, ROWS)
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
@@ -264,6 +295,7 @@ def _layernorm_bwd_row_stats_kernel(
     dy_row_stride,
     CHUNK: tl.constexpr,
     PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
+    STAGES: tl.constexpr,
 ):
     # Long rows, step 1: per row c1 = mean(g·x̂) and c2 = mean(g), streamed over chunks.
     offs = tl.arange(0, CHUNK)
@@ -273,7 +305,7 @@ def _layernorm_bwd_row_stats_kernel(
         rstd = tl.load(rstd_ptr + r)
         acc1 = tl.zeros((CHUNK,), tl.float32)
         acc2 = tl.zeros((CHUNK,), tl.float32)
-        for start in range(0, n_cols, CHUNK):
+        for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
             cols = start + offs
             mask = cols < n_cols
             x = tl.load(x_ptr + r * x_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
@@ -304,6 +336,7 @@ def _layernorm_bwd_tiled_kernel(
     dy_row_stride,
     dx_row_stride,
     CHUNK: tl.constexpr,
+    STAGES: tl.constexpr,
 ):
     # Long rows, step 2: program (p, j) walks rows p, p + G, ... over column chunk j, writing dx and
     # partial row p of dw/db for that chunk.
@@ -313,7 +346,7 @@ def _layernorm_bwd_tiled_kernel(
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     dw_acc = tl.zeros((CHUNK,), tl.float32)
     db_acc = tl.zeros((CHUNK,), tl.float32)
-    for row in range(pid_m, n_rows, tl.num_programs(0)):
+    for row in tl.range(pid_m, n_rows, tl.num_programs(0), num_stages=STAGES):
         r = tl.cast(row, tl.int64)
         mean = tl.load(mean_ptr + r)
         rstd = tl.load(rstd_ptr + r)
@@ -355,7 +388,7 @@ _layernorm_fwd_tuned = triton.autotune(
 )(_layernorm_fwd_kernel)
 # The backward holds ~5 row-sized values per thread: aim lower, 8-16 each.
 _layernorm_bwd_tuned = triton.autotune(
-    configs=_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune(8, 16)}
+    configs=_bwd_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune(8, 16)}
 )(_layernorm_bwd_kernel)
 _layernorm_fwd_looped_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(_layernorm_fwd_looped_kernel)
 _layernorm_bwd_row_stats_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(
@@ -438,7 +471,7 @@ def _fwd(
     else:
         n_sm = _num_sms(x)
         grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
-        _launch(_layernorm_fwd_looped_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1})
+        _launch(_layernorm_fwd_looped_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1, "STAGES": 2})
     return y.view(x.shape), mean, rstd
 
 
@@ -482,15 +515,17 @@ def _bwd(
         )
         block = _block_n(n_cols)
         if path == "row":
-            _layernorm_bwd_kernel[(n_parts,)](*args, BLOCK_N=block, ROWS=1, num_warps=_warps_for(block))
+            _layernorm_bwd_kernel[(n_parts,)](*args, BLOCK_N=block, ROWS=1, STAGES=1, num_warps=_warps_for(block))
         else:
-            _launch(_layernorm_bwd_tuned, (n_parts,), args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=block)
+            _launch(_layernorm_bwd_tuned, (n_parts,), args, {"ROWS": _INTERPRETER_ROWS, "STAGES": 2}, BLOCK_N=block)
     else:
         c1 = torch.empty(n_rows, dtype=torch.float32, device=x.device)
         c2 = torch.empty_like(c1)
         grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
         args = (x2, w, dy2, mean, rstd, c1, c2, n_rows, n_cols, x2.stride(0), dy2.stride(0))
-        _launch(_layernorm_bwd_row_stats_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1})
+        _launch(
+            _layernorm_bwd_row_stats_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1, "STAGES": 2}
+        )
         # Row groups: enough (row group × column chunk) programs for ~4 per SM even at the widest chunk
         # any config takes, never more groups than rows. Every config then writes the same partial rows.
         max_chunk = _INTERPRETER_CHUNK if _interpreting() else max(c.kwargs["CHUNK"] for c in _tiled_bwd_configs())
@@ -502,7 +537,7 @@ def _bwd(
             n_rows, n_cols, x2.stride(0), dy2.stride(0), dx.stride(0),
         )  # fmt: skip
         grid = lambda meta: (n_parts, triton.cdiv(n_cols, meta["CHUNK"]))
-        _launch(_layernorm_bwd_tiled_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK})
+        _launch(_layernorm_bwd_tiled_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "STAGES": 2})
     dw, db = _reduce_partials(dw_part, db_part, w)
     return dx.view(x.shape), dw, db
 

@@ -7,10 +7,13 @@ Programs → data (x viewed as ``[M, N]`` rows):
 - stage 2: forward, one program per ``[ROWS, BLOCK_N]`` tile of whole rows, ROWS and num_warps
   autotuned per N. Backward, two programs per SM walking row tiles, each summing its rows' ``dy·x̂``
   into a private fp32 row of a ``[G, N]`` partial buffer; a second kernel adds the G partial rows per
-  column: the standard two-phase reduction, deterministic (no atomics).
+  column: the standard two-phase reduction, deterministic (no atomics). The backward's row loop may be
+  software-pipelined (``STAGES``: the next tile's x and dy stream into shared memory while this one is
+  reduced).
 - stage 3: stage 2 while rows fit the register budget; past it looped kernels. Forward: persistent
   programs, per row pass 1 streams chunks summing x², pass 2 writes y. Backward: a looped per-row kernel
   computes ``mean(g·x̂)``, then a 2-D grid of (row group, column chunk) programs writes dx and partial dw.
+  Their loops are pipelined the same way.
 
 Bytes: forward reads x and w and writes y and r (``2·M·N·size + N·size + 4·M``); composed eager
 PyTorch (pow, mean, rsqrt, two multiplies) reaches ~11 % of copy bandwidth at 16384×8192 bf16
@@ -44,9 +47,10 @@ MIN_BLOCK_N = 16
 # Backward programs per SM: two resident programs overlap one's reductions with the other's loads; the
 # partial buffer stays 2·132·N·4 B (4.3 MB at N = 4096, L2-resident).
 BWD_PROGS_PER_SM = 2
-# The dw reduction: a [32, 128] fp32 tile per step, rows of 512 B.
-_REDUCE_BLOCK_P = 32
-_REDUCE_BLOCK_C = 128
+# The dw reduction reads G·N fp32 partials (4.3 MB per tensor at N = 4096) straight from L2:
+# [64, 64] tiles (256 B row segments) give N/64 programs, 64 at N = 4096, so more SMs pull from L2.
+_REDUCE_BLOCK_P = 64
+_REDUCE_BLOCK_C = 64
 # The CPU interpreter has no autotuner backend (nothing to time with) and no SM count: fixed small
 # configs so masks, multi-row tiles, persistent row loops and chunk loops all run. Interpreted programs
 # cost milliseconds each whatever their size, so its reduction blocks are wider.
@@ -92,16 +96,41 @@ def _prune(lo: int, hi: int) -> Any:
 
 def _looped_configs() -> list[triton.Config]:
     # 16-32 values per thread per chunk; one or two rows per SM in flight (at 131072 bf16 columns one
-    # per SM is 33 MB, inside the 50 MB L2, so pass 2 re-reads hit).
+    # per SM is 33 MB, inside the 50 MB L2, so pass 2 re-reads hit). STAGES > 1 has the compiler prefetch
+    # the next chunk into shared memory (cp.async) while this one is reduced, which keeps HBM busy with a
+    # single program per SM.
     return [
-        triton.Config({"CHUNK": c, "PROGS_PER_SM": p}, num_warps=w)
-        for (c, w, p) in ((4096, 8, 2), (8192, 8, 2), (8192, 16, 1), (16384, 16, 1))
+        triton.Config({"CHUNK": c, "PROGS_PER_SM": p, "STAGES": s}, num_warps=w)
+        for (c, w, p, s) in (
+            (4096, 8, 2, 1),
+            (8192, 16, 1, 1),
+            (16384, 16, 1, 1),
+            (4096, 8, 1, 3),
+            (8192, 8, 2, 2),
+            (8192, 16, 1, 2),
+        )
     ]
 
 
 def _tiled_bwd_configs() -> list[triton.Config]:
-    # Column chunk per program and warps: 8-16 values per thread for each of x, dy, w and the accumulator.
-    return [triton.Config({"CHUNK": c}, num_warps=w) for (c, w) in ((1024, 4), (2048, 8), (4096, 8), (4096, 16))]
+    # Column chunk per program and warps: 8-16 values per thread for each row-sized value; STAGES 2
+    # prefetches the next row's chunk.
+    return [
+        triton.Config({"CHUNK": c, "STAGES": s}, num_warps=w)
+        for (c, w) in ((1024, 4), (2048, 8), (4096, 16))
+        for s in (1, 2)
+    ]
+
+
+def _bwd_one_block_configs() -> list[triton.Config]:
+    # The backward's programs loop over row tiles: STAGES 2 prefetches the next tile's x and dy into shared
+    # memory while this one is reduced (2 × 16 KB at 4096 bf16 columns).
+    return [
+        triton.Config({"ROWS": r, "STAGES": s}, num_warps=w)
+        for r in (1, 2, 4, 8, 16, 32)
+        for w in (4, 8, 16)
+        for s in (1, 2)
+    ]
 
 
 # ----------------------------------------------------------------------------------------------- kernels
@@ -149,6 +178,7 @@ def _rmsnorm_fwd_looped_kernel(
     eps,
     CHUNK: tl.constexpr,
     PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
+    STAGES: tl.constexpr,
 ):
     offs = tl.arange(0, CHUNK)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
@@ -156,14 +186,14 @@ def _rmsnorm_fwd_looped_kernel(
         x_row = x_ptr + r * x_row_stride
         # Pass 1: per-lane partial sums of x², reduced once per row.
         acc = tl.zeros((CHUNK,), tl.float32)
-        for start in range(0, n_cols, CHUNK):
+        for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
             cols = start + offs
             x = tl.load(x_row + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
             acc += x * x
         rstd = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
         tl.store(rstd_ptr + r, rstd)
         # Pass 2: scale; the row was read a moment ago and is still in L2.
-        for start in range(0, n_cols, CHUNK):
+        for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
             cols = start + offs
             mask = cols < n_cols
             x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
@@ -186,6 +216,7 @@ def _rmsnorm_bwd_kernel(
     dx_row_stride,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
+    STAGES: tl.constexpr,
 ):
     # Program p walks row tiles p, p + G, ... and sums dy·x̂ over its rows into partial row p.
     pid = tl.program_id(0)
@@ -193,7 +224,7 @@ def _rmsnorm_bwd_kernel(
     col_ok = cols < n_cols
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     dw_acc = tl.zeros((BLOCK_N,), tl.float32)
-    for tile in range(pid, tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+    for tile in tl.range(pid, tl.cdiv(n_rows, ROWS), tl.num_programs(0), num_stages=STAGES):
         rows = tl.cast(tile, tl.int64) * ROWS + tl.arange(0, ROWS)
         row_ok = rows < n_rows
         mask = row_ok[:, None] & col_ok[None, :]
@@ -223,6 +254,7 @@ def _rmsnorm_bwd_row_stats_kernel(
     dy_row_stride,
     CHUNK: tl.constexpr,
     PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
+    STAGES: tl.constexpr,
 ):
     # Long rows, step 1: per row c1 = mean(g·x̂), streamed over chunks.
     offs = tl.arange(0, CHUNK)
@@ -230,7 +262,7 @@ def _rmsnorm_bwd_row_stats_kernel(
         r = tl.cast(row, tl.int64)
         rstd = tl.load(rstd_ptr + r)
         acc = tl.zeros((CHUNK,), tl.float32)
-        for start in range(0, n_cols, CHUNK):
+        for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
             cols = start + offs
             mask = cols < n_cols
             x = tl.load(x_ptr + r * x_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
@@ -255,6 +287,7 @@ def _rmsnorm_bwd_tiled_kernel(
     dy_row_stride,
     dx_row_stride,
     CHUNK: tl.constexpr,
+    STAGES: tl.constexpr,
 ):
     # Long rows, step 2: program (p, j) walks rows p, p + G, ... over column chunk j, writing dx and
     # partial row p of dw for that chunk.
@@ -263,7 +296,7 @@ def _rmsnorm_bwd_tiled_kernel(
     col_ok = cols < n_cols
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     dw_acc = tl.zeros((CHUNK,), tl.float32)
-    for row in range(pid_m, n_rows, tl.num_programs(0)):
+    for row in tl.range(pid_m, n_rows, tl.num_programs(0), num_stages=STAGES):
         r = tl.cast(row, tl.int64)
         rstd = tl.load(rstd_ptr + r)
         c1 = tl.load(c1_ptr + r)
@@ -295,7 +328,7 @@ _rmsnorm_fwd_tuned = triton.autotune(
 )(_rmsnorm_fwd_kernel)
 # The backward holds ~4 row-sized values per thread: aim lower, 8-16 each.
 _rmsnorm_bwd_tuned = triton.autotune(
-    configs=_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune(8, 16)}
+    configs=_bwd_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune(8, 16)}
 )(_rmsnorm_bwd_kernel)
 _rmsnorm_fwd_looped_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(_rmsnorm_fwd_looped_kernel)
 _rmsnorm_bwd_row_stats_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(_rmsnorm_bwd_row_stats_kernel)
@@ -369,7 +402,7 @@ def _fwd(x: torch.Tensor, w: torch.Tensor, eps: float, path: str) -> tuple[torch
     else:
         n_sm = _num_sms(x)
         grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
-        _launch(_rmsnorm_fwd_looped_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1})
+        _launch(_rmsnorm_fwd_looped_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1, "STAGES": 2})
     return y.view(x.shape), rstd
 
 
@@ -395,12 +428,14 @@ def _bwd(
         n_parts = min(n_rows, BWD_PROGS_PER_SM * n_sm)
         dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
         args = (x2, w, dy2, rstd, dx, dw_part, n_rows, n_cols, x2.stride(0), dy2.stride(0), dx.stride(0))
-        _launch(_rmsnorm_bwd_tuned, (n_parts,), args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
+        _launch(
+            _rmsnorm_bwd_tuned, (n_parts,), args, {"ROWS": _INTERPRETER_ROWS, "STAGES": 2}, BLOCK_N=_block_n(n_cols)
+        )
     else:
         c1 = torch.empty(n_rows, dtype=torch.float32, device=x.device)
         grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
         args = (x2, w, dy2, rstd, c1, n_rows, n_cols, x2.stride(0), dy2.stride(0))
-        _launch(_rmsnorm_bwd_row_stats_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1})
+        _launch(_rmsnorm_bwd_row_stats_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1, "STAGES": 2})
         # Row groups: enough (row group × column chunk) programs for ~4 per SM even at the widest chunk
         # any config takes, never more groups than rows. Every config then writes the same partial rows.
         max_chunk = _INTERPRETER_CHUNK if _interpreting() else max(c.kwargs["CHUNK"] for c in _tiled_bwd_configs())
@@ -408,7 +443,7 @@ def _bwd(
         dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
         args = (x2, w, dy2, rstd, c1, dx, dw_part, n_rows, n_cols, x2.stride(0), dy2.stride(0), dx.stride(0))
         grid = lambda meta: (n_parts, triton.cdiv(n_cols, meta["CHUNK"]))
-        _launch(_rmsnorm_bwd_tiled_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK})
+        _launch(_rmsnorm_bwd_tiled_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "STAGES": 2})
     return dx.view(x.shape), _reduce_partials(dw_part, w)
 
 

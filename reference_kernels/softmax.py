@@ -12,7 +12,8 @@ Programs → data:
 - stage 3: stage 2's kernels while a row fits the register budget; past it a looped kernel: persistent
   programs walk rows, and per row pass 1 streams column chunks keeping a running max ``m`` and sum ``s``
   (``s ← s·e^(m−m') + Σ e^(x−m')``, one exp per element), pass 2 re-reads the chunks, which a row-sized
-  working set per program keeps in L2, and writes ``e^(x−m)/s``.
+  working set per program keeps in L2, and writes ``e^(x−m)/s``. Chunk loops may be software-pipelined
+  (``STAGES``): the next chunk streams into shared memory while the current one is reduced.
 
 Bytes: the forward reads x once and writes y once (``2·M·N·size``); eager PyTorch does the same in one
 kernel on CUDA but at ~25 % of copy bandwidth at 16384×8192 bf16 (NOTES.md). The backward reads y and dy
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from typing import Any
 
 import torch
@@ -37,10 +37,11 @@ import triton.language as tl
 from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
 
 # Whole-row kernels keep the row in registers as fp32: 32768 columns over 16 warps (512 threads) is 64
-# values per thread, the most that fits before the compiler spills. Stages 1 and 2 stop there.
+# values per thread, the most the forward holds unspilled (ptxas -v, sm_90: 116 registers). Stages 1
+# and 2 stop there.
 ONE_BLOCK_MAX_COLS = 32768
 # Stage 3 switches to the looped kernels past these: the backward holds two rows (y and dy) per thread,
-# so its budget is half the forward's.
+# so its budget is half the forward's (at 32768 columns it spills 28 bytes per thread, ptxas -v).
 FWD_ONE_BLOCK_MAX_COLS = 32768
 BWD_ONE_BLOCK_MAX_COLS = 16384
 # Smallest block: tl.arange needs a power of two, and 16 lanes keep 128-bit accesses possible.
@@ -49,12 +50,12 @@ MIN_BLOCK_N = 16
 # fixed config per kernel, chosen small so that masks, multi-row tiles and chunk loops are all exercised.
 _INTERPRETER_SMS = 2
 _INTERPRETER_ROWS = 2
-_INTERPRETER_CHUNK = 2048
+_INTERPRETER_LOOPED = {"CHUNK": 2048, "PROGS_PER_SM": 1, "STAGES": 2}
 _SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+    return bool(triton.knobs.runtime.interpret)
 
 
 @functools.cache
@@ -91,16 +92,20 @@ def _prune_one_block(configs: list[triton.Config], named_args: dict, **kwargs: A
 def _looped_configs() -> list[triton.Config]:
     # CHUNK / (32·num_warps) = 16-32 values per thread per chunk. PROGS_PER_SM 1 keeps one row per SM in
     # flight (132 rows × 256 KB at 131072 bf16 columns = 33 MB, inside the 50 MB L2, so pass 2 hits);
-    # 2 overlaps one program's reductions and exps with the other's loads, which shorter rows afford.
+    # 2 overlaps one program's reductions and exps with the other's loads. STAGES > 1 has the compiler
+    # prefetch the next chunk into shared memory (cp.async) while the current one is reduced: the way to
+    # keep HBM busy with one program per SM (8-32 KB of shared memory per stage).
     return [
-        triton.Config({"CHUNK": c, "PROGS_PER_SM": p}, num_warps=w)
-        for (c, w, p) in (
-            (4096, 8, 2),
-            (8192, 8, 2),
-            (8192, 16, 1),
-            (8192, 16, 2),
-            (16384, 16, 1),
-            (16384, 16, 2),
+        triton.Config({"CHUNK": c, "PROGS_PER_SM": p, "STAGES": s}, num_warps=w)
+        for (c, w, p, s) in (
+            (4096, 8, 2, 1),
+            (8192, 16, 1, 1),
+            (8192, 16, 2, 1),
+            (16384, 16, 1, 1),
+            (4096, 8, 1, 3),
+            (8192, 8, 2, 2),
+            (8192, 16, 1, 2),
+            (16384, 16, 1, 2),
         )
     ]
 
@@ -181,6 +186,7 @@ def _softmax_fwd_looped_kernel(
     y_row_stride,
     CHUNK: tl.constexpr,
     PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
+    STAGES: tl.constexpr,
 ):
     # Stage 3, long rows: persistent programs take rows pid, pid + P, ...
     offs = tl.arange(0, CHUNK)
@@ -189,7 +195,7 @@ def _softmax_fwd_looped_kernel(
         y_row = y_ptr + tl.cast(row, tl.int64) * y_row_stride
         m = tl.full((), float("-inf"), tl.float32)
         s = tl.zeros((), tl.float32)
-        for start in range(0, n_cols, CHUNK):
+        for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
             cols = start + offs
             x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
             m_new = tl.maximum(m, tl.max(x, axis=0))
@@ -197,7 +203,7 @@ def _softmax_fwd_looped_kernel(
             s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
             m = m_new
         inv_s = 1.0 / s
-        for start in range(0, n_cols, CHUNK):
+        for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
             cols = start + offs
             mask = cols < n_cols
             x = tl.load(x_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
@@ -216,18 +222,19 @@ def _softmax_bwd_looped_kernel(
     dx_row_stride,
     CHUNK: tl.constexpr,
     PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
+    STAGES: tl.constexpr,
 ):
     offs = tl.arange(0, CHUNK)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         r = tl.cast(row, tl.int64)
         dot = tl.zeros((), tl.float32)
-        for start in range(0, n_cols, CHUNK):
+        for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
             cols = start + offs
             mask = cols < n_cols
             y = tl.load(y_ptr + r * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
             dy = tl.load(dy_ptr + r * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
             dot += tl.sum(y * dy, axis=0)
-        for start in range(0, n_cols, CHUNK):
+        for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
             cols = start + offs
             mask = cols < n_cols
             y = tl.load(y_ptr + r * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
@@ -305,7 +312,7 @@ def _fwd(x: torch.Tensor, path: str) -> torch.Tensor:
     else:
         n_sm = _num_sms(x)
         grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
-        _launch(_softmax_fwd_looped_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1})
+        _launch(_softmax_fwd_looped_tuned, grid, args, _INTERPRETER_LOOPED)
     return y.view(x.shape)
 
 
@@ -335,7 +342,7 @@ def _bwd(y: torch.Tensor, dy: torch.Tensor, path: str) -> torch.Tensor:
     else:
         n_sm = _num_sms(y)
         grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
-        _launch(_softmax_bwd_looped_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1})
+        _launch(_softmax_bwd_looped_tuned, grid, args, _INTERPRETER_LOOPED)
     return dx.view(y.shape)
 
 

@@ -17,7 +17,6 @@ non-contiguous inputs are copied once.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
@@ -33,7 +32,7 @@ _SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+    return bool(triton.knobs.runtime.interpret)
 
 
 def _configs() -> list[triton.Config]:

@@ -18,7 +18,6 @@ inputs are copied once to contiguous memory.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
@@ -36,7 +35,7 @@ _SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+    return bool(triton.knobs.runtime.interpret)
 
 
 def _configs() -> list[triton.Config]:
