@@ -1,0 +1,210 @@
+"""Run one Python block of the skill bundle, then compile every kernel it launched for a real GPU target.
+
+Usage: ``TRITON_INTERPRET=1 python snippet_harness.py run block.py launches.json`` for one block, or
+``run-many jobs.json 2 300`` for many (each block in its own forked child of a process that imported
+torch and triton once); then, with the interpreter off, ``python snippet_harness.py compile plan.json``
+(prints the errors per block as JSON).
+
+1. The block runs as a script under the Triton interpreter (CPU tensors). Each kernel launch is recorded:
+   the kernel's name and, per parameter, a tensor's dtype or a scalar's type or a constexpr's value.
+2. The interpreter accepts code the compiler rejects (``break``, ``tl.exp`` on fp16, ...), so the block's
+   definitions are executed again in a fresh process with the interpreter off (the interpreter patches
+   ``triton.language`` while it runs) and each recorded kernel is compiled ahead of time for sm_90
+   (``triton.compile`` with a ``GPUTarget``; no GPU needed). A failure names the kernel.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import inspect
+import json
+import os
+import runpy
+import signal
+import sys
+import time
+import traceback
+
+_PTR = {
+    "torch.float32": "*fp32",
+    "torch.float16": "*fp16",
+    "torch.bfloat16": "*bf16",
+    "torch.float64": "*fp64",
+    "torch.int64": "*i64",
+    "torch.int32": "*i32",
+    "torch.int16": "*i16",
+    "torch.int8": "*i8",
+    "torch.uint8": "*u8",
+    "torch.bool": "*i1",
+}
+
+
+def _describe(value: object) -> tuple[str, str | None, object]:
+    """(kind, Triton type, value): the value is what a constexpr parameter compiles with."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return ("ptr", _PTR[str(value.dtype)], None)
+    if isinstance(value, bool):
+        return ("scalar", "i1", value)
+    if isinstance(value, int):
+        return ("scalar", "i32" if -(2**31) <= value < 2**31 else "i64", value)
+    if isinstance(value, float):
+        return ("scalar", "fp32", value)
+    if value is None or isinstance(value, str):
+        return ("value", None, value)
+    return ("value", None, repr(value))
+
+
+def record_launches() -> list[tuple[str, dict[str, tuple[str, str | None, object]]]]:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    launches: list[tuple[str, dict[str, tuple[str, str | None, object]]]] = []
+    original = InterpretedFunction.run
+
+    def run(self, *args, grid, warmup, **kwargs):
+        params = inspect.signature(self.fn).parameters
+        bound = inspect.signature(self.fn).bind_partial(*args, **{k: v for k, v in kwargs.items() if k in params})
+        bound.apply_defaults()
+        launches.append((self.fn.__name__, {k: _describe(v) for k, v in bound.arguments.items()}))
+        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    InterpretedFunction.run = run
+    return launches
+
+
+def definitions_only(path: str) -> object:
+    """The block's imports, functions, classes and assignments, compiled with its own file and lines."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), filename=path)
+    keep = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+    namespace: dict[str, object] = {"__name__": "__snippet_definitions__", "__file__": path}
+    for node in tree.body:
+        if not isinstance(node, keep):
+            continue
+        code = compile(ast.Module(body=[node], type_ignores=[]), path, "exec")
+        # An assignment that launches a kernel or needs a GPU is not a definition: skip it.
+        with contextlib.suppress(Exception):
+            exec(code, namespace)
+    return namespace
+
+
+def compile_kernels(path: str, launches: list[tuple[str, dict[str, tuple[str, str | None, object]]]]) -> list[str]:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction
+
+    namespace = definitions_only(path)
+    errors: list[str] = []
+    done: set[str] = set()
+    for name, args in launches:
+        key = repr((name, sorted(args.items())))
+        if key in done:
+            continue
+        done.add(key)
+        kernel = namespace.get(name)
+        while kernel is not None and not isinstance(kernel, JITFunction):
+            kernel = getattr(kernel, "fn", None)
+        if kernel is None:
+            errors.append(f"kernel {name}: not defined at the top level of the block")
+            continue
+        signature: dict[str, str] = {}
+        constexprs: dict[str, object] = {}
+        for param in kernel.params:
+            kind, ty, value = args.get(param.name, ("value", None, None))
+            if param.is_constexpr:
+                signature[param.name] = "constexpr"
+                constexprs[param.name] = value
+            elif kind in ("ptr", "scalar"):
+                signature[param.name] = str(ty)
+            else:
+                signature[param.name] = "constexpr"  # None passed for an optional argument
+                constexprs[param.name] = value
+        try:
+            source = ASTSource(kernel, signature=signature, constexprs=constexprs)
+            triton.compile(source, target=GPUTarget("cuda", 90, 32))
+        except Exception as exc:  # report every kernel, not only the first
+            lines = str(exc).strip().splitlines()
+            errors.append(f"kernel {name} does not compile for sm_90: {lines[-1] if lines else exc!r}")
+    return errors
+
+
+def run_many(jobs: list[dict[str, str]], parallel: int, timeout_s: float) -> dict[str, dict[str, object]]:
+    """Run blocks in forked children of this process (torch and triton imported once, before forking).
+
+    Each job is {"script", "launches", "log"}; each child runs one block as ``__main__`` with its
+    output sent to ``log`` and writes the recorded launches. Returns script -> {"rc", "log"}.
+    """
+    import torch  # noqa: F401 - imported once here so that every child starts with it loaded
+    import triton  # noqa: F401
+
+    pending = list(jobs)
+    running: dict[int, tuple[dict[str, str], float]] = {}
+    results: dict[str, dict[str, object]] = {}
+    while pending or running:
+        while pending and len(running) < parallel:
+            job = pending.pop(0)
+            pid = os.fork()
+            if pid == 0:  # the child: one block, then exit without running the parent's cleanup
+                code = 1
+                try:
+                    fd = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                    os.dup2(fd, 1)
+                    os.dup2(fd, 2)
+                    sys.argv = [job["script"]]
+                    launches = record_launches()
+                    runpy.run_path(job["script"], run_name="__main__")
+                    with open(job["launches"], "w", encoding="utf-8") as f:
+                        json.dump(launches, f)
+                    code = 0
+                except BaseException:
+                    traceback.print_exc()
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+            running[pid] = (job, time.monotonic())
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            for child, (job, started) in list(running.items()):
+                if time.monotonic() - started > timeout_s:
+                    os.kill(child, signal.SIGKILL)
+                    results[job["script"]] = {"rc": "timeout", "log": job["log"]}
+            time.sleep(0.02)  # waiting for children; nothing to do meanwhile
+            continue
+        job, _ = running.pop(pid)
+        if job["script"] not in results:
+            results[job["script"]] = {"rc": os.waitstatus_to_exitcode(status), "log": job["log"]}
+    return results
+
+
+def main(argv: list[str]) -> int:
+    if argv[0] == "run":  # run BLOCK LAUNCHES_JSON, under TRITON_INTERPRET=1
+        launches = record_launches()
+        runpy.run_path(argv[1], run_name="__main__")
+        with open(argv[2], "w", encoding="utf-8") as f:
+            json.dump(launches, f)
+        return 0
+    if argv[0] == "run-many":  # run-many JOBS_JSON PARALLEL TIMEOUT_S, under TRITON_INTERPRET=1
+        with open(argv[1], encoding="utf-8") as f:
+            jobs = json.load(f)
+        print(json.dumps(run_many(jobs, int(argv[2]), float(argv[3]))))
+        return 0
+    if argv[0] == "compile":  # compile PLAN_JSON ({block id: [path, launches]}), interpreter off
+        if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+            raise SystemExit("compile runs with the interpreter off (TRITON_INTERPRET=0)")
+        with open(argv[1], encoding="utf-8") as f:
+            plan = json.load(f)
+        results = {
+            block: compile_kernels(path, [(n, dict(a)) for n, a in launches])
+            for block, (path, launches) in plan.items()
+        }
+        print(json.dumps(results))
+        return 0
+    raise SystemExit(f"unknown command {argv[0]!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
