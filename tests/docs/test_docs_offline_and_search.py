@@ -113,8 +113,6 @@ def test_search_ranks_a_fetched_web_page_and_gives_its_url(docs_site, tmp_path: 
     assert hit.url == docs_site.base_url + "flaky.html"
     section = search("padding block pointers quokkaword", 3, cache_dir=tmp_path).hits
     assert section[0].page == "web/python-api/generated/triton.language.load.md"
-    padding = next(
-        h for h in search("Notes on padding", 5, cache_dir=tmp_path).hits if h.page.startswith("web/")
-    )
+    padding = next(h for h in search("Notes on padding", 5, cache_dir=tmp_path).hits if h.page.startswith("web/"))
     assert padding.url.endswith("triton.language.load.html#notes-on-padding")
     assert padding.version_note and "3.1.0" in padding.version_note

@@ -128,9 +128,7 @@ def test_unreachable_site_falls_back_to_the_installed_reference(tmp_path: Path) 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    report = sync(
-        tmp_path, base_url=f"http://127.0.0.1:{port}/main/", pages=PAGES, include_installed=False, **FAST
-    )
+    report = sync(tmp_path, base_url=f"http://127.0.0.1:{port}/main/", pages=PAGES, include_installed=False, **FAST)
     assert report.ok and report.offline
     assert report.installed_pages > 100 and report.sections_indexed > 0
     assert "installed Triton" in report.notes[0]

@@ -85,12 +85,14 @@ def test_the_bundle_has_runnable_python_blocks() -> None:
     assert len(RUNNABLE) >= 8, [b.label for b in BLOCKS]
 
 
+@pytest.mark.slow  # all blocks run once per session, ~25 s on two cores
 @pytest.mark.parametrize("block", RUNNABLE, ids=lambda b: b.label)
 def test_python_block_runs_under_the_interpreter(outcomes: dict, block: Block) -> None:
     failure, _ = outcomes[block.label]
     assert not failure, f"{block.label} failed under TRITON_INTERPRET=1:\n{failure}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", RUNNABLE, ids=lambda b: b.label)
 def test_kernels_of_python_block_compile_for_sm90(outcomes: dict, block: Block) -> None:
     failure, errors = outcomes[block.label]

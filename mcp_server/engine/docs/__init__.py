@@ -184,9 +184,7 @@ async def sync_async(
         )
     elif failed:
         notes.append(f"{len(failed)} page(s) failed; a previous copy, where there was one, is kept.")
-    counts = Counter(
-        e.version_note for e in entries.values() if e.source is PageSource.web and e.version_note
-    )
+    counts = Counter(e.version_note for e in entries.values() if e.source is PageSource.web and e.version_note)
     version_notes = [f"{n} page(s): {note}" for note, n in counts.most_common()]
     return SyncReport(
         ok=sections > 0,
@@ -205,15 +203,46 @@ async def sync_async(
     )
 
 
-def sync(dest: Path | None = None, **options: object) -> SyncReport:
-    """Blocking form of :func:`sync_async` (same options), safe to call with or without a running loop."""
+def sync(
+    dest: Path | None = None,
+    *,
+    base_url: str = DEFAULT_BASE_URL,
+    pages: Sequence[DocPage] = DEFAULT_PAGES,
+    client_factory: ClientFactory | None = None,
+    concurrency: int = 4,
+    timeout_s: float = 20.0,
+    retries: int = 3,
+    backoff_s: float = 0.5,
+    include_installed: bool = True,
+    max_pages: int = 800,
+) -> SyncReport:
+    """Blocking form of :func:`sync_async` (same arguments, same report), for the CLI and scripts.
+
+    Safe with or without a running event loop: inside one, the sync runs on a worker thread.
+    """
+
+    def run() -> SyncReport:
+        return asyncio.run(
+            sync_async(
+                dest,
+                base_url=base_url,
+                pages=pages,
+                client_factory=client_factory,
+                concurrency=concurrency,
+                timeout_s=timeout_s,
+                retries=retries,
+                backoff_s=backoff_s,
+                include_installed=include_installed,
+                max_pages=max_pages,
+            )
+        )
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(sync_async(dest, **options))  # type: ignore[arg-type]
-    # Inside an event loop (an async caller): run the sync on a worker thread with a loop of its own.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(lambda: asyncio.run(sync_async(dest, **options))).result()  # type: ignore[arg-type]
+        return run()
+    with ThreadPoolExecutor(max_workers=1) as pool:  # an async caller: its loop cannot be re-entered
+        return pool.submit(run).result()
 
 
 def build_offline(dest: Path | None = None) -> SyncReport:
@@ -279,18 +308,14 @@ def search(query: str, k: int = 8, *, cache_dir: Path | None = None) -> DocSearc
         )
     elif manifest.installed_triton != installed:
         build_offline(cache_dir)
-        notes.append(
-            f"Installed Triton changed ({manifest.installed_triton} → {installed}): rebuilt its reference."
-        )
+        notes.append(f"Installed Triton changed ({manifest.installed_triton} → {installed}): rebuilt its reference.")
     elif index_version(cache_dir) is None:
         build_index(cache_dir, manifest)
         notes.append("The search index was missing or unreadable: rebuilt it.")
     hits = query_index(cache_dir, query, k)
     if not hits:
         notes.append("No section matched; try an API name (tl.load, triton.autotune) or fewer words.")
-    return DocSearchResult(
-        ok=True, query=query, hits=hits, cache_dir=str(cache_dir), built_cache=built, notes=notes
-    )
+    return DocSearchResult(ok=True, query=query, hits=hits, cache_dir=str(cache_dir), built_cache=built, notes=notes)
 
 
 def _write_installed(dest: Path) -> dict[str, PageEntry]:

@@ -124,9 +124,7 @@ class PageFetcher:
         )
         return FetchOutcome(url, entry=entry)
 
-    async def _get(
-        self, url: str, headers: dict[str, str]
-    ) -> tuple[httpx.Response | None, PageFailure | None]:
+    async def _get(self, url: str, headers: dict[str, str]) -> tuple[httpx.Response | None, PageFailure | None]:
         """GET with retries on connection errors, timeouts, 5xx and 429; other 4xx fail at once."""
         error = ""
         status: int | None = None

@@ -76,9 +76,7 @@ def convert(html: str, url: str, *, follow: str | None = None) -> ConvertedPage:
     )
     markdown = re.sub(r"[ \t]+\n", "\n", markdown)
     markdown = re.sub(r"\n{3,}", "\n\n", markdown).strip() + "\n"
-    return ConvertedPage(
-        title=title or url.rsplit("/", 1)[-1], markdown=markdown, links=links, version=version
-    )
+    return ConvertedPage(title=title or url.rsplit("/", 1)[-1], markdown=markdown, links=links, version=version)
 
 
 def discover_links(soup: BeautifulSoup, page_url: str, prefix_url: str | None) -> list[str]:

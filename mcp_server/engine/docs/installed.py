@@ -192,9 +192,7 @@ def _libdevice_page(version: str) -> InstalledPage:
         lines.append("This Triton build has no libdevice module.")
         names: list[str] = []
     else:
-        names = [
-            n for n in sorted(dir(libdevice)) if not n.startswith("_") and callable(getattr(libdevice, n))
-        ]
+        names = [n for n in sorted(dir(libdevice)) if not n.startswith("_") and callable(getattr(libdevice, n))]
         lines.append(
             "Math functions beyond `tl.*`, imported with `from triton.language.extra import libdevice` and "
             "called inside a kernel as `libdevice.<name>(x)`. Each name dispatches on the argument's dtype "
