@@ -12,6 +12,8 @@ LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 INLINE_CODE = re.compile(r"`[^`\n]*`")
 REFERENCE_KERNEL = re.compile(r"reference_kernels/(\w+)\.py")
 TRIGGERS = ("triton", "convert to triton", "gpu kernel", "pytorch to triton", "audit triton", "review kernel")
+# Hyphenated names in backticks that are not static-audit rule ids: prompts, a device name, a page source.
+NOT_RULE_IDS = ("pytorch-to-triton", "audit-triton", "cpu-interpreter", "installed-triton")
 MCP_TOOLS = (
     "device_info",
     "compile_kernel",
@@ -99,3 +101,27 @@ def test_every_reference_file_has_its_stage_guides() -> None:
 def test_every_fenced_block_names_its_language() -> None:
     unlabeled = [f"{b.file.name}:{b.line}" for p in markdown_files() for b in fenced_blocks(p) if not b.language]
     assert not unlabeled, unlabeled
+
+
+def test_audit_guide_covers_every_finding_kind_and_only_real_ones() -> None:
+    from mcp_server.models import FindingKind
+
+    text = (BUNDLE / "references" / "audit.md").read_text(encoding="utf-8")
+    table = [line for line in text.splitlines() if line.startswith("| `")]
+    named = {kind for line in table for kind in re.findall(r"`([a-z_]+)`", line.split("|")[1])}
+    real = {k.value for k in FindingKind}
+    assert named <= real, sorted(named - real)
+    assert real <= named, f"finding kinds missing from the audit guide's table: {sorted(real - named)}"
+
+
+def test_audit_rule_ids_named_in_the_bundle_exist() -> None:
+    from mcp_server.engine.audit.static_rules import RULES_BY_ID
+
+    named = {
+        rule
+        for path in markdown_files()
+        for rule in re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`", path.read_text(encoding="utf-8"))
+        if rule not in NOT_RULE_IDS
+    }
+    assert len(named) >= 10
+    assert named <= set(RULES_BY_ID), sorted(named - set(RULES_BY_ID))
