@@ -22,15 +22,23 @@ hit L2). Unfused attention also writes and reads the S×S score and probability 
 ``+ ~4 · B·H·S² · bytes``, which is 64× the fused traffic at S=4096, D=64. FLOPs: ``4·B·H·S²·D``
 (two matmuls), half of it when causal.
 
+Backward (all stages share it, FlashAttention-2 style): the forward also writes the base-2 row
+log-sum-exp ``lse`` when gradients are needed, so ``P = exp2(Q Kᵀ·scale·log2 e − lse)`` is rebuilt
+block by block and never stored. ``delta = rowsum(O ∘ dO)``; one kernel per key block accumulates
+``dV = Pᵀ dO`` and ``dK = scale · (P ∘ (dO Vᵀ − delta))ᵀ Q`` over the query blocks that see it, one kernel
+per query block accumulates ``dQ`` over its key blocks — no atomics. It reads Q, K, V, O, dO (K, V
+once per query block they meet) and writes dQ, dK, dV.
+
 Limits: q, k, v of one shape [batch, heads, seq, head_dim] (self-attention lengths), fp16 or bf16,
-head_dim a power of two in 16…128, any strides (the TMA path needs contiguous inputs and sm_90+).
-Forward only.
+head_dim a power of two in 16…128, any strides (the TMA path needs contiguous inputs and sm_90+; the
+backward copies non-contiguous inputs once).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import torch
 import triton
@@ -71,6 +79,15 @@ _CONFIGS = [
     ]
 ]
 
+
+def _prune_configs(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
+    """Drop tiles whose fp32 accumulator exceeds 64 values per thread (BLOCK_M·head_dim / threads):
+    128×128 at 4 warps is 128 and spills (ptxas -v, sm_90: 40-440 bytes of spill stores)."""
+    d = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))
+    kept = [c for c in configs if c.kwargs["BLOCK_M"] * d <= 64 * 32 * c.num_warps]
+    return kept or configs
+
+
 # The interpreter cannot autotune (no timer) and is slow on big tiles: one small config whose BLOCK_M
 # is twice BLOCK_N, so the diagonal split, the tail block and several blocks per row all run.
 _INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 16}
@@ -108,13 +125,13 @@ def _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale, mask, APPLY_MASK: tl.co
 
 @triton.jit
 def _attn_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr,
+    q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
     sm_scale, H, N_CTX,
     stride_qb, stride_qh, stride_qs, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
     stride_vb, stride_vh, stride_vs, stride_vd,
     stride_ob, stride_oh, stride_os, stride_od,
-    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, STORE_LSE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
     """Stages 1-2: every key block masked (sequence tail, and the causal triangle when CAUSAL)."""
@@ -157,6 +174,9 @@ def _attn_fwd_kernel(
     acc = acc / l_i[:, None]
     o_ptrs = o_ptr + offs_m[:, None] * stride_os + offs_d[None, :] * stride_od
     tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=row_ok[:, None])
+    if STORE_LSE:
+        # Row log-sum-exp of the base-2 scaled scores: the backward rebuilds P as exp2(qk·scale − lse).
+        tl.store(lse_ptr + bh * N_CTX + offs_m, m_i + tl.log2(l_i), mask=row_ok)
 
 
 @triton.jit
@@ -211,13 +231,13 @@ def _attn_fwd_inner(
 
 @triton.jit
 def _attn_fwd_split_kernel(
-    q_src, k_src, v_src, o_ptr,
+    q_src, k_src, v_src, o_ptr, lse_ptr,
     sm_scale, H, N_CTX,
     stride_qb, stride_qh, stride_qs, stride_qd,
     stride_kb, stride_kh, stride_ks, stride_kd,
     stride_vb, stride_vh, stride_vs, stride_vd,
     stride_ob, stride_oh, stride_os, stride_od,
-    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, USE_DESC: tl.constexpr,
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, USE_DESC: tl.constexpr, STORE_LSE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
     """Stage 3: unmasked off-diagonal / in-sequence key blocks, masked diagonal / tail blocks only."""
@@ -276,9 +296,13 @@ def _attn_fwd_split_kernel(
     # into the next head's rows.
     o_ptrs = o_ptr + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_os + offs_d[None, :] * stride_od
     tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < N_CTX)
+    if STORE_LSE:
+        tl.store(lse_ptr + bh * N_CTX + offs_m, m_i + tl.log2(l_i), mask=offs_m < N_CTX)
 
 
-_attn_fwd_tuned = triton.autotune(configs=_CONFIGS, key=["N_CTX", "HEAD_DIM", "CAUSAL"])(_attn_fwd_kernel)
+_attn_fwd_tuned = triton.autotune(
+    configs=_CONFIGS, key=["N_CTX", "HEAD_DIM", "CAUSAL"], prune_configs_by={"early_config_prune": _prune_configs}
+)(_attn_fwd_kernel)
 
 
 def _set_descriptor_blocks(nargs: dict) -> None:
@@ -297,7 +321,130 @@ _attn_fwd_split_tuned = triton.autotune(
         for c in _CONFIGS
     ],
     key=["N_CTX", "HEAD_DIM", "CAUSAL", "USE_DESC"],
+    prune_configs_by={"early_config_prune": _prune_configs},
 )(_attn_fwd_split_kernel)
+
+
+# Backward kernels (shared by every stage). They read contiguous [B, H, S, D] tensors: head bh starts at
+# element bh·S·D and rows are D apart, which the autograd backward guarantees with .contiguous().
+
+
+@triton.jit
+def _attn_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """delta[i] = Σ_d O[i,d]·dO[i,d], which equals Σ_j P[i,j]·dP[i,j], the row term of the softmax backward."""
+    bh = tl.program_id(1).to(tl.int64)
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < N_CTX
+    tile = bh * N_CTX * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    # other=0: padded rows are not stored.
+    o = tl.load(o_ptr + tile, mask=row_ok[:, None], other=0.0).to(tl.float32)
+    do = tl.load(do_ptr + tile, mask=row_ok[:, None], other=0.0).to(tl.float32)
+    tl.store(delta_ptr + bh * N_CTX + offs_m, tl.sum(o * do, 1), mask=row_ok)
+
+
+@triton.jit
+def _attn_bwd_dkdv_kernel(
+    q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, delta_ptr,
+    sm_scale, N_CTX,
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """dK, dV of BLOCK_N keys: stream the query blocks that see them, rebuilding Pᵀ from the saved lse.
+
+    dV = Pᵀ dO,  dPᵀ = V dOᵀ,  dSᵀ = Pᵀ ∘ (dPᵀ − delta),  dK = scale · dSᵀ Q.
+    """
+    bh = tl.program_id(1).to(tl.int64)
+    start_n = tl.program_id(0) * BLOCK_N
+    head = bh * N_CTX * HEAD_DIM
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    key_ok = offs_n < N_CTX
+    kv_tile = head + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+    # other=0: padded keys get P = 0 below and are not stored.
+    k = tl.load(k_ptr + kv_tile, mask=key_ok[:, None], other=0.0)
+    v = tl.load(v_ptr + kv_tile, mask=key_ok[:, None], other=0.0)
+    dk = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
+    dv = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+    lo = 0
+    if CAUSAL:
+        lo = (start_n // BLOCK_M) * BLOCK_M  # earlier queries see none of these keys
+    for start_m in range(lo, N_CTX, BLOCK_M):
+        offs_m = start_m + tl.arange(0, BLOCK_M)
+        row_ok = offs_m < N_CTX
+        q_tile = head + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+        # other=0: padded query rows get P = 0 below.
+        q = tl.load(q_ptr + q_tile, mask=row_ok[:, None], other=0.0)
+        do = tl.load(do_ptr + q_tile, mask=row_ok[:, None], other=0.0)
+        lse = tl.load(lse_ptr + bh * N_CTX + offs_m, mask=row_ok, other=0.0)
+        delta = tl.load(delta_ptr + bh * N_CTX + offs_m, mask=row_ok, other=0.0)
+        keep = key_ok[:, None] & row_ok[None, :]
+        if CAUSAL:
+            keep = keep & (offs_m[None, :] >= offs_n[:, None])
+        # A select, not a multiply: exp2 of a masked entry may overflow to inf.
+        p_t = tl.where(keep, tl.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :]), 0.0)
+        dv = tl.dot(p_t.to(do.dtype), do, dv)
+        dp_t = tl.dot(v, tl.trans(do))
+        ds_t = p_t * (dp_t - delta[None, :])
+        dk = tl.dot(ds_t.to(q.dtype), q, dk)
+    tl.store(dk_ptr + kv_tile, (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=key_ok[:, None])
+    tl.store(dv_ptr + kv_tile, dv.to(dv_ptr.dtype.element_ty), mask=key_ok[:, None])
+
+
+@triton.jit
+def _attn_bwd_dq_kernel(
+    q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_ptr,
+    sm_scale, N_CTX,
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """dQ of BLOCK_M queries: dP = dO Vᵀ, dS = P ∘ (dP − delta), dQ = scale · dS K."""
+    bh = tl.program_id(1).to(tl.int64)
+    start_m = tl.program_id(0) * BLOCK_M
+    head = bh * N_CTX * HEAD_DIM
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < N_CTX
+    q_tile = head + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    # other=0: padded query rows get P = 0 below and are not stored.
+    q = tl.load(q_ptr + q_tile, mask=row_ok[:, None], other=0.0)
+    do = tl.load(do_ptr + q_tile, mask=row_ok[:, None], other=0.0)
+    lse = tl.load(lse_ptr + bh * N_CTX + offs_m, mask=row_ok, other=0.0)
+    delta = tl.load(delta_ptr + bh * N_CTX + offs_m, mask=row_ok, other=0.0)
+    dq = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+    hi = N_CTX
+    if CAUSAL:
+        hi = tl.minimum(start_m + BLOCK_M, N_CTX)
+    for start_n in range(0, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        key_ok = offs_n < N_CTX
+        kv_tile = head + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+        k = tl.load(k_ptr + kv_tile, mask=key_ok[:, None], other=0.0)
+        v = tl.load(v_ptr + kv_tile, mask=key_ok[:, None], other=0.0)
+        keep = row_ok[:, None] & key_ok[None, :]
+        if CAUSAL:
+            keep = keep & (offs_m[:, None] >= offs_n[None, :])
+        p = tl.where(keep, tl.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None]), 0.0)
+        dp = tl.dot(do, tl.trans(v))
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq)
+    tl.store(dq_ptr + q_tile, (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=row_ok[:, None])
+
+
+# Backward tiles: the dK/dV program holds two [BLOCK_N, HEAD_DIM] fp32 accumulators plus K and V, so
+# BLOCK_N 128 wants 8 warps and small query blocks; dQ holds one accumulator and streams K and V.
+_BWD_DKDV_CONFIGS = [
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=s, num_warps=w)
+    for (bm, bn, s, w) in [(32, 128, 3, 8), (64, 128, 2, 8), (64, 64, 3, 4)]
+]
+_BWD_DQ_CONFIGS = [
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=s, num_warps=w)
+    for (bm, bn, s, w) in [(128, 32, 3, 8), (128, 64, 2, 8), (64, 64, 3, 4)]
+]
+_attn_bwd_dkdv_tuned = triton.autotune(configs=_BWD_DKDV_CONFIGS, key=["N_CTX", "HEAD_DIM", "CAUSAL"])(
+    _attn_bwd_dkdv_kernel
+)
+_attn_bwd_dq_tuned = triton.autotune(configs=_BWD_DQ_CONFIGS, key=["N_CTX", "HEAD_DIM", "CAUSAL"])(_attn_bwd_dq_kernel)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -338,21 +485,30 @@ def _strides(*ts: torch.Tensor) -> tuple[int, ...]:
     return tuple(s for t in ts for s in t.stride())
 
 
-def _attention_stage12(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, tuned: bool) -> torch.Tensor:
+def _lse_buffer(q: torch.Tensor, store_lse: bool) -> torch.Tensor | None:
+    B, H, S, _ = q.shape
+    return torch.empty((B * H, S), dtype=torch.float32, device=q.device) if store_lse else None
+
+
+def _attention_stage12(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, tuned: bool, store_lse: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     B, H, S, D = q.shape
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = _lse_buffer(q, store_lse)
     if o.numel() == 0:
-        return o
-    args = (q, k, v, o, 1.0 / math.sqrt(D), H, S, *_strides(q, k, v, o))
+        return o, lse
+    args = (q, k, v, o, lse, 1.0 / math.sqrt(D), H, S, *_strides(q, k, v, o))
+    flags = {"HEAD_DIM": D, "CAUSAL": causal, "STORE_LSE": store_lse}
     grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)
     if not tuned:
         cfg = _INTERPRETER_CONFIG if _interpreting() else _STAGE1_CONFIG
-        _attn_fwd_kernel[grid](*args, HEAD_DIM=D, CAUSAL=causal, **cfg, num_warps=4, num_stages=2)
+        _attn_fwd_kernel[grid](*args, **flags, **cfg, num_warps=4, num_stages=2)
     elif _interpreting():
-        _attn_fwd_tuned.fn[grid](*args, HEAD_DIM=D, CAUSAL=causal, **_INTERPRETER_CONFIG)
+        _attn_fwd_tuned.fn[grid](*args, **flags, **_INTERPRETER_CONFIG)
     else:
-        _attn_fwd_tuned[grid](*args, HEAD_DIM=D, CAUSAL=causal)
-    return o
+        _attn_fwd_tuned[grid](*args, **flags)
+    return o, lse
 
 
 @functools.cache
@@ -370,12 +526,18 @@ def _descriptors_usable(*ts: torch.Tensor) -> bool:
 
 
 def _attention_stage3(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, use_desc: bool | None = None
-) -> torch.Tensor:
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool,
+    use_desc: bool | None = None,
+    store_lse: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     B, H, S, D = q.shape
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = _lse_buffer(q, store_lse)
     if o.numel() == 0:
-        return o
+        return o, lse
     if use_desc is None:
         use_desc = _descriptors_usable(q, k, v)
     elif use_desc and not _descriptors_usable(q, k, v):
@@ -385,15 +547,67 @@ def _attention_stage3(
         srcs = tuple(_TensorDescriptor.from_tensor(t.view(B * H * S, D), [16, D]) for t in (q, k, v))
     else:
         srcs = (q, k, v)
-    args = (*srcs, o, 1.0 / math.sqrt(D), H, S, *_strides(q, k, v, o))
-    flags = {"HEAD_DIM": D, "CAUSAL": causal, "USE_DESC": use_desc}
+    args = (*srcs, o, lse, 1.0 / math.sqrt(D), H, S, *_strides(q, k, v, o))
+    flags = {"HEAD_DIM": D, "CAUSAL": causal, "USE_DESC": use_desc, "STORE_LSE": store_lse}
     grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)
     if _interpreting():
         _set_descriptor_blocks({"q_src": srcs[0], "k_src": srcs[1], "v_src": srcs[2], **flags, **_INTERPRETER_CONFIG})
         _attn_fwd_split_tuned.fn[grid](*args, **flags, **_INTERPRETER_CONFIG)
     else:
         _attn_fwd_split_tuned[grid](*args, **flags)
-    return o
+    return o, lse
+
+
+def _attention_backward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    do: torch.Tensor,
+    causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    B, H, S, D = q.shape
+    q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    if q.numel() == 0:
+        return dq, dk, dv
+    delta = torch.empty_like(lse)
+    _attn_bwd_preprocess_kernel[(triton.cdiv(S, 64), B * H)](o, do, delta, S, HEAD_DIM=D, BLOCK_M=64)
+    sm_scale = 1.0 / math.sqrt(D)
+    flags = {"HEAD_DIM": D, "CAUSAL": causal}
+    dkdv_args = (q, k, v, do, dk, dv, lse, delta, sm_scale, S)
+    dq_args = (q, k, v, do, dq, lse, delta, sm_scale, S)
+    dkdv_grid = lambda meta: (triton.cdiv(S, meta["BLOCK_N"]), B * H)
+    dq_grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)
+    if _interpreting():
+        _attn_bwd_dkdv_tuned.fn[dkdv_grid](*dkdv_args, **flags, BLOCK_M=16, BLOCK_N=32)
+        _attn_bwd_dq_tuned.fn[dq_grid](*dq_args, **flags, BLOCK_M=32, BLOCK_N=16)
+    else:
+        _attn_bwd_dkdv_tuned[dkdv_grid](*dkdv_args, **flags)
+        _attn_bwd_dq_tuned[dq_grid](*dq_args, **flags)
+    return dq, dk, dv
+
+
+class _Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, stage: int) -> torch.Tensor:
+        # The row log-sum-exp is written only when a backward will need it.
+        store_lse = any(ctx.needs_input_grad[:3])
+        if stage == 3:
+            o, lse = _attention_stage3(q, k, v, causal, store_lse=store_lse)
+        else:
+            o, lse = _attention_stage12(q, k, v, causal, tuned=stage == 2, store_lse=store_lse)
+        if store_lse:
+            ctx.save_for_backward(q, k, v, o, lse)
+            ctx.causal = causal
+        return o
+
+    @staticmethod
+    def backward(ctx: Any, do: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = _attention_backward(q, k, v, o, lse, do, ctx.causal)
+        return dq, dk, dv, None, None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -402,21 +616,22 @@ def _attention_stage3(
 
 
 def attention_stage1(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
-    """softmax(q kᵀ/√d) v, one fixed tile, every block masked (stage 1)."""
+    """softmax(q kᵀ/√d) v, one fixed tile, every block masked (stage 1). Differentiable."""
     _check_inputs(q, k, v, causal)
-    return _attention_stage12(q, k, v, causal, tuned=False)
+    return _Attention.apply(q, k, v, causal, 1)
 
 
 def attention_stage2(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
-    """softmax(q kᵀ/√d) v, autotuned tiles (stage 2)."""
+    """softmax(q kᵀ/√d) v, autotuned tiles (stage 2). Differentiable."""
     _check_inputs(q, k, v, causal)
-    return _attention_stage12(q, k, v, causal, tuned=True)
+    return _Attention.apply(q, k, v, causal, 2)
 
 
 def attention_stage3(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
-    """softmax(q kᵀ/√d) v, mask only where needed, heavy-first causal order, TMA on Hopper (stage 3)."""
+    """softmax(q kᵀ/√d) v, mask only where needed, heavy-first causal order, TMA on Hopper (stage 3).
+    Differentiable."""
     _check_inputs(q, k, v, causal)
-    return _attention_stage3(q, k, v, causal)
+    return _Attention.apply(q, k, v, causal, 3)
 
 
 attention = attention_stage3
@@ -496,7 +711,7 @@ SPEC = KernelSpec(
     bytes_moved=_bytes_moved,
     flops=_flops,
     dims_of=_dims_of,
-    grad_inputs=(),
+    grad_inputs=(0, 1, 2),
     bar="≥ 90 % of torch SDPA's flash backend at seq ≥ 4096, fp16/bf16, head_dim 64 and 128",
     call_kwargs=lambda dims: {"causal": bool(dims.get("causal", 0))},
 )

@@ -83,7 +83,8 @@ _STAGE3_CONFIGS = [
     for (bm, bn, s, w) in [(128, 256, 3, 8), (128, 256, 4, 8), (128, 128, 4, 4), (128, 128, 4, 8)]
     for fl in (True, False)
     for sub in (True, False)
-    if not (sub and bn == 128 and w == 4)
+    # 128×256 at 4 stages fits shared memory only with the halved epilogue buffer (229 vs 262 KiB).
+    if not (sub and bn == 128 and w == 4) and not (not sub and bn == 256 and s == 4)
 ]
 
 # Under the interpreter (CPU, numpy) autotuning cannot time anything and big tiles are slow, so the
@@ -175,38 +176,68 @@ def _matmul_tiled_kernel(
 
 
 @triton.jit
-def _load_ab_tile(a_ptr, b_ptr, offs_am, offs_bn, k0, K, stride_am, stride_ak, stride_bk, stride_bn,
-                  BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr):  # fmt: skip
-    """One BLOCK_K slice of A rows ``offs_am`` and B columns ``offs_bn`` (rows/cols already in range)."""
-    offs_k = k0 + tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+def _ab_tile_pointers(a_ptr, b_ptr, pid_m, pid_n, M, stride_am, stride_ak, stride_bk, stride_bn,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
+    """Pointers to the first BLOCK_K slice of a tile's A rows and B columns.
+
+    The tile origin goes into the base pointers in 64-bit (row · stride passes 2^31 on big matrices);
+    offsets inside the tile stay 32-bit: per-element int64 offsets cost ~35 more registers per thread at
+    128×256 and push the gelu epilogue into spills (ptxas -v, sm_90). A rows past M are folded onto the
+    tile's row 0 — computed, then dropped by the store mask — so A loads need no row mask.
+    """
+    rows = tl.arange(0, BLOCK_M)
+    rows = tl.where(pid_m * BLOCK_M + rows < M, rows, 0)
+    cols = tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + pid_m.to(tl.int64) * BLOCK_M * stride_am + rows[:, None] * stride_am + ks[None, :] * stride_ak
+    b_ptrs = b_ptr + pid_n.to(tl.int64) * BLOCK_N * stride_bn + ks[:, None] * stride_bk + cols[None, :] * stride_bn
+    return a_ptrs, b_ptrs
+
+
+@triton.jit
+def _load_ab(a_ptrs, b_ptrs, k_left, n_left, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+             EVEN_K: tl.constexpr, EVEN_N: tl.constexpr):  # fmt: skip
+    """Load one BLOCK_K slice; ``k_left``/``n_left``: K and N remaining from this slice/tile origin.
+
+    B columns are masked, not folded like A rows: B is contiguous along N, and a folded tail would
+    break the contiguity the vectorised loads rely on. Mask-free when the tile divides the matrix.
+    """
+    ks = tl.arange(0, BLOCK_K)
+    cols = tl.arange(0, BLOCK_N)
+    # other=0: zeros in the K tail add nothing to the dot; zero columns past N are never stored.
     if EVEN_K:
         a = tl.load(a_ptrs)
-        b = tl.load(b_ptrs)
     else:
-        # other=0: the K tail contributes nothing to the dot product.
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < K, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < K, other=0.0)
+        a = tl.load(a_ptrs, mask=ks[None, :] < k_left, other=0.0)
+    if EVEN_K and EVEN_N:
+        b = tl.load(b_ptrs)
+    elif EVEN_N:
+        b = tl.load(b_ptrs, mask=ks[:, None] < k_left, other=0.0)
+    elif EVEN_K:
+        b = tl.load(b_ptrs, mask=cols[None, :] < n_left, other=0.0)
+    else:
+        b = tl.load(b_ptrs, mask=(ks[:, None] < k_left) & (cols[None, :] < n_left), other=0.0)
     return a, b
 
 
 @triton.jit
-def _tile_rows_cols(pid_m, pid_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Row/column indices of a tile, with out-of-range ones folded to 0.
+def _store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Masked store of one output tile (64-bit tile origin, 32-bit offsets inside it)."""
+    rows = tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    c_ptr += pid_m.to(tl.int64) * BLOCK_M * stride_cm + pid_n.to(tl.int64) * BLOCK_N * stride_cn
+    mask = (pid_m * BLOCK_M + rows[:, None] < M) & (pid_n * BLOCK_N + cols[None, :] < N)
+    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
-    Loading row 0 again instead of masking keeps the A/B loads mask-free along M and N (the rows are
-    computed and then dropped by the store mask), so the loads stay full-width vectors.
-    """
-    offs_m = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_am = tl.max_contiguous(tl.multiple_of(tl.where(offs_m < M, offs_m, 0), BLOCK_M), BLOCK_M)
-    offs_bn = tl.max_contiguous(tl.multiple_of(tl.where(offs_n < N, offs_n, 0), BLOCK_N), BLOCK_N)
-    return offs_m, offs_n, offs_am, offs_bn
+
+_EVEN = {
+    "EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0,
+    "EVEN_N": lambda args: args["N"] % args["BLOCK_N"] == 0,
+}
 
 
 @triton.autotune(configs=_STAGE2_CONFIGS, key=["M", "N", "K", "HAS_BIAS", "ACTIVATION"])
-@triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
+@triton.heuristics(_EVEN)
 @triton.jit
 def _matmul_grouped_kernel(
     a_ptr, b_ptr, c_ptr, bias_ptr,
@@ -214,24 +245,27 @@ def _matmul_grouped_kernel(
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    EVEN_K: tl.constexpr,
+    EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
 ):  # fmt: skip
-    """Stage 2: one tile per program on a 1-D grid in grouped order; A/B loads masked along K only."""
+    """Stage 2: one tile per program on a 1-D grid in grouped order; masks only on K and N tails."""
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _grouped_tile(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
-    offs_m, offs_n, offs_am, offs_bn = _tile_rows_cols(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N)
+    a_ptrs, b_ptrs = _ab_tile_pointers(
+        a_ptr, b_ptr, pid_m, pid_n, M, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K
+    )
+    n_left = N - pid_n * BLOCK_N
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
-        a, b = _load_ab_tile(
-            a_ptr, b_ptr, offs_am, offs_bn, k0, K, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_K, EVEN_K
-        )
+        a, b = _load_ab(a_ptrs, b_ptrs, K - k0, n_left, BLOCK_N, BLOCK_K, EVEN_K, EVEN_N)
         acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
 
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = _bias_activation(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    _store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
 
 
 def _set_descriptor_blocks(nargs: dict) -> None:
@@ -253,14 +287,28 @@ except ImportError:  # pragma: no cover - older Triton: the pointer path is used
     _TensorDescriptor = None
 
 
+def _prune_stage3(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
+    """Without TMA the epilogue is a pointer store and EPILOGUE_SUBTILE changes nothing: drop the twins."""
+    if kwargs.get("USE_TMA", named_args.get("USE_TMA")):
+        return configs
+    kept, seen = [], set()
+    for c in configs:
+        key = (*(v for k, v in sorted(c.kwargs.items()) if k != "EPILOGUE_SUBTILE"), c.num_warps, c.num_stages)
+        if key not in seen:
+            seen.add(key)
+            kept.append(c)
+    return kept
+
+
 @triton.autotune(
     configs=[
         triton.Config(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages, pre_hook=_set_descriptor_blocks)
         for c in _STAGE3_CONFIGS
     ],
     key=["M", "N", "K", "HAS_BIAS", "ACTIVATION", "USE_TMA"],
+    prune_configs_by={"early_config_prune": _prune_stage3},
 )
-@triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
+@triton.heuristics(_EVEN)
 @triton.jit
 def _matmul_persistent_kernel(
     a_src, b_src, c_src, bias_ptr,
@@ -268,7 +316,7 @@ def _matmul_persistent_kernel(
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, USE_TMA: tl.constexpr, NUM_SMS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    FLATTEN: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr, EVEN_K: tl.constexpr,
+    FLATTEN: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
 ):  # fmt: skip
     """Stage 3: persistent grouped matmul. ``*_src`` are TMA descriptors when USE_TMA, else pointers."""
     start = tl.program_id(0)
@@ -291,18 +339,19 @@ def _matmul_persistent_kernel(
                 b = b_src.load([k0, off_n])
                 acc = tl.dot(a, b, acc)
         else:
-            _, _, offs_am, offs_bn = _tile_rows_cols(pid_m, pid_n, M, N, BLOCK_M, BLOCK_N)
+            a_ptrs, b_ptrs = _ab_tile_pointers(
+                a_src, b_src, pid_m, pid_n, M, stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K
+            )
+            n_left = N - pid_n * BLOCK_N
             for k0 in range(0, K, BLOCK_K):
-                a, b = _load_ab_tile(
-                    a_src, b_src, offs_am, offs_bn, k0, K,
-                    stride_am, stride_ak, stride_bk, stride_bn, BLOCK_K, EVEN_K,
-                )  # fmt: skip
+                a, b = _load_ab(a_ptrs, b_ptrs, K - k0, n_left, BLOCK_N, BLOCK_K, EVEN_K, EVEN_N)
                 acc = tl.dot(a, b, acc)
+                a_ptrs += BLOCK_K * stride_ak
+                b_ptrs += BLOCK_K * stride_bk
 
         tile_id_c += NUM_SMS
         pid_m, pid_n = _grouped_tile(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
-        offs_m = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_n = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         acc = _bias_activation(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
         if USE_TMA:
             off_m = pid_m * BLOCK_M
@@ -316,9 +365,7 @@ def _matmul_persistent_kernel(
             else:
                 c_src.store([off_m, off_n], acc.to(c_src.dtype))
         else:
-            c_ptrs = c_src + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-            c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-            tl.store(c_ptrs, acc.to(c_src.dtype.element_ty), mask=c_mask)
+            _store_tile(c_src, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ couple of reductions), so it runs far from this floor; the forward with gradient
 (both directions) and S: ``5·B·(T+1)·C·4`` bytes more. FLOPs: 5 per (k, c) and per (c', c) element and
 step (potential add + max, subtract, exp, add of the logsumexp): ``5·B·T·(K·C + C²)``.
 
-Limits: float32 only; lengths in [1, T] (int tensor [B], default all T); C ≤ 256 and K ≤ 256 (the
+Limits: float32 only; lengths in [1, T] (int tensor [B], default all T); C ≤ 128 and K ≤ 128 (the
 per-step tiles are held in registers).
 """
 
@@ -73,22 +73,23 @@ from reference_kernels._spec import Case, KernelSpec, Tolerance
 # ------------------------------------------------------------------------------------------------
 
 SEMIRINGS = {"log": 0, "max": 1}
-# Register tiles of [K_PAD, C_PAD] and [C_PAD, C_PAD] fp32: 256 × 256 is 512 values per thread at 4 warps,
-# the most that compiles without spilling everything; real models use C ≤ 100, K ≤ 64.
-_MAX_C = 256
-_MAX_K = 256
+# The per-step tiles [K_PAD, C_PAD] and [C_PAD, C_PAD] live in registers. ptxas -v (sm_90): 32 × 32 runs
+# spill-free at 1-8 warps, 64 × 64 only at 8 warps; 128 × 128 at 16 warps holds the same 32 values per
+# thread per tile as 32 × 32 at 1 warp. Beyond that the scan would live in local memory.
+_MAX_C = 128
+_MAX_K = 128
 # Smallest padded extent: 2 keeps every tile two-dimensional in the compiler (size-1 dims of tl.arange
 # are legal but fold away and change layouts for no gain).
 _MIN_PAD = 2
-# Positions per block in the marginal pass: [8, K_PAD, C_PAD] tiles = 8 K values per thread at
-# K_PAD = C_PAD = 32, 4 warps.
-_MARGINAL_BLOCK_T = 8
+# The marginal pass works on [BLOCK_T, K_PAD, C_PAD] and [BLOCK_T, C_PAD, C_PAD] tiles; 8192 elements per
+# tile (64 per thread at 4 warps) is 8 positions per block at K_PAD = C_PAD = 32.
+_MARGINAL_TILE_ELEMENTS = 8192
 _LOG2E = math.log2(math.e)
 
 # The scan is latency-bound: one warp keeps every reduction inside the warp (shuffles, no CTA barrier);
 # more warps spread the K·C and C² exponentials over more SM sub-partitions. Which wins depends on
 # K_PAD·C_PAD, so it is tuned. num_stages 1: nothing in the t-loop feeds a dot.
-_SCAN_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (1, 2, 4, 8)]
+_SCAN_CONFIGS = [triton.Config({}, num_warps=w, num_stages=1) for w in (1, 2, 4, 8, 16)]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -607,13 +608,15 @@ def _marginals(saved: tuple[torch.Tensor, ...], grad_out: torch.Tensor) -> tuple
     grad_em = torch.zeros(emissions_shape, dtype=torch.float32, device=transitions.device)
     grad_dur = torch.empty((B, K, C), dtype=torch.float32, device=transitions.device)
     grad_trans = torch.empty((B, C, C), dtype=torch.float32, device=transitions.device)
+    K_PAD, C_PAD = _pad(K), _pad(C)
+    block_t = max(1, min(8, _MARGINAL_TILE_ELEMENTS // (max(K_PAD, C_PAD) * C_PAD)))
     _crf_marginals_kernel[(B,)](
         alpha, u, prefix, transitions, durations, lengths, out[0], grad_out,
         grad_em, grad_dur, grad_trans,
         C, K,
         *transitions.stride(), *durations.stride(),
         alpha.stride(0), alpha.stride(1), alpha.stride(2), grad_em.stride(0), grad_em.stride(1),
-        K_PAD=_pad(K), C_PAD=_pad(C), BLOCK_T=_MARGINAL_BLOCK_T, num_warps=4,
+        K_PAD=K_PAD, C_PAD=C_PAD, BLOCK_T=block_t, num_warps=4 if block_t > 1 else 8,
     )  # fmt: skip
     # Per-batch partials summed here: deterministic, unlike atomics.
     return grad_em, grad_trans.sum(0), grad_dur.sum(0)
