@@ -105,19 +105,27 @@ def analyze_source(text: str, filename: str = "<source>", rules: Iterable[str] |
 
     metas = meta_values(mod)
     cdiv = cdiv_grids(mod)
+    # Two passes: the first (silent) learns what each helper masks and loops on, so that the second sees
+    # the sizes a kernel hands to its helpers.
     facts: dict[str, KernelFacts] = {}
-    for jf in mod.jit.values():
-        try:
-            facts[jf.name] = KernelAnalysis(mod, jf, report, metas.get(jf.name, {}), cdiv.get(jf.name, False)).run()
-        except (RecursionError, Exception) as e:  # noqa: BLE001 - one odd kernel must not sink the report
-            notes.append(f"{jf.name} (line {jf.node.lineno}) was only partly analysed: {type(e).__name__}: {e}")
-            facts[jf.name] = KernelFacts()
+    for final in (False, True):
+        sink = report if final else _ignore
+        learnt: dict[str, KernelFacts] = {}
+        for jf in mod.jit.values():
+            try:
+                analysis = KernelAnalysis(mod, jf, sink, metas.get(jf.name, {}), cdiv.get(jf.name, False), facts)
+                learnt[jf.name] = analysis.run()
+            except (RecursionError, Exception) as e:  # one odd kernel must not sink the report
+                if final:
+                    notes.append(f"{jf.name} (line {jf.node.lineno}) was only partly analysed: {type(e).__name__}: {e}")
+                learnt[jf.name] = KernelFacts()
+        facts = learnt
     for jf in mod.jit.values():
         check_autotune(mod, jf, facts[jf.name], report)
     check_conflicting_meta(mod, report)
     try:
         LauncherRules(mod, facts, report).run()
-    except (RecursionError, Exception) as e:  # noqa: BLE001
+    except (RecursionError, Exception) as e:
         notes.append(f"launchers were only partly analysed: {type(e).__name__}: {e}")
 
     findings = [f for f in found.values() if not _suppressed(f, mod.lines)]
@@ -132,6 +140,10 @@ def analyze_source(text: str, filename: str = "<source>", rules: Iterable[str] |
         rules_run=[r.id for r in RULES if r.id in selected],
         notes=notes,
     )
+
+
+def _ignore(*args: object, **kwargs: object) -> None:
+    return None
 
 
 def _select(rules: Iterable[str] | None) -> set[str]:

@@ -3,8 +3,24 @@
 The function body is walked statement by statement with an environment name → :class:`Val`. Branches are
 walked separately and joined; loop bodies twice, so that facts carried around the back edge (a pointer
 bumped each iteration, a running max) are seen. Helpers called from a kernel are analysed on their own,
-with their parameters unknown, so nothing is inferred across calls (a known source of misses, never of
-false findings).
+with their parameters unknown; only the sizes a kernel hands to a helper that masks or loops on them are
+carried across the call (for the autotune key). Values returned by helpers are unknown: a known source of
+misses, never of false findings.
+
+``unmasked-access`` needs more than a missing mask: tile offsets (``tl.arange`` lanes) that no mask,
+boundary check, modulo, ``tl.minimum`` or ``tl.where`` clamp bounds, plus evidence that the extent is not
+exact:
+
+- the same lanes are compared against a bound elsewhere in the kernel (the author knows they run over);
+- a runtime argument that looks like a size is never used;
+- the tile slides along a dimension (``pid * BLOCK + arange``, a pointer bumped in a loop) and that
+  dimension is walked in tiles of a runtime size (``range(0, K, BLOCK_K)``, ``tl.cdiv(M, BLOCK_M)``) or the
+  launch grid rounds up with ``triton.cdiv``.
+
+Without such evidence a constexpr-sized tile is taken as exact (a row of ``N: tl.constexpr`` read whole).
+Accesses under ``if start + BLOCK <= n:`` (or after ``if start + BLOCK > n: ...; return``), in a
+``if EVEN_K:`` branch whose other branch masks the same pointer, or on a padded scratch buffer (read and
+written, never masked) are not reported.
 
 Rules decided here: unmasked-access, non-neutral-other, exp-without-max-shift, low-precision-accumulator,
 unguarded-division, int32-offset-overflow, arange-non-pow2, arange-extent-not-constexpr,
@@ -65,6 +81,8 @@ _DEBUG = {
 }
 _LOOP_FUNCS = {"range", "static_range"}
 _BIG_LITERAL = 16  # literal multipliers at least this big are element counts, not tile counts
+# Literal arange extents from here up are tile sizes; below, usually structure (pairs, experts, lanes).
+_TILE_LITERAL_MIN = 32
 
 
 @dataclass
@@ -73,6 +91,8 @@ class AccessCandidate:
     what: str
     uncovered: frozenset[int]
     tiled: frozenset[int]
+    root: str | None
+    masked: bool
 
 
 @dataclass
@@ -80,7 +100,12 @@ class KernelFacts:
     """What the kernel analysis learnt that the autotune and launcher rules use."""
 
     shape_params: set[str] = field(default_factory=set)  # runtime args the kernel masks/loops/cdivs on
+    # Runtime sizes walked in tiles: range(0, K, BLOCK_K) stops and tl.cdiv(M, BLOCK_M) numerators. A tile
+    # that slides along such a size has a partial last tile unless the size is a multiple of the tile.
+    tiled_sizes: set[str] = field(default_factory=set)
     persistent: bool = False  # programs loop over work (tl.num_programs / loop from program_id)
+    extent_params: set[str] = field(default_factory=set)  # constexpr params used as tile extents
+    shape_constexprs: set[str] = field(default_factory=set)  # constexpr params used as bounds (col < N)
 
 
 @functools.lru_cache(maxsize=1)
@@ -88,7 +113,7 @@ def installed_triton_rejects_break() -> bool:
     """True when the installed Triton's code generator has no support for break/continue (3.6 has none)."""
     try:
         from triton.compiler.code_generator import CodeGenerator
-    except Exception:  # noqa: BLE001 - no usable Triton: assume the versions this project supports (3.4-3.6)
+    except Exception:  # no usable Triton: assume the versions this project supports (3.4-3.6)
         return True
     return not (hasattr(CodeGenerator, "visit_Break") and hasattr(CodeGenerator, "visit_Continue"))
 
@@ -101,22 +126,30 @@ class KernelAnalysis:
         report: Report,
         meta_values: dict[str, list[tuple[object, str]]],
         cdiv_grid: bool,
+        helper_facts: dict[str, KernelFacts] | None = None,
     ):
         self.mod = mod
         self.fn = fn
         self._report = report
         self.meta_values = meta_values  # constexpr name → [(value, "where it is set")]
         self.cdiv_grid = cdiv_grid
+        self.helper_facts = helper_facts or {}
         self.facts = KernelFacts()
         self.env: dict[str, Val] = {}
         self.loop_depth = 0
         self.next_source = 0
         self.candidates: dict[int, AccessCandidate] = {}
         self.compared_sources: set[int] = set()
+        self.source_extent: dict[int, str] = {}  # source → ast.dump of its extent expression
+        self.source_names: dict[int, str] = {}  # source → the first name it was assigned to
+        self.compared_tiled: set[int] = set()  # compared while slid by pid/loop: that dimension is bounded
+        self.root_use: dict[str, set[str]] = {}  # pointer parameter → {"load", "store", "masked"}
+        self.fit_guards = 0  # inside `if start + BLOCK <= n:`: the whole tile is known to fit
         self.ovf_sites: dict[int, ast.AST] = {}
         self.specialised: list[set[str]] = []
         body = fn.node
         self.extent_names = self._extent_names(body)
+        self.facts.extent_params = self.extent_names & set(fn.constexprs)
         self.guard_names = self._guard_names(body)
         used = {n.id for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         self.unused_sizes = [
@@ -133,7 +166,7 @@ class KernelAnalysis:
             if p.constexpr:
                 self.env[p.name] = Val(constexpr=p.name, const=p.default, shape=())
             else:
-                self.env[p.name] = Val(runtime=frozenset({p.name}), shape=None if helper else ())
+                self.env[p.name] = Val(runtime=frozenset({p.name}), root=p.name, shape=None if helper else ())
 
     # ----------------------------------------------------------------------------------------- entry
 
@@ -143,7 +176,8 @@ class KernelAnalysis:
         if self.ovf_sites:
             sites = sorted(self.ovf_sites.values(), key=lambda n: (n.lineno, n.col_offset))
             first = sites[0]
-            more = f" (and {len(sites) - 1} more offset computations)" if len(sites) > 1 else ""
+            n_more = len(sites) - 1
+            more = f" (and {n_more} more offset computation{'s' if n_more > 1 else ''})" if n_more else ""
             self.report(
                 "int32-offset-overflow",
                 first,
@@ -222,8 +256,20 @@ class KernelAnalysis:
     # ----------------------------------------------------------------------------------- statements
 
     def exec_block(self, stmts: list[ast.stmt]) -> None:
+        guarded = 0
         for s in stmts:
             self.exec(s)
+            # `if start + BLOCK > n: <masked tail>; return` leaves whole tiles for the rest of the block.
+            if (
+                isinstance(s, ast.If)
+                and s.body
+                and isinstance(s.body[-1], ast.Return)
+                and not s.orelse
+                and self._fit_branch(s.test) == "orelse"
+            ):
+                guarded += 1
+                self.fit_guards += 1
+        self.fit_guards -= guarded
 
     def exec(self, s: ast.stmt) -> None:
         if isinstance(s, ast.Assign):
@@ -267,6 +313,8 @@ class KernelAnalysis:
 
     def assign(self, target: ast.expr, v: Val) -> None:
         if isinstance(target, ast.Name):
+            for src in v.sources:
+                self.source_names.setdefault(src, target.id)
             self.env[target.id] = v
         elif isinstance(target, (ast.Tuple, ast.List)):
             items = v.items if v.items is not None and len(v.items) == len(target.elts) else None
@@ -275,18 +323,52 @@ class KernelAnalysis:
 
     def exec_if(self, s: ast.If) -> None:
         self.ev(s.test)
+        fit = self._fit_branch(s.test)
         before = dict(self.env)
         spec_body, spec_else = self._specialisation(s)
         self.specialised.append(spec_else)
+        self.fit_guards += fit == "body"
         self.exec_block(s.body)
+        self.fit_guards -= fit == "body"
         self.specialised.pop()
         after_body = self.env
         self.env = dict(before)
         self.specialised.append(spec_body)
+        self.fit_guards += fit == "orelse"
         self.exec_block(s.orelse)
+        self.fit_guards -= fit == "orelse"
         self.specialised.pop()
         after_else = self.env
         self.env = self._join_envs(after_body, after_else)
+
+    def _fit_branch(self, test: ast.expr) -> str | None:
+        """Which branch of ``if start + BLOCK <= n:`` (a tile start against a runtime size) sees whole tiles."""
+        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        sides: set[str] = set()
+        for part in parts:
+            if not (isinstance(part, ast.Compare) and len(part.ops) == 1):
+                return None
+            # `start < n` says nothing about start + BLOCK: the test must involve the tile extent.
+            if not {n.id for n in ast.walk(part) if isinstance(n, ast.Name)} & self.extent_names:
+                return None
+            left, right, op = self.ev(part.left), self.ev(part.comparators[0]), part.ops[0]
+
+            def tile(v: Val) -> bool:
+                return (v.pid or v.loopvar or v.tile_off) and not v.sources
+
+            def size(v: Val) -> bool:
+                return bool(v.runtime) and not (v.pid or v.loopvar or v.sources)
+
+            below, above = isinstance(op, (ast.Lt, ast.LtE)), isinstance(op, (ast.Gt, ast.GtE))
+            if tile(left) and size(right):
+                sides.add("body" if below else "orelse" if above else "?")
+            elif size(left) and tile(right):
+                sides.add("body" if above else "orelse" if below else "?")
+            else:
+                return None
+        if len(sides) != 1 or "?" in sides or (len(parts) > 1 and sides != {"body"}):
+            return None
+        return sides.pop()
 
     def _specialisation(self, s: ast.If) -> tuple[set[str], set[str]]:
         """For ``if EVEN_K: load(p) else: load(p, mask=...)`` on a constexpr flag: the masked pointers of each
@@ -333,11 +415,13 @@ class KernelAnalysis:
                     step = args[2] if len(args) > 2 else None
                 if op == "static_range":
                     self.check_static_range(it, args)
+                static_step = step is not None and self._tile_extent(step)
                 if stop.runtime and not stop.sources and not stop.pid:
                     self.facts.shape_params |= set(stop.runtime)
+                    if static_step:
+                        self.facts.tiled_sizes |= set(stop.runtime)
                 if start.pid:
                     self.facts.persistent = True
-                static_step = step is not None and (step.constexpr is not None or step.const not in (UNKNOWN, 1))
                 loopvar = Val(
                     loopvar=True,
                     pid=start.pid,
@@ -413,8 +497,10 @@ class KernelAnalysis:
         base = self.ev(node.value)
         if base.items is not None:
             idx = node.slice
-            if isinstance(idx, ast.Constant) and isinstance(idx.value, int) and -len(base.items) <= idx.value < len(
-                base.items
+            if (
+                isinstance(idx, ast.Constant)
+                and isinstance(idx.value, int)
+                and -len(base.items) <= idx.value < len(base.items)
             ):
                 return base.items[idx.value]
             return NOTHING
@@ -460,12 +546,20 @@ class KernelAnalysis:
     def ev_Compare(self, node: ast.Compare) -> Val:
         vals = [self.ev(node.left), *(self.ev(c) for c in node.comparators)]
         sources = frozenset().union(*(v.sources for v in vals))
-        if any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops):
+        vacuous = len(vals) == 2 and any(
+            len(v.sources) == 1 and not v.tiled and self.source_extent.get(next(iter(v.sources))) == ast.dump(other)
+            for v, other in ((vals[0], node.comparators[0]), (vals[1], node.left))
+        )  # `d < HALF` with d = tl.arange(0, HALF): always true, bounds nothing
+        if not vacuous and any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops):
             self.compared_sources |= sources
+            for v in vals:
+                self.compared_tiled |= v.tiled
             if any(v.sources or v.pid or v.loopvar for v in vals):
                 for v in vals:
                     if not (v.sources or v.pid or v.loopvar):
                         self.facts.shape_params |= set(v.runtime)
+                        if v.constexpr is not None:
+                            self.facts.shape_constexprs.add(v.constexpr)
         shape, axes = vals[0].shape, vals[0].axes
         for v in vals[1:]:
             shape, axes = broadcast(Val(shape=shape, axes=axes), v)
@@ -488,6 +582,7 @@ class KernelAnalysis:
             tiled=a.tiled | b.tiled,
             bounded=a.bounded | b.bounded,
             pid=a.pid or b.pid,
+            pid_small=(a.pid or b.pid) and (a.pid_small or not a.pid) and (b.pid_small or not b.pid),
             loopvar=a.loopvar or b.loopvar,
             int64=a.int64 or b.int64,
             runtime=a.runtime | b.runtime,
@@ -498,8 +593,8 @@ class KernelAnalysis:
             exp_site=a.exp_site or b.exp_site,
             dtype=promote(a, b),
             const=fold(op, a.const, b.const),
-            pad_site=a.pad_site or b.pad_site,
-            pad_axes=a.pad_axes if a.pad is not None else b.pad_axes,
+            pad_site=_pad_source(a, b).pad_site,
+            pad_axes=_pad_source(a, b).pad_axes,
             elem=a.elem or b.elem,
         )
         if isinstance(op, (ast.Add, ast.Sub)):
@@ -527,8 +622,10 @@ class KernelAnalysis:
             return Val(**common)  # type: ignore[arg-type]
         if isinstance(op, (ast.BitAnd, ast.BitOr)):
             is_mask = a.is_mask or b.is_mask
-            ms = None if (a.is_mask and a.mask_sources is None) or (b.is_mask and b.mask_sources is None) else (
-                (a.mask_sources or frozenset()) | (b.mask_sources or frozenset())
+            ms = (
+                None
+                if (a.is_mask and a.mask_sources is None) or (b.is_mask and b.mask_sources is None)
+                else ((a.mask_sources or frozenset()) | (b.mask_sources or frozenset()))
             )
             return Val(**common, is_mask=is_mask, mask_sources=ms if is_mask else None)  # type: ignore[arg-type]
         if isinstance(op, ast.Pow):
@@ -571,7 +668,17 @@ class KernelAnalysis:
             nonpos=nonpos,
             positive=positive,
             acc_init=a.acc_init,
+            root=a.root or b.root,
         )
+
+    def _tile_extent(self, v: Val) -> bool:
+        """A compile-time tile size (a constexpr used as a tl.arange extent, or a literal > 1): pid times it
+        is where a tile starts. A constexpr stride is not one."""
+        if v.runtime:
+            return False
+        if v.constexpr is not None:
+            return v.constexpr in self.extent_names
+        return isinstance(v.const, int) and not isinstance(v.const, bool) and v.const > 1
 
     def _elem_scale(self, v: Val) -> bool:
         """A multiplier that turns a tile index into an element offset: a stride, a size, a tile extent."""
@@ -588,20 +695,25 @@ class KernelAnalysis:
     def _multiply(self, a: Val, b: Val, node: ast.AST, lnode: ast.AST, rnode: ast.AST, common: dict) -> Val:
         ovf = common["ovf_site"]
         elem = common["elem"]
+
+        def static(v: Val) -> bool:
+            return (v.constexpr is not None or v.const is not UNKNOWN) and not v.runtime
+
         for p, q in ((a, b), (b, a)):
-            if p.pid and not p.int64 and not q.int64 and (self._elem_scale(q) or (q.elem and p.elem)):
+            if p.pid_small and static(q):
+                # program_id(1)/(2) < 65536: times a tile size it stays far below 2**31.
+                elem = elem or self._elem_scale(q)
+            elif p.pid and not p.int64 and not q.int64 and (self._elem_scale(q) or (q.elem and p.elem)):
                 ovf = ovf or node
                 elem = True
             elif (p.pid or p.loopvar) and self._elem_scale(q):
                 elem = True
         common["ovf_site"] = ovf
         common["elem"] = elem
-
-        def static(v: Val) -> bool:
-            return (v.constexpr is not None or v.const is not UNKNOWN) and not v.runtime
-
-        tile_off = ((a.pid or a.loopvar) and static(b)) or ((b.pid or b.loopvar) and static(a))
+        tile_off = ((a.pid or a.loopvar) and self._tile_extent(b)) or ((b.pid or b.loopvar) and self._tile_extent(a))
         same = ast.dump(lnode) == ast.dump(rnode)
+        # exp(x) * w with w data is a weighted term (an expectation), not the softmax normaliser.
+        common["exp_site"] = (a.exp_site if not b.data else None) or (b.exp_site if not a.data else None)
         return Val(
             **common,
             tile_off=tile_off,
@@ -621,6 +733,8 @@ class KernelAnalysis:
         op = self.tl_op(func)
         if op is not None:
             return self.tl_call(op, node)
+        if isinstance(func, ast.Name) and func.id in self.mod.jit and func.id != self.fn.name:
+            return self.helper_call(node, self.mod.jit[func.id])
         if isinstance(func, ast.Name):
             if func.id in ("min", "max") and func.id not in self.env:
                 return self.tl_call("minimum" if func.id == "min" else "maximum", node)
@@ -637,6 +751,29 @@ class KernelAnalysis:
             self.ev(a)
         for kw in node.keywords:
             self.ev(kw.value)
+        return NOTHING
+
+    def helper_call(self, node: ast.Call, callee: JitFunction) -> Val:
+        """A call to another jit function: its result is unknown, but the sizes it masks or loops on are
+        this kernel's too (they decide the autotune key and the unmasked-access evidence)."""
+        facts = self.helper_facts.get(callee.name)
+        bound: list[tuple[str, Val]] = []
+        for i, a in enumerate(node.args):
+            v = self.ev(a)
+            if i < len(callee.params) and not isinstance(a, ast.Starred):
+                bound.append((callee.params[i].name, v))
+        for kw in node.keywords:
+            v = self.ev(kw.value)
+            if kw.arg:
+                bound.append((kw.arg, v))
+        if facts is not None:
+            for name, v in bound:
+                if v.sources or v.pid:
+                    continue
+                if name in facts.shape_params:
+                    self.facts.shape_params |= set(v.runtime)
+                if name in facts.tiled_sizes:
+                    self.facts.tiled_sizes |= set(v.runtime)
         return NOTHING
 
     def arg(self, node: ast.Call, pos: int, name: str) -> ast.expr | None:
@@ -706,7 +843,8 @@ class KernelAnalysis:
     # ---- index construction
 
     def op_program_id(self, node: ast.Call) -> Val:
-        return Val(pid=True, shape=())
+        axis = self.mod.literal(self.arg(node, 0, "axis"))
+        return Val(pid=True, pid_small=axis in (1, 2), shape=())
 
     def op_num_programs(self, node: ast.Call) -> Val:
         self.facts.persistent = True
@@ -717,6 +855,8 @@ class KernelAnalysis:
         for v in vals:
             if not v.sources and not v.pid:
                 self.facts.shape_params |= set(v.runtime)
+        if vals and not vals[0].sources and not vals[0].pid:
+            self.facts.tiled_sizes |= set(vals[0].runtime)
         runtime = frozenset().union(*(v.runtime for v in vals)) if vals else frozenset()
         return Val(runtime=runtime, tilecount=True, shape=())
 
@@ -725,6 +865,8 @@ class KernelAnalysis:
         start, end = self.ev(start_node), self.ev(end_node)
         sid = self.next_source
         self.next_source += 1
+        if end_node is not None and (start.const == 0 or start_node is None):
+            self.source_extent[sid] = ast.dump(end_node)
         dim: int | str | None = None
         if end.constexpr is not None and start.const == 0:
             dim = end.constexpr
@@ -736,13 +878,13 @@ class KernelAnalysis:
                     "arange-extent-not-constexpr",
                     node,
                     f"tl.arange bound `{ast.unparse(bound)}` is a runtime argument; Triton only accepts "
-                    "tl.constexpr bounds (\"arange's arguments must be of type tl.constexpr\")",
+                    'tl.constexpr bounds ("arange\'s arguments must be of type tl.constexpr")',
                     f"annotate it `{ast.unparse(bound)}: tl.constexpr`, or pass a power-of-2 BLOCK constexpr "
                     "and mask against the runtime size",
                 )
         self._check_pow2(node, dim, "tl.arange extent")
         literal = isinstance(end_node, ast.Constant) and isinstance(dim, int)
-        if literal and isinstance(dim, int) and dim >= _BIG_LITERAL and is_pow2(dim):
+        if literal and isinstance(dim, int) and dim >= _TILE_LITERAL_MIN and is_pow2(dim):
             self.report(
                 "hardcoded-tile-size",
                 node,
@@ -778,7 +920,7 @@ class KernelAnalysis:
         shape: tuple | None = None
         if shape_v.items is not None:
             dims: list[object] = []
-            for item, item_node in zip(shape_v.items, getattr(shape_node, "elts", [])):
+            for item, item_node in zip(shape_v.items, getattr(shape_node, "elts", []), strict=False):
                 d = item.const if isinstance(item.const, int) else item.constexpr
                 if isinstance(item_node, ast.Constant) and isinstance(d, int):
                     self._check_pow2(node, d, "tensor dimension")
@@ -841,9 +983,11 @@ class KernelAnalysis:
             pad_site = node if y.pad is None else y.pad_site
             pad_axes = _mask_axes(cond, shape)
         shifted = x.shifted and (y.shifted or (not y.data and (y.const is UNKNOWN or _le_zero(y.const))))
+        shifted_exp = x.shifted_exp and (y.shifted_exp or y.const == 0)
         return replace(
             out,
             sources=x.sources | y.sources,
+            int64=x.int64 or y.int64,  # int32 meeting int64 is promoted to int64
             shape=shape,
             axes=axes,
             bounded=bounded,
@@ -851,6 +995,7 @@ class KernelAnalysis:
             pad_site=pad_site,
             pad_axes=pad_axes,
             shifted=shifted,
+            shifted_exp=shifted_exp,
             can_be_zero=False,
             const=UNKNOWN,
             constexpr=None,
@@ -870,6 +1015,7 @@ class KernelAnalysis:
         def pos(v: Val) -> bool:
             return v.positive or (isinstance(v.const, (int, float)) and v.const > 0) or bool(v.runtime and not v.data)
 
+        out = replace(out, int64=a.int64 or b.int64)
         if is_max:
             return replace(
                 out,
@@ -977,6 +1123,11 @@ class KernelAnalysis:
         has_mask = mask_node is not None and not (isinstance(mask_node, ast.Constant) and mask_node.value is None)
         mask = self.ev(mask_node) if has_mask else None
         self._last_mask = mask
+        if ptr.root is not None:
+            use = self.root_use.setdefault(ptr.root, set())
+            use.add("load" if what == "tl.load" else "store")
+            if has_mask or (bc_node is not None):
+                use.add("masked")
         if ptr.ovf_site is not None:
             self.ovf_sites[id(ptr.ovf_site)] = ptr.ovf_site
         if ptr.desc:
@@ -989,8 +1140,7 @@ class KernelAnalysis:
                     node,
                     f"{what} through a block pointer over a runtime shape has no boundary_check, so edge tiles "
                     "read or write past the tensor",
-                    "add `boundary_check=(0, 1)` (the dims that can run over) and, for loads, "
-                    "`padding_option=\"zero\"`",
+                    'add `boundary_check=(0, 1)` (the dims that can run over) and, for loads, `padding_option="zero"`',
                 )
             return ptr
         uncovered = ptr.sources - ptr.bounded
@@ -998,36 +1148,47 @@ class KernelAnalysis:
             if mask.mask_sources is None:
                 return ptr
             uncovered -= mask.mask_sources
+        tiled = ptr.tiled | (ptr.sources if ptr.advanced else frozenset())
+        if self.fit_guards:
+            uncovered -= tiled
         if not uncovered or pointer is None:
             return ptr
         text = ast.unparse(pointer)
         if any(text in spec for spec in self.specialised):
             return ptr
-        tiled = ptr.tiled | (ptr.sources if ptr.advanced else frozenset())
-        self.candidates.setdefault(id(node), AccessCandidate(node, what, frozenset(uncovered), tiled))
+        seen = self.candidates.get(id(node))
+        if seen is not None:  # second walk of a loop body: facts from the back edge add up
+            uncovered, tiled = uncovered | seen.uncovered, tiled | seen.tiled
+        self.candidates[id(node)] = AccessCandidate(node, what, frozenset(uncovered), tiled, ptr.root, has_mask)
         return ptr
 
     def _finish_accesses(self) -> None:
         """Report unmasked accesses whose extent the kernel shows to be dynamic (see module docstring)."""
         for cand in self.candidates.values():
             reason = None
-            if cand.uncovered & self.compared_sources:
+            use = self.root_use.get(cand.root or "", set())
+            scratch = {"load", "store"} <= use and "masked" not in use  # padded workspace, read and written
+            if cand.uncovered & cand.tiled & self.compared_tiled:
+                reason = "the tile's offsets are bounds-checked elsewhere in this kernel, so the last tile runs past"
+            elif cand.uncovered & self.compared_sources and cand.root is not None and not scratch:
                 reason = "the same lanes are bounds-checked elsewhere in this kernel, so they can run past the end"
             elif self.unused_sizes:
                 reason = f"`{self.unused_sizes[0]}` looks like the size it should be masked against, and is unused"
-            elif cand.uncovered & cand.tiled and (self.facts.shape_params or self.cdiv_grid):
+            elif cand.uncovered & cand.tiled and (self.facts.tiled_sizes or self.cdiv_grid):
                 bound = (
-                    f"`{sorted(self.facts.shape_params)[0]}` is a runtime size"
-                    if self.facts.shape_params
+                    f"`{sorted(self.facts.tiled_sizes)[0]}` is walked in tiles"
+                    if self.facts.tiled_sizes
                     else "the launch grid rounds up with triton.cdiv"
                 )
                 reason = f"the tile slides along a dimension and {bound}, so the last tile runs past the end"
             if reason is None:
                 continue
+            lanes = ", ".join(f"`{self.source_names.get(s, 'tl.arange')}`" for s in sorted(cand.uncovered))
+            what = f"{cand.what} has no mask" if not cand.masked else f"the mask of {cand.what} does not bound {lanes}"
             self.report(
                 "unmasked-access",
                 cand.call,
-                f"{cand.what} has no mask: {reason}",
+                f"{what}: {reason}",
                 "build a mask from the offsets (`mask = offs < n`) and pass `mask=mask` (loads also "
                 "`other=` a value neutral for what follows)",
             )
@@ -1047,6 +1208,7 @@ class KernelAnalysis:
                 shifted=False,
                 can_be_zero=False,
                 exp_site=node if unsafe else x.exp_site,
+                shifted_exp=x.shifted,
                 const=UNKNOWN,
                 constexpr=None,
             )
@@ -1110,11 +1272,11 @@ class KernelAnalysis:
             data=x.data,
             shape=shape,
             dtype=dtype or x.dtype,
-            maxed=kind in ("max",) and x.data,
-            positive=x.positive,
+            maxed=kind == "max",
+            positive=x.positive or (kind == "sum" and x.shifted_exp),
             nonneg=x.nonneg,
             nonpos=x.nonpos,
-            can_be_zero=x.data and not x.positive,
+            can_be_zero=x.data and not (x.positive or x.shifted_exp),
         )
 
     def _check_pad(self, kind: str, node: ast.Call, x: Val, axis: Val | None) -> None:
@@ -1186,7 +1348,7 @@ class KernelAnalysis:
                 old.acc_init,
                 f"accumulator `{name}` is {old.dtype} and is added to in a loop (line {node.lineno}): each "
                 "step rounds to 11 (fp16) or 8 (bf16) significant bits",
-                f"initialise it as fp32 (`tl.zeros(..., dtype=tl.float32)`) and cast once at the store",
+                "initialise it as fp32 (`tl.zeros(..., dtype=tl.float32)`) and cast once at the store",
             )
 
     def dot(self, node: ast.AST, a: Val, b: Val, acc: Val | None, out_dtype: ast.expr | None) -> Val:
@@ -1283,8 +1445,7 @@ class KernelAnalysis:
             "print": "is tl.device_print inside a kernel: prints from every program and serialises it",
             "static_print": "prints at every compilation",
             "device_assert": "is compiled out unless TRITON_DEBUG=1, so it checks nothing in production",
-            "debug_barrier": "synchronises all threads of the program; needed only around cross-thread "
-            "shared data",
+            "debug_barrier": "synchronises all threads of the program; needed only around cross-thread shared data",
         }
         self.report(
             "debug-leftover",
@@ -1297,7 +1458,7 @@ class KernelAnalysis:
         return NOTHING
 
     def check_static_range(self, node: ast.Call, args: list[Val]) -> None:
-        for a_node, v in zip(node.args, args):
+        for a_node, v in zip(node.args, args, strict=True):
             if (v.runtime or v.pid or v.data) and v.constexpr is None and v.const is UNKNOWN:
                 self.report(
                     "static-range-runtime-bound",
@@ -1316,10 +1477,17 @@ class KernelAnalysis:
             "break-continue-unsupported",
             s,
             f"`{word}` in @triton.jit code: the installed Triton rejects it "
-            f"(\"unsupported AST node type: {word.capitalize()}\")",
+            f'("unsupported AST node type: {word.capitalize()}")',
             "turn the early exit into the loop condition (`while i < n and not done:`) or mask the rest of the "
             "body with tl.where",
         )
+
+
+def _pad_source(a: Val, b: Val) -> Val:
+    """The operand whose padding decides the result's: an undefined one wins, then any padded one."""
+    if b.pad == UNDEF and a.pad != UNDEF:
+        return b
+    return a if a.pad is not None else b
 
 
 def _le_zero(v: object) -> bool:
@@ -1337,6 +1505,3 @@ def _mask_axes(mask: Val | None, shape: tuple | None) -> frozenset[int] | None:
     if shape is not None and mask.shape is not None:
         shift = len(shape) - len(mask.shape)
     return frozenset(axes[s] + shift for s in mask.mask_sources)
-
-
-__all__ = ["KernelAnalysis", "KernelFacts", "installed_triton_rejects_break", "POS_BIG", "NEG_BIG", "POS_INF"]

@@ -10,6 +10,7 @@ with the launch sites.
 from __future__ import annotations
 
 import ast
+import difflib
 from collections.abc import Callable
 
 from mcp_server.engine.audit.static_kernel import KernelFacts
@@ -164,9 +165,7 @@ def check_autotune(mod: ModuleIndex, jf: JitFunction, facts: KernelFacts, report
             kernel=jf.name,
         )
     params = set(jf.param_names)
-    shape_args = {
-        p for p in facts.shape_params if p in params and p not in jf.constexprs and "stride" not in p.lower()
-    }
+    shape_args = {p for p in facts.shape_params if p in params and p not in jf.constexprs and "stride" not in p.lower()}
     for at in jf.autotunes:
         if at.key is not None:
             unknown = [k for k in at.key if k not in params]
@@ -176,13 +175,16 @@ def check_autotune(mod: ModuleIndex, jf: JitFunction, facts: KernelFacts, report
                     at.key_node or at.node,
                     f"autotune key names {', '.join(map(repr, unknown))}, not an argument of {jf.name}; Triton "
                     "silently leaves it out of the key",
-                    f"key on argument names of {jf.name}: {', '.join(sorted(params - set(jf.constexprs)))}",
+                    _did_you_mean(unknown[0], jf.param_names)
+                    or f"key on argument names of {jf.name}: {', '.join(sorted(params - set(jf.constexprs)))}",
                     severity=Severity.warning,
                     kernel=jf.name,
                 )
             missing = sorted(shape_args - set(at.key))
-            if missing:
-                none_kept = not (shape_args & set(at.key))
+            if missing and not unknown:  # with a misspelt key, that finding already says what to fix
+                # A padded tile size in the key (BLOCK_N = next_pow2(n_cols)) stands in for its shape.
+                proxies = shape_args | facts.extent_params | facts.shape_constexprs
+                none_kept = not (proxies & set(at.key))
                 report(
                     "autotune-key-incomplete",
                     at.key_node or at.node,
@@ -203,8 +205,9 @@ def check_autotune(mod: ModuleIndex, jf: JitFunction, facts: KernelFacts, report
                     "autotune-unknown-name",
                     cfg.node,
                     f"triton.Config sets {', '.join(map(repr, bad))}, not an argument of {jf.name}: the launch "
-                    "fails with \"Keyword argument ... was specified but unrecognised\"",
-                    f"rename to a tl.constexpr parameter of {jf.name} or add it to the signature",
+                    'fails with "Keyword argument ... was specified but unrecognised"',
+                    _did_you_mean(bad[0], list(jf.constexprs))
+                    or f"rename it to a tl.constexpr parameter of {jf.name} or add it to the signature",
                     kernel=jf.name,
                 )
         if at.configs is not None and len(at.configs) >= 2:
@@ -244,7 +247,7 @@ def check_conflicting_meta(mod: ModuleIndex, report: Report) -> None:
                     "autotune-conflicting-meta",
                     site.call,
                     f"the launch passes {', '.join(clash)}, which the autotune configs of {site.kernel.name} also "
-                    "set: Triton raises \"Conflicting meta-parameters\"",
+                    'set: Triton raises "Conflicting meta-parameters"',
                     f"drop {', '.join(f'{c}=' for c in clash)} from the launch and let the autotuner choose",
                     kernel=site.kernel.name,
                 )
@@ -299,10 +302,12 @@ class LauncherRules:
                 return name
             return None
         func = node.func
-        if isinstance(func, ast.Attribute):
-            if func.attr in _METHOD_COMPUTE or (func.attr in _METHOD_NO_ARGS_ONLY and not node.args):
-                if self.mod.resolve(func.value) is None:  # not a module (math, numpy, triton, ...)
-                    return f".{func.attr}()"
+        computes = isinstance(func, ast.Attribute) and (
+            func.attr in _METHOD_COMPUTE or (func.attr in _METHOD_NO_ARGS_ONLY and not node.args)
+        )
+        # The receiver must not be a module (math.exp, np.sum, triton.cdiv are not tensor methods).
+        if computes and self.mod.resolve(func.value) is None:  # type: ignore[union-attr]
+            return f".{func.attr}()"  # type: ignore[union-attr]
         return None
 
     def check_call(self, node: ast.Call, kernel: str | None) -> None:
@@ -334,8 +339,7 @@ class LauncherRules:
                 node,
                 f"`{ast.unparse(node)}` ({sync}) waits for the GPU to finish and copies to the host on every "
                 "call: the launcher stalls and cannot be captured in a CUDA graph",
-                "keep the value on the device (pass the tensor to the kernel) or compute it from shapes on the "
-                "host",
+                "keep the value on the device (pass the tensor to the kernel) or compute it from shapes on the host",
                 kernel,
             )
 
@@ -377,7 +381,11 @@ class LauncherRules:
             what = self.torch_compute(n)
             if what is not None:
                 return f"`{ast.unparse(n)}`"
-            if isinstance(n.func, ast.Name) and n.func.id in self.mod.functions and n.func.id not in self.launcher_names:
+            if (
+                isinstance(n.func, ast.Name)
+                and n.func.id in self.mod.functions
+                and n.func.id not in self.launcher_names
+            ):
                 fn = self.mod.functions[n.func.id]
                 inner = [c for c in walk_own(fn) if isinstance(c, ast.Call) and self.torch_compute(c)]
                 if inner:
@@ -406,11 +414,15 @@ class LauncherRules:
                 "launch idle programs"
             ),
             "compute it from the size: `grid = (triton.cdiv(n, BLOCK),)` or `lambda meta: (triton.cdiv(n, "
-            "meta['BLOCK']),)`"
-            + ("; for a persistent kernel use the SM count" if persistent else ""),
+            "meta['BLOCK']),)`" + ("; for a persistent kernel use the SM count" if persistent else ""),
             name,
             severity=Severity.info if persistent else None,
         )
+
+
+def _did_you_mean(name: str, candidates: list[str]) -> str | None:
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.3)
+    return f"did you mean {close[0]!r}? use the parameter's exact name" if close else None
 
 
 def _kernel_of(lf: LauncherFunction) -> str | None:

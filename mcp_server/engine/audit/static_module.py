@@ -22,6 +22,7 @@ _FALLBACK_ALIASES = {
     "libdevice": "triton.language.extra.libdevice",
 }
 UNKNOWN = object()  # a value that is not a literal
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 @dataclass
@@ -96,11 +97,16 @@ class ModuleIndex:
         self.jit: dict[str, JitFunction] = {}
         # Every name that refers to a jit function: the function itself, wrappers assigned at module level.
         self.kernel_names: dict[str, tuple[JitFunction, bool]] = {}  # name → (kernel, autotuned)
+        self.local_kernels: dict[ast.AST | None, dict[str, JitFunction]] = {}  # kernels defined in a function
         self.launchers: list[LauncherFunction] = []
+        # One walk of the tree; every pass below filters this list (big files have ~10^6 nodes).
         self.parents: dict[ast.AST, ast.AST] = {}
-        for parent in ast.walk(tree):
+        self.nodes: list[ast.AST] = [tree]
+        for parent in self.nodes:  # grows while iterated: a breadth-first walk
             for child in ast.iter_child_nodes(parent):
                 self.parents[child] = parent
+                self.nodes.append(child)
+        self.defs = [n for n in self.nodes if isinstance(n, _FUNCS)]
         self._collect_imports()
         self._collect_module_level()
         self._collect_jit()
@@ -172,7 +178,7 @@ class ModuleIndex:
     # ------------------------------------------------------------------------------------------ passes
 
     def _collect_imports(self) -> None:
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
@@ -184,7 +190,7 @@ class ModuleIndex:
                 for a in node.names:
                     if a.name != "*":
                         self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.bound_names.add(node.name)
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -196,11 +202,7 @@ class ModuleIndex:
     def _collect_module_level(self) -> None:
         for stmt in self.tree.body:
             target, value = None, None
-            if (
-                isinstance(stmt, ast.Assign)
-                and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Name)
-            ):
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                 target, value = stmt.targets[0].id, stmt.value
             elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
                 target, value = stmt.target.id, stmt.value
@@ -211,9 +213,8 @@ class ModuleIndex:
                 self.constants[target] = v
             if isinstance(value, ast.List):
                 self.list_literals[target] = value
-        for node in ast.walk(self.tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.functions.setdefault(node.name, node)
+        for node in self.defs:
+            self.functions.setdefault(node.name, node)  # type: ignore[union-attr]
 
     def _decorator_name(self, dec: ast.expr) -> str | None:
         return self.resolve(dec.func if isinstance(dec, ast.Call) else dec)
@@ -244,7 +245,7 @@ class ModuleIndex:
         meta_node = elt.args[0] if elt.args else kw.get("kwargs")
         meta: dict[str, object] | None = None
         if isinstance(meta_node, ast.Dict) and all(isinstance(k, ast.Constant) for k in meta_node.keys):
-            meta = {k.value: self.literal(v) for k, v in zip(meta_node.keys, meta_node.values)}  # type: ignore[union-attr]
+            meta = {k.value: self.literal(v) for k, v in zip(meta_node.keys, meta_node.values, strict=True)}  # type: ignore[union-attr]
         warps_node = kw.get("num_warps", elt.args[1] if len(elt.args) > 1 else None)
         num_warps = None if warps_node is None else self.literal(warps_node)
         return ConfigInfo(node=elt, meta=meta, num_warps=num_warps)
@@ -258,33 +259,34 @@ class ModuleIndex:
     def _make_jit(self, fn: ast.FunctionDef) -> JitFunction:
         args = fn.args
         positional = [*args.posonlyargs, *args.args]
-        defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(
-            args.defaults
-        )
+        defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
         params = [
             Param(a.arg, a, self.is_constexpr_annotation(a.annotation), self.literal(d) if d else UNKNOWN)
-            for a, d in zip(positional, defaults)
+            for a, d in zip(positional, defaults, strict=True)
         ]
-        for a, d in zip(args.kwonlyargs, args.kw_defaults):
+        for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True):
             params.append(Param(a.arg, a, self.is_constexpr_annotation(a.annotation), self.literal(d)))
         return JitFunction(name=fn.name, node=fn, params=params)
 
     def _collect_jit(self) -> None:
-        for node in ast.walk(self.tree):
-            if not isinstance(node, ast.FunctionDef):
+        for node in self.defs:
+            if not isinstance(node, ast.FunctionDef) or not node.decorator_list:
                 continue
             names = [self._decorator_name(d) for d in node.decorator_list]
             if not any(n in ("triton.jit", "triton.autotune", "triton.heuristics") for n in names):
                 continue
             jf = self._make_jit(node)
-            for dec, name in zip(node.decorator_list, names):
+            for dec, name in zip(node.decorator_list, names, strict=True):
                 if name == "triton.autotune" and isinstance(dec, ast.Call):
                     jf.autotunes.append(self._autotune_info(dec))
                 elif name == "triton.heuristics" and isinstance(dec, ast.Call):
                     jf.has_heuristics = True
                     jf.heuristics += self._heuristic_names(dec)
-            self.jit[node.name] = jf
-            self.kernel_names[node.name] = (jf, bool(jf.autotunes))
+            if node.name in self.jit:  # two kernels of one name (nested in two launchers): keep both
+                jf.name = f"{node.name}@{node.lineno}"
+            self.jit[jf.name] = jf
+            self.kernel_names.setdefault(node.name, (jf, bool(jf.autotunes)))
+            self.local_kernels.setdefault(self.enclosing(node, _FUNCS), {})[node.name] = jf
         # Module-level wrapping: k = triton.jit(fn); tuned = triton.autotune(...)(k); h = triton.heuristics(...)(k)
         for stmt in self.tree.body:
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
@@ -303,9 +305,9 @@ class ModuleIndex:
                     isinstance(node, ast.Call)
                     and isinstance(node.func, ast.Name)
                     and node.func.id in self.jit
+                    and node.func.id != jf.name
                 ):
-                    if node.func.id != jf.name:
-                        self.jit[node.func.id].called_from_jit = True
+                    self.jit[node.func.id].called_from_jit = True
 
     def _unwrap_assignment(self, value: ast.expr) -> tuple[JitFunction, bool] | None:
         if isinstance(value, ast.Name) and value.id in self.kernel_names:
@@ -351,25 +353,29 @@ class ModuleIndex:
 
     def _collect_launchers(self) -> None:
         jit_nodes = {jf.node for jf in self.jit.values()}
-        for fn in ast.walk(self.tree):
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn in jit_nodes:
+        by_fn: dict[ast.AST, LauncherFunction] = {}
+        for node in self.nodes:
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
                 continue
-            launcher = LauncherFunction(name=self._qualname(fn), node=fn)
-            for node in walk_own(fn):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
-                    site = self._launch_site(node, node.func, launcher)
-                    if site is not None:
-                        launcher.launches.append(site)
-            if launcher.launches:
-                self.launchers.append(launcher)
+            fn = self.enclosing(node, _FUNCS)
+            if fn is None or fn in jit_nodes:
+                continue
+            launcher = by_fn.get(fn) or LauncherFunction(name=self._qualname(fn), node=fn)  # type: ignore[arg-type]
+            site = self._launch_site(node, node.func, launcher)
+            if site is not None:
+                launcher.launches.append(site)
+                by_fn[fn] = launcher
+        self.launchers = sorted(by_fn.values(), key=lambda lf: lf.node.lineno)
 
-    def _launch_site(
-        self, call: ast.Call, sub: ast.Subscript, launcher: LauncherFunction
-    ) -> LaunchSite | None:
+    def _launch_site(self, call: ast.Call, sub: ast.Subscript, launcher: LauncherFunction) -> LaunchSite | None:
         value = sub.value
         kernel: JitFunction | None = None
         autotuned = False
-        if isinstance(value, ast.Name) and value.id in self.kernel_names:
+        local = self.local_kernels.get(launcher.node, {})
+        if isinstance(value, ast.Name) and value.id in local:
+            kernel = local[value.id]
+            autotuned = bool(kernel.autotunes)
+        elif isinstance(value, ast.Name) and value.id in self.kernel_names:
             kernel, autotuned = self.kernel_names[value.id]
         elif (
             isinstance(value, ast.Attribute)

@@ -18,8 +18,7 @@ RULES: list[Rule] = [
         id="unmasked-access",
         category="memory",
         severity=_E,
-        summary="tl.load/tl.store/atomic with tile offsets that can run past the tensor and no mask or "
-        "boundary_check",
+        summary="tl.load/tl.store/atomic with tile offsets that can run past the tensor and no mask or boundary_check",
     ),
     Rule(
         id="non-neutral-other",
@@ -38,15 +37,13 @@ RULES: list[Rule] = [
         id="low-precision-accumulator",
         category="numerics",
         severity=_E,
-        summary="accumulation in fp16/bf16: fp16 tl.zeros accumulator, tl.dot(out_dtype=fp16), tl.sum of "
-        "fp16 values",
+        summary="accumulation in fp16/bf16: fp16 tl.zeros accumulator, tl.dot(out_dtype=fp16), tl.sum of fp16 values",
     ),
     Rule(
         id="unguarded-division",
         category="numerics",
         severity=_W,
-        summary="division (or rsqrt) by a loaded value or a reduction that can be 0, with no epsilon or "
-        "tl.where guard",
+        summary="division (or rsqrt) by a loaded value or a reduction that can be 0, with no epsilon or tl.where guard",
     ),
     Rule(
         id="int32-offset-overflow",
@@ -127,8 +124,7 @@ RULES: list[Rule] = [
         id="autotune-conflicting-meta",
         category="correctness",
         severity=_E,
-        summary="launcher passes a meta-parameter the autotuner also sets (ValueError: Conflicting "
-        "meta-parameters)",
+        summary="launcher passes a meta-parameter the autotuner also sets (ValueError: Conflicting meta-parameters)",
     ),
     # ---- launchers (Python functions that launch a kernel)
     Rule(

@@ -60,6 +60,7 @@ class Val:
     tiled: frozenset[int] = frozenset()  # sources slid along their dimension by pid/loop (pid*BLOCK + arange)
     bounded: frozenset[int] = frozenset()  # sources wrapped into range (% n, tl.minimum, tl.where(mask, ...))
     pid: bool = False  # derived from tl.program_id
+    pid_small: bool = False  # only from program_id(1)/(2): grid axes 1 and 2 stop at 65535
     loopvar: bool = False
     tile_off: bool = False  # a pid/loop value scaled by a compile-time size: a tile's start offset
     elem: bool = False  # element-scale (not a small tile count)
@@ -71,6 +72,7 @@ class Val:
     is_mask: bool = False
     mask_sources: frozenset[int] | None = None  # lanes bounded; None = unknown (treated as all)
     # ---- pointers
+    root: str | None = None  # the parameter a pointer expression starts from (x_ptr in x_ptr + offs)
     advanced: bool = False  # a pointer tile bumped inside a loop (ptrs += BLOCK_K * stride)
     block_ptr: bool = False
     block_runtime_shape: bool = False
@@ -84,6 +86,7 @@ class Val:
     dtype: str | None = None
     maxed: bool = False  # a max (or running max) of data
     shifted: bool = False  # data minus its max (≤ 0), safe to exponentiate
+    shifted_exp: bool = False  # exp of shifted data: the max lane gives exp(0) = 1, so its sum is ≥ 1
     nonneg: bool = False
     nonpos: bool = False
     positive: bool = False
@@ -99,7 +102,10 @@ class Val:
 
 NOTHING = Val()
 
-_MUST = {"int64", "maxed", "shifted", "nonneg", "nonpos", "positive", "block_ptr", "desc"}
+_MUST = {
+    *("int64", "maxed", "shifted", "shifted_exp", "nonneg", "nonpos", "positive"),
+    *("block_ptr", "desc", "pid_small"),
+}
 _MAY = {
     "pid",
     "loopvar",
@@ -209,6 +215,8 @@ def binary_pad(op: str, a: Val, b: Val) -> str | None:
     pa, pb = a.pad, b.pad
     if pa is None and pb is None:
         return None
+    if op == "mul" and ZERO in (pa, pb):
+        return ZERO  # 0 × anything finite; NaN/inf garbage in undefined lanes is the one case missed
     if UNDEF in (pa, pb):
         return UNDEF
     if pa is not None and pb is not None:
@@ -271,10 +279,8 @@ def broadcast(a: Val, b: Val) -> tuple[tuple[Dim, ...] | None, tuple[tuple[int, 
     rank = max(len(a.shape), len(b.shape))
     pa = (1,) * (rank - len(a.shape)) + tuple(a.shape)
     pb = (1,) * (rank - len(b.shape)) + tuple(b.shape)
-    shape = tuple(y if x == 1 else x for x, y in zip(pa, pb))
-    axes = {(s, ax + rank - len(a.shape)) for s, ax in a.axes} | {
-        (s, ax + rank - len(b.shape)) for s, ax in b.axes
-    }
+    shape = tuple(y if x == 1 else x for x, y in zip(pa, pb, strict=True))
+    axes = {(s, ax + rank - len(a.shape)) for s, ax in a.axes} | {(s, ax + rank - len(b.shape)) for s, ax in b.axes}
     return shape, tuple(sorted(axes))
 
 
