@@ -1,4 +1,4 @@
-"""FlashAttention-style fused attention forward: ``O = softmax(Q Kᵀ · scale [+ causal mask]) V``.
+"""FlashAttention-style fused attention, forward and backward: ``O = softmax(Q Kᵀ · scale [+ causal]) V``.
 
 Math: for each (batch, head), ``S = Q Kᵀ / sqrt(d)``, ``P = softmax(S)`` over keys (with ``S[i, j] =
 -inf`` for ``j > i`` when causal), ``O = P V``. The kernels never build S or P in memory: a program owns
@@ -59,7 +59,8 @@ _SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 # tl.arange needs powers of two; 16 is the smallest K dimension of an fp16 MMA, and 128 keeps the
 # [BLOCK_M, head_dim] fp32 accumulator within the register file at BLOCK_M = 128, 8 warps.
 _HEAD_DIMS = (16, 32, 64, 128)
-_LOG2E = 1.4426950408889634
+# log2(e): folded into the softmax scale so exponentials are exp2 (tl.constexpr: read inside kernels).
+LOG2E = tl.constexpr(1.4426950408889634)
 
 # Stage 1: one readable, untuned tile.
 _STAGE1_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64}
@@ -153,7 +154,7 @@ def _attn_fwd_kernel(
     m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l_i = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634
+    qk_scale = sm_scale * LOG2E
     hi = N_CTX
     if CAUSAL:
         hi = tl.minimum((start_m + 1) * BLOCK_M, N_CTX)
@@ -265,7 +266,7 @@ def _attn_fwd_split_kernel(
     m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l_i = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634
+    qk_scale = sm_scale * LOG2E
 
     if CAUSAL:
         # Keys [0, start_m·BLOCK_M) lie strictly below the diagonal for every row of this block and
@@ -365,7 +366,7 @@ def _attn_bwd_dkdv_kernel(
     v = tl.load(v_ptr + kv_tile, mask=key_ok[:, None], other=0.0)
     dk = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
     dv = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634
+    qk_scale = sm_scale * LOG2E
     lo = 0
     if CAUSAL:
         lo = (start_n // BLOCK_M) * BLOCK_M  # earlier queries see none of these keys
@@ -411,7 +412,7 @@ def _attn_bwd_dq_kernel(
     lse = tl.load(lse_ptr + bh * N_CTX + offs_m, mask=row_ok, other=0.0)
     delta = tl.load(delta_ptr + bh * N_CTX + offs_m, mask=row_ok, other=0.0)
     dq = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634
+    qk_scale = sm_scale * LOG2E
     hi = N_CTX
     if CAUSAL:
         hi = tl.minimum(start_m + BLOCK_M, N_CTX)

@@ -84,7 +84,10 @@ _MIN_PAD = 2
 # The marginal pass works on [BLOCK_T, K_PAD, C_PAD] and [BLOCK_T, C_PAD, C_PAD] tiles; 8192 elements per
 # tile (64 per thread at 4 warps) is 8 positions per block at K_PAD = C_PAD = 32.
 _MARGINAL_TILE_ELEMENTS = 8192
-_LOG2E = math.log2(math.e)
+# Base-2 arithmetic in stage 3: inputs · LOG2E, exp2/log2 in the loop, results · LN2 (tl.constexpr:
+# read inside kernels).
+LOG2E = tl.constexpr(math.log2(math.e))
+LN2 = tl.constexpr(math.log(2.0))
 
 # The scan is latency-bound: one warp keeps every reduction inside the warp (shuffles, no CTA barrier);
 # more warps spread the K·C and C² exponentials over more SM sub-partitions. Which wins depends on
@@ -295,8 +298,6 @@ def _crf_scan_register_kernel(
         len_ptr, out_ptr, alpha_ptr, u_ptr, ring_ptr, stride_tf, stride_tt,
         stride_dir_s, stride_sb, ring_stride_dir, ring_stride_b,
     )  # fmt: skip
-    LOG2E: tl.constexpr = 1.4426950408889634
-    LN2: tl.constexpr = 0.6931471805599453
     cs = tl.arange(0, C_PAD)
     slots = tl.arange(0, K_PAD)
     c_ok = cs < C
