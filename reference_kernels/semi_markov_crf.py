@@ -38,7 +38,7 @@ segmentation, found by backtracking (``_crf_viterbi_backtrace_kernel``).
 Programs → data: the scan is sequential in t, so one program owns one (batch element, direction) and
 loops over t; state is a ring buffer of the last K vectors ``u[s] − S[s]`` (O(K·C), not O(T·C)).
   stage 1  straightforward: a C-vector per step, loops over k and over c', ring and alpha in a global
-           scratch row (L1/L2-resident), a barrier per step.
+           scratch row (L1/L2-resident), CTA barriers between the writes and reads of each step.
   stage 2  vectorised: the k-reduction is one [K_PAD, C_PAD] tile and the c'-reduction one
            [C_PAD, C_PAD] tile (transitions loaded once into registers); ring still in global scratch;
            num_warps autotuned.
