@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from mcp_server.engine.errors import UsageError
+
+HAS_GPU = torch.cuda.is_available()
 from mcp_server.engine.validate import validate
 from mcp_server.models import FindingKind, Severity
 
@@ -16,7 +19,8 @@ def kinds(result, severity=Severity.error):
 def test_validate_passes_a_correct_add_on_all_seeds_and_derived_shapes(runner, fx):
     result = validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner)
     assert result.ok, result.findings
-    assert result.device == "cpu-interpreter" and result.interpreter
+    assert result.interpreter is (not HAS_GPU)
+    assert (result.device == "cpu-interpreter") is (not HAS_GPU)
     assert [c.status for c in result.cases] == ["passed"] * len(result.cases)
     assert {c.seed for c in result.cases} == set(result.seeds) and len(result.seeds) == 3
     derived = {c.case for c in result.cases if c.derived}
