@@ -72,13 +72,13 @@ def sweep(name: str, backward: bool, peak_gbps: float) -> list[dict]:
             compiled(*args, **kwargs)
             torch.cuda.synchronize()
             row["compile_s"] = round(time.perf_counter() - t0, 2)
-            row["compile_ms"] = _bench(lambda: compiled(*args, **kwargs))
+            row["compile_ms"] = _bench(lambda args=args, kwargs=kwargs: compiled(*args, **kwargs))
         except Exception as exc:
             row["compile_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
-        row["eager_ms"] = _bench(lambda: spec.reference(*args, **kwargs))
+        row["eager_ms"] = _bench(lambda args=args, kwargs=kwargs: spec.reference(*args, **kwargs))
         for stage, fn in sorted(spec.stages.items()):
             try:
-                ms = _bench(lambda fn=fn: fn(*args, **kwargs))
+                ms = _bench(lambda fn=fn, args=args, kwargs=kwargs: fn(*args, **kwargs))
                 row[f"stage{stage}_ms"] = ms
             except Exception as exc:
                 row[f"stage{stage}_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -94,15 +94,14 @@ def sweep(name: str, backward: bool, peak_gbps: float) -> list[dict]:
         if backward and spec.grad_inputs:
             grad_idx = set(spec.grad_inputs)
             try:
-                row["fb_eager_ms"] = _bench(_fwd_bwd(lambda *a: spec.reference(*a, **kwargs), args, grad_idx))
-                row["fb_compile_ms"] = _bench(_fwd_bwd(lambda *a: compiled(*a, **kwargs), args, grad_idx))
-                row["fb_best_ms"] = _bench(_fwd_bwd(lambda *a: spec.best(*a, **kwargs), args, grad_idx))
+                row["fb_eager_ms"] = _bench(_fwd_bwd(lambda *a, kw=kwargs: spec.reference(*a, **kw), args, grad_idx))
+                row["fb_compile_ms"] = _bench(_fwd_bwd(lambda *a, kw=kwargs: compiled(*a, **kw), args, grad_idx))
+                row["fb_best_ms"] = _bench(_fwd_bwd(lambda *a, kw=kwargs: spec.best(*a, **kw), args, grad_idx))
                 row["fb_vs_compile"] = row["fb_compile_ms"] / row["fb_best_ms"]
             except Exception as exc:
                 row["fb_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         rows.append(row)
         print(json.dumps(row), flush=True)
-        del args
         torch.cuda.empty_cache()
     return rows
 
