@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from mcp_server.engine.errors import UsageError
-
-HAS_GPU = torch.cuda.is_available()
 from mcp_server.engine.validate import validate
 from mcp_server.models import FindingKind, Severity
+
+HAS_GPU = torch.cuda.is_available()
 
 
 def kinds(result, severity=Severity.error):
