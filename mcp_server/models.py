@@ -44,6 +44,15 @@ class FindingKind(str, Enum):
     exception = "exception"  # a Python exception raised by the candidate
     compile_error = "compile_error"  # Triton could not compile the kernel
     load_error = "load_error"  # the user's file could not be imported
+    # bench: what the timings say
+    slower_than_eager = "slower_than_eager"  # the candidate loses to the reference in eager mode
+    slower_than_compile = "slower_than_compile"  # … or to the reference under torch.compile
+    low_efficiency = "low_efficiency"  # under 50 % of the bound that applies (bandwidth or compute)
+    high_spread = "high_spread"  # (p80 − p20) / median over 10 %: the number is not stable
+    suspicious_speedup = "suspicious_speedup"  # over 10× faster, or above the roofline: verify the work is done
+    flat_scaling = "flat_scaling"  # time does not grow with the problem size
+    timer_disagreement = "timer_disagreement"  # host wall clock ≫ CUDA events: work on other streams
+    failed_validation = "failed_validation"  # bench refused: the candidate is not correct
 
 
 class Location(BaseModel):
@@ -233,3 +242,61 @@ class CompileResult(ToolResult):
     configs: list[CompiledConfig]
     seconds: float
     note: str = ""
+
+
+# --- bench ------------------------------------------------------------------------------------------
+
+
+class DevicePeaks(BaseModel):
+    """Ceilings measured once per device (and cached on disk): what 100 % means in bench results."""
+
+    device: str
+    copy_gbps: float = Field(description="device-to-device copy, bytes read + written per second / 1e9")
+    matmul_tflops: dict[str, float] = Field(description="dense matmul rate per dtype (8192³ through torch)")
+    measured_at: str
+    torch: str
+
+
+class ProviderTiming(BaseModel):
+    provider: str = Field(description="candidate | eager | compile | reference kernels' stage name")
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    min_ms: float
+    spread: float = Field(description="(p80 − p20) / median")
+    wall_median_ms: float | None = Field(None, description="host clock incl. a device-wide sync, for cross-check")
+    samples: int
+    compile_s: float | None = Field(None, description="first call (compilation, autotuning), excluded from timing")
+    error: str | None = None
+
+
+class BenchRow(BaseModel):
+    case: str
+    timings: list[ProviderTiming]
+    bytes: int
+    flops: int
+    model: str = Field(description="where bytes/flops came from: user model | SPEC | default estimate")
+    bandwidth_gbps: float | None = None
+    tflops: float | None = None
+    pct_of_bandwidth: float | None = None
+    pct_of_compute: float | None = None
+    bound: str | None = Field(None, description="memory | compute: which floor is higher")
+    pct_of_roofline: float | None = Field(None, description="floor time / measured time")
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+
+
+class BenchResult(ToolResult):
+    candidate: str
+    reference: str | None
+    mode: str = Field(description="events | cuda-graph")
+    l2_flush: bool
+    input_sets: int = Field(description="inputs rotated among this many sets")
+    reps: int
+    peaks: DevicePeaks | None = None
+    validation: str | None = Field(None, description="summary of the validation run before timing")
+    rows: list[BenchRow]
+    plot: str | None = Field(None, description="path of the PNG plot, when asked for")
+    seconds: float = 0.0
+    queued_s: float = Field(0.0, description="time spent waiting for the GPU lock")
+    summary: str = ""

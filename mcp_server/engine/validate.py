@@ -93,10 +93,15 @@ def validate(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     tolerances: dict[str, tuple[float, float]] | None = None,
     allow_torch_ops: tuple[str, ...] = (),
+    transform: str | None = None,
     runner: Runner | None = None,
     cwd: Path | None = None,
 ) -> ValidateResult:
-    """Validate ``candidate`` against ``reference`` (both ``path.py:name``). Raises UsageError on bad input."""
+    """Validate ``candidate`` against ``reference`` (both ``path.py:name``). Raises UsageError on bad input.
+
+    ``transform`` rewrites every floating input before the run (see ``jobs.common.TRANSFORMS``: zeros, ones,
+    large, small, negative, alternating, near_overflow, near_underflow, inf, nan); derived shapes are off then.
+    """
     started = time.perf_counter()
     if seeds < 1:
         raise UsageError("--seeds must be at least 1.")
@@ -116,10 +121,11 @@ def validate(
             "reference": _spec_dict(ref_spec),
             "inputs": inputs_spec,
             "seeds": seed_list,
-            "derive": derive_shapes,
+            "derive": derive_shapes and not transform,
             "max_derived": max_derived,
             "backward": backward,
             "device": device.torch_device,
+            "transform": transform,
         },
         timeout_s=timeout_s,
         env=env,
@@ -520,7 +526,7 @@ class _Judge:
         for i, original in enumerate(pre):
             if not isinstance(original, torch.Tensor):
                 continue
-            ref_changed = not torch.equal(post_ref[i], original) if isinstance(post_ref[i], torch.Tensor) else False
+            ref_changed = not same_bits(post_ref[i], original) if isinstance(post_ref[i], torch.Tensor) else False
             if i in changed:
                 after = cand.get("post", {}).get(i)
                 if not ref_changed:
@@ -569,7 +575,7 @@ class _Judge:
             pc, pr = prior_cand[i], prior_ref[i]
             if not isinstance(pc, torch.Tensor) or pc.shape != c.shape or pr.shape != r.shape:
                 continue
-            if torch.equal(pc, c) and not torch.equal(pr, r):
+            if same_bits(pc, c) and not same_bits(pr, r):
                 self.add(
                     FindingKind.stale_cache,
                     f"{name}: seed {seed} returned exactly the previous seed's output for new inputs "
@@ -607,6 +613,13 @@ class _Judge:
                 "the candidate launched no @triton.jit kernel on any case: its result came from elsewhere "
                 "(PyTorch, a library, or a cache)",
             )
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (NaN equals an identical NaN, unlike torch.equal)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
 
 
 def _split_key(key: str) -> tuple[str, int | None]:

@@ -167,3 +167,17 @@ def test_bad_input_is_a_usage_error_that_names_the_fix(runner, fx, reference, ca
 def test_a_bad_input_spec_names_the_item(runner, fx):
     with pytest.raises(UsageError, match="f33"):
         validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), inputs="f33[4]", runner=runner)
+
+
+@pytest.mark.parametrize("transform", ["zeros", "large", "alternating", "near_overflow", "nan", "inf"])
+def test_value_transforms_keep_a_correct_softmax_passing(runner, fx, transform):
+    result = validate(fx("softmax_problem.py", "reference"), fx("softmax_good.py", "candidate"), runner=runner,
+                      transform=transform, seeds=1)
+    assert result.ok, [f.message for f in result.findings]
+
+
+def test_value_transforms_expose_a_kernel_that_forgets_the_max_shift(runner, fx):
+    # Without the shift, exp overflows for large inputs: fine on randn, wrong at 1e6.
+    ref, cand = fx("softmax_problem.py", "reference"), fx("softmax_unshifted.py", "candidate")
+    assert validate(ref, cand, runner=runner, seeds=1).ok
+    assert not validate(ref, cand, runner=runner, seeds=1, transform="large").ok

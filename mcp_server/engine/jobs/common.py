@@ -183,6 +183,52 @@ def _cases_from_value(value: Any, origin: str) -> tuple[list[Case], bool]:
     raise UsageProblem(f"{origin} returned a {type(value).__name__}; return a list of arguments.")
 
 
+# --- value transforms (the audit's correctness suite) ---------------------------------------------
+
+
+def _scaled(t: torch.Tensor, magnitude: float) -> torch.Tensor:
+    peak = t.float().abs().max().clamp_min(1e-30)
+    return (t.float() / peak * magnitude).to(t.dtype)
+
+
+def _inject(t: torch.Tensor, value: float) -> torch.Tensor:
+    out = t.clone()
+    flat = out.view(-1)
+    if flat.numel():
+        picks = torch.randperm(flat.numel(), device=flat.device)[: max(1, flat.numel() // 100)]
+        flat[picks] = value if value == value else float("nan")  # noqa: PLR0124 - NaN test
+        if value == float("inf"):
+            flat[picks[::2]] = -float("inf")
+    return out
+
+
+def _finfo(t: torch.Tensor) -> torch.finfo:
+    return torch.finfo(t.dtype)
+
+
+TRANSFORMS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "zeros": torch.zeros_like,
+    "ones": torch.ones_like,
+    "large": lambda t: _scaled(t, min(1e6, _finfo(t).max / 1e3)),
+    "small": lambda t: _scaled(t, max(1e-6, _finfo(t).tiny * 1e4)),
+    "negative": lambda t: -t.abs(),
+    "alternating": lambda t: (t.abs().reshape(-1) * (1 - 2 * (torch.arange(t.numel(), device=t.device) % 2)))
+    .reshape(t.shape)
+    .to(t.dtype),
+    "near_overflow": lambda t: _scaled(t, _finfo(t).max / 4),
+    "near_underflow": lambda t: _scaled(t, _finfo(t).tiny * 8),
+    "inf": lambda t: _inject(t, float("inf")),
+    "nan": lambda t: _inject(t, float("nan")),
+}
+
+
+def apply_transform(args: list[Any], name: str) -> list[Any]:
+    if name not in TRANSFORMS:
+        raise UsageProblem(f"Unknown input transform {name!r}; choose from {', '.join(TRANSFORMS)}.")
+    fn = TRANSFORMS[name]
+    return map_tensors(args, lambda t: fn(t) if t.is_floating_point() else t)
+
+
 # --- derived edge shapes --------------------------------------------------------------------------
 
 

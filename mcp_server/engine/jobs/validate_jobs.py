@@ -244,6 +244,9 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     for seed in seeds:
         torch.manual_seed(seed)
         cases, derivable = common.resolve_cases(inputs_module, params.get("inputs"), ctx.user_files, device)
+        if params.get("transform"):
+            for case in cases:
+                case.args = common.apply_transform(case.args, params["transform"])
         for case in cases:
             shapes = run_case(f"{case.name}#{seed}", case.name, seed, case.args, None)
             if base_args is None:
