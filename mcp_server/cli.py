@@ -8,6 +8,7 @@ set PTT_DEBUG=1 to see one.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -15,6 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
+
+# Feature adapters: each module defines register_cli(subparsers) (and register_tools(server) for MCP).
+FEATURE_MODULES: tuple[str, ...] = ()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -201,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="the whole pipeline on a bundled example kernel")
     p.set_defaults(fn=cmd_demo)
+
+    for module in FEATURE_MODULES:
+        importlib.import_module(module).register_cli(sub)
 
     return parser
 

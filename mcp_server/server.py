@@ -9,6 +9,7 @@ this process: the engine runs it in isolated children.
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import sys
 from pathlib import Path
@@ -208,6 +209,10 @@ def build_server() -> MCPServer:
     server.add_tool(device_info, annotations=READ_ONLY, title="Device info")
     server.add_tool(compile_kernel, annotations=READ_ONLY, title="Compile a Triton kernel (AOT)")
     server.add_tool(validate_against_reference, annotations=READ_ONLY, title="Validate a kernel against PyTorch")
+    from mcp_server.cli import FEATURE_MODULES
+
+    for module in FEATURE_MODULES:
+        importlib.import_module(module).register_tools(server)
     return server
 
 
