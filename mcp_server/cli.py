@@ -75,12 +75,21 @@ def _emit(result: Any, as_json: bool, render: Callable[[Any], str]) -> int:
 
 
 def cmd_device(args: argparse.Namespace) -> int:
+    from mcp_server.engine.bench import cached_peaks, device_peaks
     from mcp_server.engine.device import probe
+    from mcp_server.engine.runner import shared_runner
     from mcp_server.render import INTERPRETER_BANNER
 
     info = probe()
+    peaks = None
+    if args.peaks or args.remeasure:
+        peaks = device_peaks(info, shared_runner(), remeasure=args.remeasure)
+    elif not info.interpreter:
+        peaks = cached_peaks(info)
     if args.json:
-        print(info.model_dump_json(indent=2))
+        data = info.model_dump(mode="json")
+        data["peaks"] = peaks.model_dump(mode="json") if peaks else None
+        print(json.dumps(data, indent=2))
         return EXIT_OK
     if info.interpreter:
         print(INTERPRETER_BANNER)
@@ -92,6 +101,11 @@ def cmd_device(args: argparse.Namespace) -> int:
         )
     print(f"torch         {info.torch}   triton {info.triton}   python {info.python}")
     print(f"compile target (default) {info.target}")
+    if peaks:
+        rates = ", ".join(f"{k} {v:.0f}" for k, v in peaks.matmul_tflops.items())
+        print(f"peaks         copy {peaks.copy_gbps:.0f} GB/s; matmul TFLOP/s {rates} (measured {peaks.measured_at})")
+    elif not info.interpreter:
+        print("peaks         not measured yet: ptt device --peaks")
     return EXIT_OK
 
 
@@ -138,6 +152,62 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return _emit(result, args.json, render_validate)
 
 
+class _ProgressBar:
+    """A one-line progress display on stderr (a plain log line per message when stderr is not a terminal)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last = ""
+
+    def __call__(self, done: float, total: float | None, message: str) -> None:
+        if total:
+            width = 24
+            filled = int(width * min(1.0, done / total))
+            text = f"[{'#' * filled}{'.' * (width - filled)}] {message}"
+        else:
+            text = message
+        if text == self.last:
+            return
+        self.last = text
+        if self.tty:
+            sys.stderr.write("\r\033[K" + text[:120])
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.tty and self.last:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from mcp_server.engine.bench import bench
+    from mcp_server.render import render_bench
+
+    bar = _ProgressBar()
+    try:
+        result = bench(
+            args.candidate,
+            args.reference,
+            inputs=args.inputs,
+            sizes=args.sizes,
+            mode=args.mode,
+            reps=args.reps,
+            input_sets=args.input_sets,
+            l2_flush=not args.no_l2_flush,
+            baselines=not args.no_baselines,
+            validate_first=not args.no_validate,
+            force=args.force,
+            plot=args.plot,
+            timeout_s=args.timeout,
+            progress=bar,
+        )
+    finally:
+        bar.close()
+    return _emit(result, args.json, render_bench)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from mcp_server.server import run_server
 
@@ -159,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("device", help="what device kernels run on (GPU or the Triton interpreter)")
+    p.add_argument("--peaks", action="store_true", help="measure (or show cached) copy bandwidth and matmul rates")
+    p.add_argument("--remeasure", action="store_true", help="measure the peaks again even if cached")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_device)
 
@@ -196,6 +268,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per child (default 120)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_validate)
+
+    p = sub.add_parser("bench", help="time a kernel against eager, torch.compile and the roofline (GPU only)")
+    p.add_argument("candidate", help="path.py:launcher (or a KernelBench solution file)")
+    p.add_argument("--reference", help="path.py:reference — its eager and torch.compile runs are the baselines")
+    p.add_argument("--inputs", help="'bf16[4096,N]' (with --sizes) or path.py:make_inputs; default the module's cases")
+    p.add_argument("--sizes", help="values for the symbols in --inputs: 1024,2048 (N) or M=1,N=2;M=3,N=4")
+    p.add_argument("--mode", choices=["events", "cuda-graph"], default="events",
+                   help="cuda-graph takes launch overhead out (microsecond kernels)")
+    p.add_argument("--reps", type=int, default=100, help="timed calls per provider and size (default 100)")
+    p.add_argument("--input-sets", type=int, help="input sets rotated between calls (default: enough to beat L2)")
+    p.add_argument("--no-l2-flush", action="store_true", help="keep L2 warm between calls (to see its effect)")
+    p.add_argument("--no-baselines", action="store_true", help="time the candidate only")
+    p.add_argument("--no-validate", action="store_true", help="skip the validation before timing")
+    p.add_argument("--force", action="store_true", help="time a candidate even if it fails validation")
+    p.add_argument("--plot", metavar="OUT.png", help="write a plot of time and GB/s per size")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds (default 900)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_bench)
 
     p = sub.add_parser("serve", help="run the MCP server")
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")

@@ -8,24 +8,27 @@ this process: the engine runs it in isolated children.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import functools
 import importlib
 import logging
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import Field
 
 from mcp_server.engine.device import DeviceInfo
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
 from mcp_server.engine.runner import RunnerError
 from mcp_server.engine.specs import source_to_file
-from mcp_server.models import CompileResult, ValidateResult
+from mcp_server.models import BenchResult, CompileResult, DevicePeaks, ValidateResult
 
 logger = logging.getLogger("pytorch_to_triton")
 T = TypeVar("T")
@@ -86,13 +89,20 @@ async def _call(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
 # --- tools ------------------------------------------------------------------------------------------------
 
 
-async def device_info() -> DeviceInfo:
+class DeviceReport(DeviceInfo):
+    peaks: DevicePeaks | None = Field(None, description="measured ceilings (bench measures them on first use)")
+
+
+async def device_info() -> DeviceReport:
     """Describe the device kernels run on: the GPU (name, compute capability, SMs, L2, memory) or the Triton
     interpreter on CPU ('cpu-interpreter', where correctness checks work but timings mean nothing), plus the
     torch and triton versions and the default compile target. Call it first in a session."""
+    from mcp_server.engine.bench import cached_peaks
     from mcp_server.engine.device import probe
 
-    return await _call(probe)
+    info = await _call(probe)
+    peaks = None if info.interpreter else cached_peaks(info)
+    return DeviceReport(**info.model_dump(), peaks=peaks)
 
 
 async def compile_kernel(
@@ -202,6 +212,58 @@ async def validate_against_reference(
     )
 
 
+async def bench(
+    ctx: Context,
+    candidate: CallableSpecArg = None,
+    reference: CallableSpecArg = None,
+    candidate_source: SourceArg = None,
+    candidate_name: NameArg = None,
+    inputs: InputsArg = None,
+    sizes: Annotated[
+        str | None,
+        Field(description="Values for symbols in a type-list input: '1024,2048,4096' (symbol N) or 'M=1,N=2;M=3,N=4'."),
+    ] = None,
+    mode: Annotated[
+        Literal["events", "cuda-graph"],
+        Field(description="cuda-graph takes launch overhead out; use it for kernels under ~50 µs."),
+    ] = "events",
+    reps: Annotated[int, Field(ge=10, le=10000, description="Timed calls per provider and size.")] = 100,
+    l2_flush: Annotated[bool, Field(description="Flush L2 before every timed call (keep true).")] = True,
+    force: Annotated[bool, Field(description="Time the candidate even if it fails validation.")] = False,
+    plot: Annotated[bool, Field(description="Also return a PNG of time and GB/s per size and provider.")] = False,
+    timeout_s: TimeoutArg = 900.0,
+) -> BenchResult:
+    """Time a validated candidate on the GPU against the reference in eager mode and under torch.compile, with
+    L2 flushed and inputs rotated between calls, CUDA events cross-checked by the host clock, median and
+    p20/p80. Reports speedups, achieved GB/s and TFLOP/s, % of the measured roofline and which bound applies,
+    and flags: slower than eager/compile, < 50 % of the bound, spread > 10 %, > 10× speedups, flat scaling.
+    Needs a CUDA GPU (without one it returns an error: interpreter timings are meaningless). Candidates that
+    fail validation are not timed unless force=true. One bench runs per GPU at a time; others wait."""
+    from mcp_server.engine.bench import bench as run
+
+    spec = _spec(candidate, candidate_source, candidate_name, "candidate")
+
+    def progress(done: float, total: float | None, message: str) -> None:
+        with contextlib.suppress(Exception):
+            anyio.from_thread.run(ctx.report_progress, done, total, message)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        png = str(Path(tmp) / "bench.png") if plot else None
+        result = await _call(
+            run, spec, reference, inputs=inputs, sizes=sizes, mode=mode, reps=reps, l2_flush=l2_flush, force=force,
+            plot=png, timeout_s=timeout_s, progress=progress,
+        )
+        if not (plot and result.plot):
+            return result
+        data = base64.b64encode(Path(result.plot).read_bytes()).decode()
+    result.plot = None
+    return CallToolResult(
+        content=[TextContent(type="text", text=result.model_dump_json()),
+                 ImageContent(type="image", data=data, mime_type="image/png")],
+        structured_content=result.model_dump(mode="json"),
+    )
+
+
 def build_server() -> MCPServer:
     from mcp_server import __version__
 
@@ -209,6 +271,7 @@ def build_server() -> MCPServer:
     server.add_tool(device_info, annotations=READ_ONLY, title="Device info")
     server.add_tool(compile_kernel, annotations=READ_ONLY, title="Compile a Triton kernel (AOT)")
     server.add_tool(validate_against_reference, annotations=READ_ONLY, title="Validate a kernel against PyTorch")
+    server.add_tool(bench, annotations=READ_ONLY, title="Benchmark a kernel on the GPU")
     from mcp_server.cli import FEATURE_MODULES
 
     for module in FEATURE_MODULES:

@@ -50,6 +50,11 @@ class JobContext:
     def path(self, name: str) -> Path:
         return self.job_dir / name
 
+    def progress(self, done: float, total: float | None, message: str = "") -> None:
+        """Report progress to the parent (relayed to MCP progress notifications and the CLI's bar)."""
+        with open(self.job_dir / "progress.jsonl", "a") as fh:
+            fh.write(json.dumps({"done": done, "total": total, "message": message}) + "\n")
+
     def mark(self, text: str) -> None:
         """Record what the job is doing now, so a crash can be attributed (read by the parent)."""
         with open(self.job_dir / "progress.txt", "w") as fh:

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -240,8 +241,13 @@ class Runner:
         user_files: list[str] | tuple[str, ...] = (),
         cwd: str | None = None,
         job_dir: Path | None = None,
+        on_progress: Callable[[float, float | None, str], None] | None = None,
     ) -> JobOutcome:
-        """Run ``entry(params, ctx)`` in a fresh child; block until it ends or ``timeout_s`` passes."""
+        """Run ``entry(params, ctx)`` in a fresh child; block until it ends or ``timeout_s`` passes.
+
+        ``on_progress(done, total, message)`` is called with what the child reports through
+        ``ctx.progress`` (polled twice a second).
+        """
         job_dir = job_dir or self.new_job_dir()
         (job_dir / "job.json").write_text(
             json.dumps({"entry": entry, "params": params, "user_files": list(user_files)})
@@ -266,7 +272,9 @@ class Runner:
         server.submit(message, pending)
 
         timed_out = False
-        if not pending.exited.wait(timeout_s):
+        if on_progress is not None:
+            _poll_progress(job_dir, pending, on_progress, started + timeout_s)
+        if not pending.exited.wait(max(0.0, started + timeout_s - time.perf_counter())):
             timed_out = True
             pending.started.wait(5)
             if pending.pid is not None:
@@ -343,6 +351,29 @@ class Runner:
             return outcome
         outcome.result = payload.get("result") or {}
         return outcome
+
+
+def _poll_progress(
+    job_dir: Path, pending: _Pending, on_progress: Callable[[float, float | None, str], None], deadline: float
+) -> None:
+    """Relay the child's progress lines until it exits or the deadline passes."""
+    path = job_dir / "progress.jsonl"
+    offset = 0
+    while not pending.exited.wait(0.5) and time.perf_counter() < deadline:
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+        except OSError:
+            continue
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        offset += len(complete)
+        for line in complete.splitlines():
+            try:
+                event = json.loads(line)
+                on_progress(float(event["done"]), event.get("total"), str(event.get("message", ""))[:200])
+            except (ValueError, KeyError, TypeError):
+                continue
 
 
 def _read_result(path: Path) -> dict[str, Any] | None:

@@ -1,0 +1,499 @@
+"""bench: timings an agent can trust — against eager, torch.compile and the hardware's measured ceilings.
+
+The timing itself happens in an isolated child (see ``jobs.bench_job`` for the method). Here: refuse
+honestly without a GPU, validate first, hold the per-GPU lock (one bench at a time per GPU, shared by the
+CLI and the server), turn bytes/FLOPs into achieved GB/s, TFLOP/s and % of the measured roofline, raise
+the flags, and draw the sweep.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import re
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from mcp_server.engine.device import DeviceInfo, probe
+from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
+from mcp_server.engine.runner import Runner, shared_runner
+from mcp_server.engine.specs import parse_spec
+from mcp_server.models import (
+    BenchResult,
+    BenchRow,
+    DevicePeaks,
+    Finding,
+    FindingKind,
+    ProviderTiming,
+    Severity,
+)
+
+NO_GPU = "bench needs a CUDA GPU; interpreter timings are meaningless (validate and compile work without one)"
+Progress = Callable[[float, float | None, str], None]
+
+# Flags.
+SPREAD_LIMIT = 0.10
+EFFICIENCY_LIMIT = 50.0
+SUSPICIOUS_SPEEDUP = 10.0
+ROOFLINE_SLACK = 1.05  # above 105 % of the roofline the model or the measurement is wrong
+DISAGREE_RATIO = 1.3
+DISAGREE_MIN_MS = 0.05
+# Kernels with more FLOPs per byte than this are judged against the tensor-core rate of their dtype.
+TENSOR_INTENSITY = 20.0
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("PTT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pytorch-to-triton"
+    )
+    path = Path(base)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# --- device peaks -------------------------------------------------------------------------------------
+
+
+def _peaks_file(device: DeviceInfo) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{device.device}-torch{device.torch}").strip("-")
+    return cache_dir() / "peaks" / f"{slug}.json"
+
+
+def cached_peaks(device: DeviceInfo) -> DevicePeaks | None:
+    path = _peaks_file(device)
+    try:
+        return DevicePeaks.model_validate_json(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def device_peaks(device: DeviceInfo, runner: Runner, *, remeasure: bool = False) -> DevicePeaks:
+    """Copy bandwidth and matmul rates, measured once per device and cached on disk."""
+    if device.interpreter:
+        raise EnvironmentUnavailable("measuring device peaks needs a CUDA GPU")
+    if not remeasure and (peaks := cached_peaks(device)) is not None:
+        return peaks
+    with gpu_lock(device):
+        outcome = runner.run("mcp_server.engine.jobs.bench_job:peaks", {}, timeout_s=300, env=device.job_env())
+    with outcome:
+        if not outcome.ok or outcome.result is None:
+            detail = outcome.usage_error or (outcome.failure.message if outcome.failure else "no result")
+            raise EnvironmentUnavailable(f"could not measure the device peaks: {detail}")
+        raw = outcome.result
+    peaks = DevicePeaks(
+        device=raw["device"],
+        copy_gbps=raw["copy_gbps"],
+        matmul_tflops=raw["matmul_tflops"],
+        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        torch=device.torch,
+    )
+    path = _peaks_file(device)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(peaks.model_dump_json(indent=1))
+    os.replace(tmp, path)
+    return peaks
+
+
+# --- the GPU lock -------------------------------------------------------------------------------------
+
+
+class gpu_lock:
+    """One bench at a time per GPU, across processes (an flock on a file per GPU)."""
+
+    def __init__(self, device: DeviceInfo, progress: Progress | None = None, timeout_s: float = 3600.0):
+        index = device.gpu_index or 0
+        self.path = cache_dir() / "locks" / f"gpu{index}.lock"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.progress = progress
+        self.timeout_s = timeout_s
+        self.waited_s = 0.0
+        self._fh: Any = None
+
+    def __enter__(self) -> gpu_lock:
+        self._fh = open(self.path, "a+")
+        started = time.perf_counter()
+        told = False
+        while True:
+            try:
+                fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not told and self.progress is not None:
+                    self._fh.seek(0)
+                    holder = self._fh.read().strip() or "another process"
+                    self.progress(0, None, f"queued: the GPU is busy with another bench ({holder}); waiting")
+                    told = True
+                if time.perf_counter() - started > self.timeout_s:
+                    self._fh.close()
+                    raise EnvironmentUnavailable(
+                        f"gave up waiting {self.timeout_s:.0f} s for the GPU lock {self.path}"
+                    ) from None
+                time.sleep(0.2)
+        self.waited_s = time.perf_counter() - started
+        self._fh.seek(0)
+        self._fh.truncate()
+        self._fh.write(f"pid {os.getpid()}")
+        self._fh.flush()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fh is not None:
+            fcntl.flock(self._fh, fcntl.LOCK_UN)
+            self._fh.close()
+
+
+# --- bench --------------------------------------------------------------------------------------------
+
+
+def bench(
+    candidate: str,
+    reference: str | None = None,
+    *,
+    inputs: str | None = None,
+    sizes: str | None = None,
+    mode: str = "events",
+    reps: int = 100,
+    input_sets: int | None = None,
+    l2_flush: bool = True,
+    baselines: bool = True,
+    validate_first: bool = True,
+    force: bool = False,
+    plot: str | None = None,
+    timeout_s: float = 600.0,
+    progress: Progress | None = None,
+    runner: Runner | None = None,
+    cwd: Path | None = None,
+) -> BenchResult:
+    """Time ``candidate`` (and the reference's eager and torch.compile baselines) on the GPU."""
+    started = time.perf_counter()
+    if mode not in ("events", "cuda-graph"):
+        raise UsageError(f"--mode must be 'events' or 'cuda-graph', not {mode!r}.")
+    if reps < 10:
+        raise UsageError("--reps must be at least 10 for a median and percentiles to mean something.")
+    cand_spec = parse_spec(candidate, role="candidate", defaults=("ModelNew", "candidate"), cwd=cwd)
+    ref_spec = parse_spec(reference, role="reference", defaults=("Model", "reference"), cwd=cwd) if reference else None
+    files = [str(cand_spec.path)] + ([str(ref_spec.path)] if ref_spec else [])
+    if inputs and not ("[" in inputs or ":" not in inputs):
+        inputs_spec = parse_spec(inputs, role="inputs", cwd=cwd)
+        inputs = f"{inputs_spec.path}:{inputs_spec.name}"
+        files.append(str(inputs_spec.path))
+    runner = runner or shared_runner()
+    device = probe(runner)
+    if device.interpreter:
+        raise EnvironmentUnavailable(NO_GPU)
+
+    findings: list[Finding] = []
+    validation = None
+    if validate_first and ref_spec is not None:
+        from mcp_server.engine.validate import validate
+
+        if progress:
+            progress(0, None, "validating before timing")
+        verdict = validate(
+            str(ref_spec),
+            str(cand_spec),
+            inputs=inputs if not sizes else None,
+            seeds=1,
+            derive_shapes=False,
+            runner=runner,
+            cwd=cwd,
+        )
+        validation = verdict.summary
+        if not verdict.ok:
+            findings.append(
+                Finding(
+                    kind=FindingKind.failed_validation,
+                    severity=Severity.error,
+                    message=f"{verdict.summary}; not timed (pass force=True to time it anyway)",
+                )
+            )
+            findings.extend(verdict.errors)
+            if not force:
+                return BenchResult(
+                    ok=False,
+                    device=device.device,
+                    findings=findings,
+                    candidate=str(cand_spec),
+                    reference=str(ref_spec),
+                    mode=mode,
+                    l2_flush=l2_flush,
+                    input_sets=0,
+                    reps=reps,
+                    validation=validation,
+                    rows=[],
+                    seconds=round(time.perf_counter() - started, 3),
+                    summary="not timed: the candidate failed validation",
+                )
+
+    peaks = device_peaks(device, runner)
+    with gpu_lock(device, progress, timeout_s=timeout_s) as lock:
+        outcome = runner.run(
+            "mcp_server.engine.jobs.bench_job:run",
+            {
+                "candidate": {"path": str(cand_spec.path), "name": cand_spec.name},
+                "reference": {"path": str(ref_spec.path), "name": ref_spec.name} if ref_spec else None,
+                "inputs": inputs,
+                "sizes": sizes,
+                "mode": mode,
+                "reps": reps,
+                "input_sets": input_sets,
+                "l2_flush": l2_flush,
+                "baselines": baselines,
+            },
+            timeout_s=timeout_s,
+            env=device.job_env(),
+            user_files=files,
+            cwd=str(cwd or Path.cwd()),
+            on_progress=progress,
+        )
+    with outcome:
+        if outcome.usage_error:
+            raise UsageError(outcome.usage_error)
+        if outcome.failure is not None:
+            f = outcome.failure
+            detail = f"{f.message}\n{f.stderr_tail}" if f.stderr_tail else f.message
+            findings.append(Finding(kind=f.kind, severity=Severity.error, message=detail, where=f.where))
+            return BenchResult(
+                ok=False,
+                device=device.device,
+                findings=findings,
+                candidate=str(cand_spec),
+                reference=str(ref_spec) if ref_spec else None,
+                mode=mode,
+                l2_flush=l2_flush,
+                input_sets=0,
+                reps=reps,
+                peaks=peaks,
+                validation=validation,
+                rows=[],
+                seconds=round(time.perf_counter() - started, 3),
+                queued_s=lock.waited_s,
+                summary=f"bench failed: {f.kind.value}",
+            )
+        raw = outcome.result or {}
+
+    rows = [_row(r, peaks) for r in raw.get("rows", [])]
+    findings.extend(flags(rows))
+    candidate_errors = [t.error for r in rows for t in r.timings if t.provider == "candidate" and t.error]
+    for err in candidate_errors:
+        findings.append(Finding(kind=FindingKind.exception, severity=Severity.error, message=err))
+    result = BenchResult(
+        ok=not candidate_errors and bool(rows),
+        device=device.device,
+        findings=findings,
+        candidate=str(cand_spec),
+        reference=str(ref_spec) if ref_spec else None,
+        mode=mode,
+        l2_flush=l2_flush,
+        input_sets=max((r.get("input_sets", 1) for r in raw.get("rows", [])), default=0),
+        reps=reps,
+        peaks=peaks,
+        validation=validation,
+        rows=rows,
+        seconds=round(time.perf_counter() - started, 3),
+        queued_s=round(lock.waited_s, 3),
+    )
+    result.summary = summarize(result)
+    if plot:
+        result.plot = draw(result, plot)
+    return result
+
+
+def _row(raw: dict[str, Any], peaks: DevicePeaks) -> BenchRow:
+    timings = []
+    for t in raw["timings"]:
+        if t.get("error"):
+            timings.append(
+                ProviderTiming(
+                    provider=t["provider"],
+                    median_ms=math.nan,
+                    p20_ms=math.nan,
+                    p80_ms=math.nan,
+                    min_ms=math.nan,
+                    spread=0.0,
+                    samples=0,
+                    error=t["error"],
+                    compile_s=t.get("compile_s"),
+                )
+            )
+        else:
+            timings.append(ProviderTiming(**{k: v for k, v in t.items() if k in ProviderTiming.model_fields}))
+    row = BenchRow(
+        case=raw["case"], timings=timings, bytes=int(raw["bytes"]), flops=int(raw["flops"]), model=raw["model"]
+    )
+    by = {t.provider: t for t in timings if not t.error}
+    cand = by.get("candidate")
+    if cand is None:
+        return row
+    ms = honest_ms(cand)
+    if ms > 0:
+        row.bandwidth_gbps = row.bytes / ms / 1e6
+        row.pct_of_bandwidth = 100 * row.bandwidth_gbps / peaks.copy_gbps
+        floor_mem = row.bytes / (peaks.copy_gbps * 1e6)
+        floor_compute = 0.0
+        if row.flops:
+            row.tflops = row.flops / ms / 1e9
+            rate = _compute_rate(row, raw.get("dtype"), peaks)
+            row.pct_of_compute = 100 * row.tflops / rate
+            floor_compute = row.flops / (rate * 1e9)
+        row.bound = "compute" if floor_compute > floor_mem else "memory"
+        row.pct_of_roofline = 100 * max(floor_mem, floor_compute) / ms
+    for name, attr in (("eager", "speedup_vs_eager"), ("compile", "speedup_vs_compile")):
+        if name in by and ms > 0:
+            setattr(row, attr, honest_ms(by[name]) / ms)
+    return row
+
+
+def _compute_rate(row: BenchRow, dtype: str | None, peaks: DevicePeaks) -> float:
+    intensity = row.flops / max(row.bytes, 1)
+    rates = peaks.matmul_tflops
+    if intensity >= TENSOR_INTENSITY and dtype in rates:
+        return rates[dtype]
+    if intensity >= TENSOR_INTENSITY and dtype == "float32":
+        return rates.get("tf32", rates.get("float32", 1.0))
+    return rates.get("float32", 1.0)
+
+
+def honest_ms(t: ProviderTiming) -> float:
+    """The events' median, unless the host saw much more time (work on other streams): then the wall clock."""
+    if t.wall_median_ms is not None and t.wall_median_ms > DISAGREE_RATIO * t.median_ms + DISAGREE_MIN_MS:
+        return t.wall_median_ms
+    return t.median_ms
+
+
+def flags(rows: list[BenchRow]) -> list[Finding]:
+    out: list[Finding] = []
+
+    def add(kind: FindingKind, case: str, message: str) -> None:
+        out.append(Finding(kind=kind, severity=Severity.warning, message=f"{case}: {message}", case=case))
+
+    for row in rows:
+        by = {t.provider: t for t in row.timings if not t.error}
+        cand = by.get("candidate")
+        if cand is None:
+            continue
+        if row.speedup_vs_eager is not None and row.speedup_vs_eager < 1.0:
+            add(FindingKind.slower_than_eager, row.case, f"{row.speedup_vs_eager:.2f}× eager — slower than PyTorch")
+        if row.speedup_vs_compile is not None and row.speedup_vs_compile < 1.0:
+            add(FindingKind.slower_than_compile, row.case, f"{row.speedup_vs_compile:.2f}× torch.compile")
+        if row.pct_of_roofline is not None and row.pct_of_roofline < EFFICIENCY_LIMIT:
+            add(
+                FindingKind.low_efficiency,
+                row.case,
+                f"{row.pct_of_roofline:.0f} % of the {row.bound} roofline (under {EFFICIENCY_LIMIT:.0f} %)",
+            )
+        for t in by.values():
+            if t.spread > SPREAD_LIMIT:
+                add(
+                    FindingKind.high_spread,
+                    row.case,
+                    f"{t.provider}: p20–p80 spread {t.spread:.0%} of the median (over {SPREAD_LIMIT:.0%}); "
+                    "the figure is unstable — more reps, a bigger size, or cuda-graph mode",
+                )
+            if t.wall_median_ms is not None and t.wall_median_ms > DISAGREE_RATIO * t.median_ms + DISAGREE_MIN_MS:
+                add(
+                    FindingKind.timer_disagreement,
+                    row.case,
+                    f"{t.provider}: host clock {t.wall_median_ms:.4f} ms vs CUDA events {t.median_ms:.4f} ms — work "
+                    "outside the timed stream (another stream?); the host figure is the one used",
+                )
+        if row.speedup_vs_eager is not None and row.speedup_vs_eager > SUSPICIOUS_SPEEDUP:
+            add(
+                FindingKind.suspicious_speedup,
+                row.case,
+                f"{row.speedup_vs_eager:.1f}× eager: check the candidate does all the work (validate it)",
+            )
+        if row.pct_of_roofline is not None and row.pct_of_roofline > 100 * ROOFLINE_SLACK:
+            add(
+                FindingKind.suspicious_speedup,
+                row.case,
+                f"{row.pct_of_roofline:.0f} % of the roofline: faster than the hardware allows — the bytes/FLOPs model "
+                "overcounts, or work is skipped or cached",
+            )
+    timed = [
+        (r.bytes + r.flops, honest_ms(t), r.case)
+        for r in rows
+        for t in r.timings
+        if t.provider == "candidate" and not t.error and r.bytes
+    ]
+    timed.sort()
+    if len(timed) >= 2:
+        (w0, t0, c0), (w1, t1, c1) = timed[0], timed[-1]
+        if w1 >= 4 * w0 and t1 < 1.2 * t0:
+            out.append(
+                Finding(
+                    kind=FindingKind.flat_scaling,
+                    severity=Severity.warning,
+                    message=f"{c0} → {c1}: {w1 / w0:.0f}× the work in {t1 / t0:.2f}× the time — launch-bound, or not "
+                    "doing the work (cuda-graph mode shows which)",
+                )
+            )
+    return out
+
+
+def summarize(result: BenchResult) -> str:
+    parts = []
+    for row in result.rows:
+        bits = []
+        if row.speedup_vs_eager is not None:
+            bits.append(f"{row.speedup_vs_eager:.2f}× eager")
+        if row.speedup_vs_compile is not None:
+            bits.append(f"{row.speedup_vs_compile:.2f}× compile")
+        if row.pct_of_roofline is not None:
+            bits.append(f"{row.pct_of_roofline:.0f}% roofline")
+        parts.append(f"{row.case}: " + ", ".join(bits))
+    return "; ".join(parts)
+
+
+def draw(result: BenchResult, path: str) -> str:
+    """Time and achieved bandwidth per size and provider (like Triton's perf_report)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise UsageError("--plot needs matplotlib: pip install 'pytorch-to-triton[plot]'") from exc
+    labels = [r.case for r in result.rows]
+    order = ["candidate", "eager", "compile"]
+    providers = sorted(
+        {t.provider for r in result.rows for t in r.timings if not t.error},
+        key=lambda p: order.index(p) if p in order else len(order),
+    )
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for provider in providers:
+        times, gbps = [], []
+        for r in result.rows:
+            t = next((t for t in r.timings if t.provider == provider and not t.error), None)
+            ms = honest_ms(t) if t else math.nan
+            times.append(ms)
+            gbps.append(r.bytes / ms / 1e6 if t and ms > 0 else math.nan)
+        axes[0].plot(labels, times, marker="o", label=provider)
+        axes[1].plot(labels, gbps, marker="o", label=provider)
+    axes[0].set_ylabel("median time (ms)")
+    axes[0].set_yscale("log")
+    axes[1].set_ylabel("achieved GB/s")
+    if result.peaks:
+        axes[1].axhline(result.peaks.copy_gbps, linestyle="--", color="grey", label="copy bandwidth")
+    for ax in axes:
+        ax.set_xlabel("case")
+        ax.tick_params(axis="x", rotation=30)
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    fig.suptitle(f"{Path(result.candidate.split(':')[0]).name} on {result.device}")
+    fig.tight_layout()
+    out = Path(path).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return str(out)
+
+
+def result_from_json(text: str) -> BenchResult:
+    return BenchResult.model_validate(json.loads(text))

@@ -1,0 +1,397 @@
+"""Timing inside an isolated child: the candidate, the reference in eager mode and under torch.compile.
+
+Method (one child, one GPU, the GPU lock held by the parent):
+- Inputs are rotated among several sets (fresh random values of the same shapes), so no result or cache
+  line carries over from one call to the next.
+- Warm-up happens before timing: the first call of each provider (Triton compile, autotuning, inductor
+  compile) is timed on its own and reported as compile time, then a few more calls.
+- Timed calls are enqueued back to back, each preceded by an L2 flush (a write to a buffer twice the L2
+  size) outside the timed interval, each bracketed by CUDA events. Providers are interleaved in rounds
+  whose order rotates, so drift (clocks, temperature) hits every provider alike.
+- Each round is also timed on the host across a device-wide synchronize. When the host clock says far
+  more than the events (work launched on another stream finishes after the events fire), the wall-clock
+  figure is the one reported, and the disagreement is flagged.
+- CUDA-graph mode captures [flush, call] × n per round and times replays, which takes launch overhead out
+  for microsecond kernels; a flush-only graph's time is subtracted.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any
+
+import torch
+
+from mcp_server.engine.inputs import looks_like_type_list, materialise, parse_type_list
+from mcp_server.engine.jobs import common
+from mcp_server.engine.runner.child import (
+    JobContext,
+    UsageProblem,
+    classify_exception,
+    is_sticky_cuda_error,
+    load_module,
+    resolve,
+)
+
+ROUNDS = 5
+DISAGREE_RATIO = 1.3
+DISAGREE_MIN_MS = 0.05
+
+
+# --- peaks ----------------------------------------------------------------------------------------
+
+
+def peaks(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    """Device ceilings through PyTorch: copy bandwidth and dense matmul rates per dtype."""
+    import triton.testing
+
+    if not torch.cuda.is_available():
+        raise UsageProblem("measuring device peaks needs a CUDA GPU")
+    n = 1 << 30
+    src = torch.empty(n, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=100, rep=500, return_mode="median")
+    copy_gbps = 2 * n / ms / 1e6
+    src = dst = None
+    rates: dict[str, float] = {}
+    size = 8192
+    for name, dtype, tf32 in (
+        ("bfloat16", torch.bfloat16, False),
+        ("float16", torch.float16, False),
+        ("tf32", torch.float32, True),
+        ("float32", torch.float32, False),
+    ):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        a = torch.randn(size, size, device="cuda", dtype=dtype)
+        b = torch.randn(size, size, device="cuda", dtype=dtype)
+        ms = triton.testing.do_bench(lambda a=a, b=b: a @ b, warmup=100, rep=500, return_mode="median")
+        rates[name] = 2 * size**3 / ms / 1e9
+        del a, b
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return {"copy_gbps": copy_gbps, "matmul_tflops": rates, "device": torch.cuda.get_device_name()}
+
+
+# --- cases ----------------------------------------------------------------------------------------
+
+
+def _substitute(spec: str, values: dict[str, int]) -> str:
+    """Replace symbolic dimensions inside [...] (and NAME=SYMBOL scalars) with their values."""
+    import re
+
+    def dims(match: re.Match[str]) -> str:
+        return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: str(values.get(m.group(0), m.group(0))), match.group(0))
+
+    out = re.sub(r"\[[^\]]*\]", dims, spec)
+    return re.sub(r"=\s*([A-Za-z_]\w*)\b", lambda m: "=" + str(values.get(m.group(1), m.group(1))), out)
+
+
+def parse_sizes(text: str) -> list[dict[str, int]]:
+    """'1024,2048' (one symbol, N) or 'M=1024,N=512;M=2048,N=512'."""
+    points = []
+    for group in text.split(";"):
+        group = group.strip()
+        if not group:
+            continue
+        if "=" in group:
+            point = {}
+            for item in group.split(","):
+                key, _, value = item.partition("=")
+                point[key.strip()] = int(value)
+            points.append(point)
+        else:
+            points.extend({"N": int(v)} for v in group.split(",") if v.strip())
+    if not points:
+        raise UsageProblem(f"--sizes {text!r} lists no sizes; write e.g. 1024,2048,4096 or M=1024,N=512;M=2048,N=512")
+    return points
+
+
+def bench_cases(params: dict[str, Any], module: Any, ctx: JobContext) -> list[tuple[str, list[Any]]]:
+    inputs = params.get("inputs")
+    sizes = params.get("sizes")
+    if inputs and looks_like_type_list(inputs):
+        if sizes:
+            cases = []
+            for point in parse_sizes(sizes):
+                label = ",".join(f"{k}={v}" for k, v in point.items())
+                cases.append((label, materialise(parse_type_list(_substitute(inputs, point)), "cuda")))
+            return cases
+        return [("inputs", materialise(parse_type_list(inputs), "cuda"))]
+    if sizes:
+        raise UsageProblem(
+            "--sizes needs --inputs with symbolic dimensions, e.g. --inputs 'bf16[4096,N]' --sizes 1024,2048"
+        )
+    if inputs:
+        path, _, name = inputs.rpartition(":")
+        value = resolve(load_module(path, ctx.user_files), name)()
+        cases = value if isinstance(value, dict) else {"inputs": value}
+    else:
+        for hook in ("get_bench_cases", "get_test_cases"):
+            if hasattr(module, hook):
+                cases = getattr(module, hook)()
+                break
+        else:
+            if not hasattr(module, "get_inputs"):
+                raise UsageProblem(
+                    "No inputs to time: the reference (or candidate) module has no get_bench_cases(), get_test_cases() "
+                    "or get_inputs(); pass --inputs."
+                )
+            cases = {"inputs": module.get_inputs()}
+    out = []
+    for label, args in cases.items():
+        args = list(args) if isinstance(args, list | tuple) else [args]
+        common.check_plain(args, f"case {label!r}")
+        out.append((str(label), common.to_device(args, "cuda")))
+    return out
+
+
+def _fresh_like(args: list[Any]) -> list[Any]:
+    """Another input set of the same shapes and kinds of values (for rotation)."""
+
+    def refill(t: torch.Tensor) -> torch.Tensor:
+        if t.numel() == 0:
+            return t.clone()
+        return common._refill(t, list(t.shape), -1, -1)
+
+    return common.map_tensors(args, refill)
+
+
+# --- timing ---------------------------------------------------------------------------------------
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    pos = q * (len(ordered) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def _stats(name: str, samples: list[float], walls: list[float], compile_s: float | None) -> dict[str, Any]:
+    median = statistics.median(samples)
+    p20, p80 = _quantile(samples, 0.2), _quantile(samples, 0.8)
+    return {
+        "provider": name,
+        "median_ms": median,
+        "p20_ms": p20,
+        "p80_ms": p80,
+        "min_ms": min(samples),
+        "spread": (p80 - p20) / median if median > 0 else 0.0,
+        "wall_median_ms": statistics.median(walls) if walls else None,
+        "samples": len(samples),
+        "compile_s": compile_s,
+    }
+
+
+class _Timer:
+    def __init__(self, l2_bytes: int, flush: bool):
+        self.flush = flush
+        self.cache = torch.empty(max(2 * l2_bytes, 64 << 20) // 4, dtype=torch.int32, device="cuda") if flush else None
+
+    def do_flush(self) -> None:
+        if self.cache is not None:
+            self.cache.zero_()
+
+    def flush_ms(self, n: int = 20) -> float:
+        """GPU time of one flush, to subtract from graph timings."""
+        if self.cache is None:
+            return 0.0
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(n):
+            self.cache.zero_()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / n
+
+    def events_round(self, fn: Any, sets: list[list[Any]], n: int, offset: int) -> tuple[list[float], float]:
+        """n timed calls enqueued back to back; per-call event times and the host's per-call time."""
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        flush_starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        torch.cuda.synchronize()
+        host0 = time.perf_counter()
+        for i in range(n):
+            args = sets[(offset + i) % len(sets)]
+            flush_starts[i].record()
+            self.do_flush()
+            starts[i].record()
+            fn(*args)
+            ends[i].record()
+        torch.cuda.synchronize()
+        host_ms = (time.perf_counter() - host0) * 1e3
+        times = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+        stream_ms = flush_starts[0].elapsed_time(ends[-1])
+        # Host time beyond what the stream saw, spread over the calls: ~0 unless work ran elsewhere.
+        outside = max(0.0, host_ms - stream_ms)
+        wall_per_call = (sum(times) + outside) / n
+        return times, wall_per_call
+
+    def graph_round(self, fn: Any, sets: list[list[Any]], n: int, replays: int) -> list[float]:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(stream):
+            for i in range(2):  # warm the capture stream
+                fn(*sets[i % len(sets)])
+        torch.cuda.current_stream().wait_stream(stream)
+        with torch.cuda.graph(graph):
+            for i in range(n):
+                self.do_flush()
+                fn(*sets[i % len(sets)])
+        flush = self.flush_ms()
+        samples = []
+        for _ in range(replays):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            torch.cuda.synchronize()
+            samples.append(max(0.0, start.elapsed_time(end) / n - flush))
+        del graph
+        return samples
+
+
+def _first_call(fn: Any, args: list[Any]) -> tuple[Any, float]:
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    out = fn(*args)
+    torch.cuda.synchronize()
+    return out, time.perf_counter() - started
+
+
+def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    if not torch.cuda.is_available():
+        raise UsageProblem("bench needs a CUDA GPU; interpreter timings are meaningless")
+    common.install_launch_hooks()
+    cand_module = load_module(params["candidate"]["path"], ctx.user_files)
+    candidate = resolve(cand_module, params["candidate"]["name"])
+    reference = ref_module = None
+    if params.get("reference"):
+        ref_module = load_module(params["reference"]["path"], ctx.user_files)
+        reference = resolve(ref_module, params["reference"]["name"])
+    kernelbench = isinstance(reference, type) and issubclass(reference, torch.nn.Module)
+    if kernelbench:
+        init = list(ref_module.get_init_inputs()) if hasattr(ref_module, "get_init_inputs") else []
+        torch.manual_seed(1234)
+        reference = reference(*init).cuda()
+        torch.manual_seed(1234)
+        candidate = candidate(*init).cuda()
+        state = reference.state_dict()
+        if set(state) == set(candidate.state_dict()):
+            candidate.load_state_dict(state)
+    elif isinstance(candidate, type) and issubclass(candidate, torch.nn.Module):
+        raise UsageProblem("The candidate is an nn.Module class; give the KernelBench problem file as the reference.")
+
+    torch.manual_seed(0)
+    cases = bench_cases(params, ref_module or cand_module, ctx)
+    props = torch.cuda.get_device_properties(0)
+    timer = _Timer(int(getattr(props, "L2_cache_size", 50 << 20)), params.get("l2_flush", True))
+    providers: list[tuple[str, Any]] = [("candidate", candidate)]
+    compiled = None
+    if reference is not None and params.get("baselines", True):
+        providers.append(("eager", reference))
+        torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
+        compiled = torch.compile(reference, dynamic=False)
+        providers.append(("compile", compiled))
+    model_module = ref_module or cand_module
+    reps = int(params.get("reps", 100))
+    mode = params.get("mode", "events")
+    free, _ = torch.cuda.mem_get_info()
+
+    rows = []
+    total_steps = len(cases) * len(providers)
+    step = 0
+    for label, args in cases:
+        set_bytes = sum(t.numel() * t.element_size() for t in common.iter_tensors(args))
+        n_sets = params.get("input_sets")
+        if not n_sets:
+            n_sets = max(2, min(8, math.ceil(4 * timer_l2(props) / max(set_bytes, 1))))
+            n_sets = max(1, min(n_sets, int(0.25 * free // max(set_bytes, 1))))
+        torch.manual_seed(1)
+        sets = [args] + [_fresh_like(args) for _ in range(n_sets - 1)]
+        row: dict[str, Any] = {"case": label, "timings": [], "input_sets": n_sets}
+        # Roofline model: the user's functions, else inputs read once + outputs written once.
+        out_bytes = 0
+        for name, fn in providers:
+            step += 1
+            ctx.progress(step - 1, total_steps, f"{label}: {name} (compile + warm-up)")
+            try:
+                out, first_s = _first_call(fn, args)
+                if name == "candidate":
+                    out_bytes = sum(t.numel() * t.element_size() for t in common.iter_tensors(out))
+                # Warm-up: a few calls over every set, untimed.
+                for i in range(max(3, len(sets))):
+                    fn(*sets[i % len(sets)])
+                torch.cuda.synchronize()
+                ctx.progress(step - 0.5, total_steps, f"{label}: {name} (timing)")
+                row["timings"].append({"provider": name, "compile_s": first_s, "_fn": fn})
+            except Exception as exc:
+                failure = classify_exception(exc, ctx.user_files)
+                row["timings"].append({"provider": name, "error": f"{failure.kind.value}: {failure.message}"[:500]})
+                if is_sticky_cuda_error(exc):
+                    raise
+        live = [t for t in row["timings"] if "_fn" in t]
+        samples: dict[str, list[float]] = {t["provider"]: [] for t in live}
+        walls: dict[str, list[float]] = {t["provider"]: [] for t in live}
+        per_round = max(3, reps // ROUNDS)
+        for rnd in range(ROUNDS):
+            order = live[rnd % len(live) :] + live[: rnd % len(live)] if live else []
+            for t in order:
+                if mode == "cuda-graph":
+                    samples[t["provider"]].extend(timer.graph_round(t["_fn"], sets, per_round, 3))
+                else:
+                    times, wall = timer.events_round(t["_fn"], sets, per_round, rnd * per_round)
+                    samples[t["provider"]].extend(times)
+                    walls[t["provider"]].append(wall)
+        for t in row["timings"]:
+            fn = t.pop("_fn", None)
+            if fn is None:
+                continue
+            t.update(_stats(t["provider"], samples[t["provider"]], walls[t["provider"]], t.get("compile_s")))
+        row["bytes"], row["flops"], row["model"] = _model(model_module, args, set_bytes + out_bytes)
+        row["dtype"] = _first_float_dtype(args)
+        rows.append(row)
+        ctx.progress(step, total_steps, f"{label}: done")
+        del sets
+        torch.cuda.empty_cache()
+    return {
+        "rows": rows,
+        "device": torch.cuda.get_device_name(),
+        "mode": mode,
+        "l2_bytes": timer_l2(props),
+        "reps": reps,
+        "kernelbench": kernelbench,
+    }
+
+
+def timer_l2(props: Any) -> int:
+    return int(getattr(props, "L2_cache_size", 50 << 20))
+
+
+def _first_float_dtype(args: list[Any]) -> str | None:
+    for t in common.iter_tensors(args):
+        if t.is_floating_point():
+            return str(t.dtype).replace("torch.", "")
+    return None
+
+
+def _model(module: Any, args: list[Any], default_bytes: int) -> tuple[int, int, str]:
+    bytes_fn = getattr(module, "bytes_moved", None)
+    flops_fn = getattr(module, "flops", None)
+    source = "default estimate (inputs read once + outputs written once)"
+    nbytes, nflops = default_bytes, 0
+    if callable(bytes_fn):
+        try:
+            nbytes = int(bytes_fn(*args))
+            source = "bytes_moved()/flops() of the module"
+        except Exception:
+            pass
+    if callable(flops_fn):
+        try:
+            nflops = int(flops_fn(*args))
+        except Exception:
+            nflops = 0
+    return nbytes, nflops, source

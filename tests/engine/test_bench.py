@@ -1,0 +1,222 @@
+"""bench: honest refusal without a GPU, the roofline arithmetic and flags, the GPU lock, the plot."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from mcp_server.engine import bench as B
+from mcp_server.engine.device import DeviceInfo
+from mcp_server.engine.errors import EnvironmentUnavailable
+from mcp_server.engine.jobs.bench_job import _substitute, parse_sizes
+from mcp_server.models import BenchResult, DevicePeaks, FindingKind
+
+FX = Path(__file__).resolve().parent.parent / "fixtures"
+PEAKS = DevicePeaks(
+    device="test", copy_gbps=4000.0, matmul_tflops={"bfloat16": 700.0, "float32": 50.0}, measured_at="now", torch="x"
+)
+
+
+def timing(provider, ms, spread=0.02, wall=None):
+    return {
+        "provider": provider,
+        "median_ms": ms,
+        "p20_ms": ms * (1 - spread / 2),
+        "p80_ms": ms * (1 + spread / 2),
+        "min_ms": ms * 0.9,
+        "spread": spread,
+        "wall_median_ms": wall if wall is not None else ms * 1.01,
+        "samples": 100,
+        "compile_s": 0.1,
+    }
+
+
+def raw_row(case="c", cand=1.0, eager=2.0, compiled=1.5, nbytes=3_600_000_000, flops=0, **kw):
+    return {
+        "case": case,
+        "timings": [timing("candidate", cand, **kw), timing("eager", eager), timing("compile", compiled)],
+        "bytes": nbytes,
+        "flops": flops,
+        "model": "test",
+        "dtype": "bfloat16",
+    }
+
+
+def kinds(findings):
+    return {f.kind for f in findings}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+def test_bench_refuses_honestly_without_a_gpu(runner):
+    with pytest.raises(EnvironmentUnavailable, match="needs a CUDA GPU"):
+        B.bench(
+            f"{FX / 'validate' / 'add_good.py'}:candidate",
+            f"{FX / 'validate' / 'add_problem.py'}:reference",
+            runner=runner,
+        )
+
+
+def test_a_fast_row_reports_bandwidth_roofline_and_speedups_without_flags():
+    row = B._row(raw_row(cand=1.0), PEAKS)
+    assert row.bandwidth_gbps == pytest.approx(3600.0)
+    assert row.pct_of_bandwidth == pytest.approx(90.0)
+    assert row.bound == "memory" and row.pct_of_roofline == pytest.approx(90.0)
+    assert row.speedup_vs_eager == pytest.approx(2.0) and row.speedup_vs_compile == pytest.approx(1.5)
+    assert B.flags([row]) == []
+
+
+def test_slow_candidates_are_flagged_against_both_baselines_and_the_roofline():
+    row = B._row(raw_row(cand=4.0, eager=2.0, compiled=3.0), PEAKS)
+    assert {FindingKind.slower_than_eager, FindingKind.slower_than_compile, FindingKind.low_efficiency} <= kinds(
+        B.flags([row])
+    )
+
+
+def test_unstable_timings_are_flagged():
+    assert FindingKind.high_spread in kinds(B.flags([B._row(raw_row(spread=0.25), PEAKS)]))
+    assert FindingKind.high_spread not in kinds(B.flags([B._row(raw_row(spread=0.05), PEAKS)]))
+
+
+def test_work_outside_the_timed_stream_switches_to_the_host_clock_and_is_flagged():
+    row = B._row(raw_row(cand=0.01, wall=1.2), PEAKS)
+    assert FindingKind.timer_disagreement in kinds(B.flags([row]))
+    # The honest time is the host's: 3.6 GB in 1.2 ms, not in 0.01 ms.
+    assert row.bandwidth_gbps == pytest.approx(3000.0)
+
+
+def test_faster_than_the_hardware_is_suspicious():
+    row = B._row(raw_row(cand=0.5), PEAKS)  # 7200 GB/s on a 4000 GB/s device
+    assert FindingKind.suspicious_speedup in kinds(B.flags([row]))
+    many = B._row(raw_row(cand=1.0, eager=15.0), PEAKS)
+    assert FindingKind.suspicious_speedup in kinds(B.flags([many]))
+
+
+def test_time_that_does_not_grow_with_size_is_flagged():
+    small = B._row(raw_row(case="small", cand=0.010, eager=0.02, compiled=0.02, nbytes=10_000_000), PEAKS)
+    big = B._row(raw_row(case="big", cand=0.011, eager=0.9, compiled=0.9, nbytes=1_000_000_000), PEAKS)
+    assert FindingKind.flat_scaling in kinds(B.flags([small, big]))
+    grows = B._row(raw_row(case="big", cand=0.3, eager=0.9, compiled=0.9, nbytes=1_000_000_000), PEAKS)
+    assert FindingKind.flat_scaling not in kinds(B.flags([small, grows]))
+
+
+def test_compute_bound_kernels_are_judged_against_the_tensor_core_rate():
+    row = B._row(raw_row(cand=1.0, nbytes=100_000_000, flops=600 * 10**9), PEAKS)
+    assert row.bound == "compute"
+    assert row.pct_of_compute == pytest.approx(600 / 700 * 100)
+
+
+def test_failed_providers_are_reported_not_hidden():
+    raw = raw_row()
+    raw["timings"][2] = {"provider": "compile", "error": "exception: inductor failed"}
+    row = B._row(raw, PEAKS)
+    assert row.speedup_vs_compile is None
+    assert next(t for t in row.timings if t.provider == "compile").error.startswith("exception")
+
+
+def test_sizes_and_symbolic_inputs_are_parsed():
+    assert parse_sizes("1024,2048") == [{"N": 1024}, {"N": 2048}]
+    assert parse_sizes("M=1,N=2;M=3,N=4") == [{"M": 1, "N": 2}, {"M": 3, "N": 4}]
+    assert _substitute("bf16[4096,N], f32[N], i32=N", {"N": 8}) == "bf16[4096,8], f32[8], i32=8"
+
+
+def test_the_plot_is_a_png_with_every_provider(tmp_path):
+    rows = [B._row(raw_row(case=f"n{i}", cand=1.0 + i, eager=2.0 + i, compiled=1.5 + i), PEAKS) for i in range(3)]
+    result = BenchResult(
+        ok=True,
+        device="test",
+        candidate="k.py:f",
+        reference="r.py:g",
+        mode="events",
+        l2_flush=True,
+        input_sets=3,
+        reps=100,
+        peaks=PEAKS,
+        rows=rows,
+    )
+    path = B.draw(result, str(tmp_path / "plot.png"))
+    assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _hold_lock(cache: str, seconds: float, ready) -> None:
+    import os
+
+    os.environ["PTT_CACHE_DIR"] = cache
+    device = DeviceInfo(device="x", interpreter=False, torch="t", triton="t", python="p")
+    with B.gpu_lock(device):
+        ready.set()
+        time.sleep(seconds)
+
+
+def test_one_bench_at_a_time_per_gpu_and_the_second_is_told_it_queues(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTT_CACHE_DIR", str(tmp_path))
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    holder = ctx.Process(target=_hold_lock, args=(str(tmp_path), 1.5, ready))
+    holder.start()
+    assert ready.wait(60)
+    messages = []
+    device = DeviceInfo(device="x", interpreter=False, torch="t", triton="t", python="p")
+    started = time.perf_counter()
+    with B.gpu_lock(device, progress=lambda d, t, m: messages.append(m)) as lock:
+        waited = time.perf_counter() - started
+    holder.join()
+    assert waited >= 0.5 and lock.waited_s >= 0.5
+    assert messages and "queued" in messages[0] and "pid" in messages[0]
+
+
+@pytest.mark.gpu
+def test_bench_times_a_correct_kernel_against_both_baselines(runner):
+    result = B.bench(
+        f"{FX / 'validate' / 'add_good.py'}:candidate",
+        f"{FX / 'bench' / 'add_problem.py'}:reference",
+        runner=runner,
+        reps=50,
+    )
+    assert result.ok and result.validation.startswith("PASS")
+    assert [r.case for r in result.rows] == ["2^20", "2^24", "2^26"]
+    for row in result.rows:
+        assert {t.provider for t in row.timings} == {"candidate", "eager", "compile"}
+        assert all(not t.error and t.median_ms > 0 and not math.isnan(t.median_ms) for t in row.timings)
+        assert row.pct_of_bandwidth and 0 < row.pct_of_bandwidth < 110
+    assert result.peaks and result.peaks.copy_gbps > 500
+
+
+@pytest.mark.gpu
+def test_a_side_stream_candidate_is_timed_by_the_host_clock(runner):
+    bench_fx = FX / "bench"
+    hidden = B.bench(
+        f"{bench_fx / 'side_stream.py'}:candidate",
+        f"{bench_fx / 'add_problem.py'}:reference",
+        runner=runner,
+        reps=30,
+        baselines=False,
+        validate_first=False,
+    )
+    plain = B.bench(
+        f"{bench_fx / 'side_stream.py'}:same_stream",
+        f"{bench_fx / 'add_problem.py'}:reference",
+        runner=runner,
+        reps=30,
+        baselines=False,
+        validate_first=False,
+    )
+    assert FindingKind.timer_disagreement in kinds(hidden.findings)
+    big_hidden = B.honest_ms(next(t for t in hidden.rows[-1].timings if t.provider == "candidate"))
+    big_plain = next(t for t in plain.rows[-1].timings if t.provider == "candidate").median_ms
+    assert big_hidden == pytest.approx(big_plain, rel=0.25)
+
+
+@pytest.mark.gpu
+def test_a_failing_candidate_is_not_timed(runner):
+    result = B.bench(
+        f"{FX / 'validate' / 'add_unwritten.py'}:candidate",
+        f"{FX / 'validate' / 'add_problem.py'}:reference",
+        runner=runner,
+    )
+    assert not result.ok and not result.rows
+    assert FindingKind.failed_validation in kinds(result.findings)
