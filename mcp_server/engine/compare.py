@@ -49,10 +49,14 @@ class Tolerance:
 
 def tolerance_for(dtype: torch.dtype, overrides: dict[str, tuple[float, float]] | None = None) -> Tolerance:
     name = str(dtype).replace("torch.", "")
-    atol, rtol = (overrides or {}).get(name) or DEFAULT_TOLERANCES.get(name, (1e-5, 1e-5))
     floor = NORM_FLOOR.get(name, 1e-5)
-    # A user's looser rtol loosens the norm floor with it.
-    return Tolerance(atol=float(atol), rtol=float(rtol), norm_floor=max(floor, float(rtol) / 2))
+    given = (overrides or {}).get(name)
+    if given is None:
+        atol, rtol = DEFAULT_TOLERANCES.get(name, (1e-5, 1e-5))
+        return Tolerance(atol=atol, rtol=rtol, norm_floor=floor)
+    # A caller who accepts a relative error of rtol per element accepts it for the whole output too.
+    atol, rtol = float(given[0]), float(given[1])
+    return Tolerance(atol=atol, rtol=rtol, norm_floor=max(floor, rtol))
 
 
 @dataclass

@@ -98,3 +98,10 @@ def test_device_reports_the_gpu_or_the_interpreter(ptt):
     info = json.loads(proc.stdout)
     assert info["interpreter"] is (not HAS_GPU)
     assert (info["device"] == "cpu-interpreter") is (not HAS_GPU)
+
+
+@pytest.mark.skipif(HAS_GPU, reason="checks the refusal on a machine without a GPU")
+def test_bench_without_a_gpu_exits_3_with_the_reason(ptt):
+    proc = ptt("bench", f"{FX}/add_good.py:candidate", "--reference", f"{FX}/add_problem.py:reference")
+    assert proc.returncode == 3
+    assert "needs a CUDA GPU" in proc.stderr

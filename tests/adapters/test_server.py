@@ -26,9 +26,11 @@ def test_the_server_lists_its_tools_with_schemas_and_annotations():
             return (await client.list_tools()).tools
 
     tools = {t.name: t for t in run(go)}
-    assert {"device_info", "compile_kernel", "validate_against_reference"} <= set(tools)
+    assert {"device_info", "compile_kernel", "validate_against_reference", "bench"} <= set(tools)
     for tool in tools.values():
-        assert tool.output_schema and tool.description and tool.annotations.read_only_hint
+        assert tool.output_schema and tool.description and tool.annotations is not None
+    for name in ("device_info", "compile_kernel", "validate_against_reference", "bench"):
+        assert tools[name].annotations.read_only_hint
 
 
 def test_validate_through_mcp_returns_the_structured_verdict():

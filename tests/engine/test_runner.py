@@ -35,7 +35,7 @@ def test_a_timeout_kills_the_whole_process_group(runner, tmp_path):
         f"{tmp_path / 'add_problem.py'}:reference",
         f"{tmp_path / 'add_spawns_and_hangs.py'}:candidate",
         runner=runner,
-        timeout_s=4,
+        timeout_s=12,
     )
     assert any(f.kind is FindingKind.timeout for f in result.findings)
     helper = int((tmp_path / "add_spawns_and_hangs.pid").read_text())
