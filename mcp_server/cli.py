@@ -18,7 +18,7 @@ from typing import Any
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
 
 # Feature adapters: each module defines register_cli(subparsers) (and register_tools(server) for MCP).
-FEATURE_MODULES: tuple[str, ...] = ()
+FEATURE_MODULES: tuple[str, ...] = ("mcp_server.stages_adapters",)
 
 
 class _Parser(argparse.ArgumentParser):

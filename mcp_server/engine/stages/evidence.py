@@ -1,0 +1,72 @@
+"""Where the ledger's evidence comes from: the engine's own tools, or (in tests) recorded results.
+
+``submit`` calls three functions, each with keyword arguments ``reference``, ``candidate`` (``path.py:name``)
+and ``inputs`` (a spec or None):
+
+- ``validate(...) -> ValidateResult``; raises ``UsageError`` on misuse.
+- ``bench(...) -> BenchResult``; raises ``EnvironmentUnavailable`` where nothing can be timed.
+- ``audit(...) -> report`` with ``findings`` whose items have a ``severity``; raises ``AuditUnavailable``
+  (or ``ImportError``) when no audit exists here. Only error findings matter to the gate.
+
+The real ones import lazily: bench and the full audit are newer than the ledger, and a missing module
+must read as "not measurable here", never as a pass.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_server.engine.errors import EnvironmentUnavailable
+from mcp_server.models import BenchResult, ValidateResult
+
+
+class AuditUnavailable(Exception):
+    """No audit can run here (the module is missing, or it cannot handle this candidate)."""
+
+
+@dataclass(frozen=True)
+class EvidenceFns:
+    validate: Callable[..., ValidateResult]
+    bench: Callable[..., BenchResult]
+    audit: Callable[..., Any]
+
+
+def _supported(fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments ``fn`` accepts (the bench/audit signatures are still settling)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return kwargs
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
+def real_evidence(runner: Any = None) -> EvidenceFns:
+    """The engine's validate, bench and audit, sharing ``runner`` (default: the process-wide one)."""
+
+    def validate(*, reference: str, candidate: str, inputs: str | None) -> ValidateResult:
+        from mcp_server.engine.validate import validate as run
+
+        return run(reference, candidate, inputs=inputs, runner=runner)
+
+    def bench(*, reference: str, candidate: str, inputs: str | None) -> BenchResult:
+        try:
+            from mcp_server.engine.bench import bench as run
+        except ImportError as exc:
+            raise EnvironmentUnavailable(f"bench is not available in this installation ({exc})") from None
+        # The ledger has just validated this very file (and the baseline passed its own validation): no repeat.
+        options = {"inputs": inputs, "runner": runner, "validate_first": False}
+        return run(candidate, reference, **_supported(run, options))
+
+    def audit(*, reference: str, candidate: str, inputs: str | None) -> Any:
+        try:
+            from mcp_server.engine.audit import audit as run  # type: ignore[attr-defined]
+        except ImportError as exc:
+            raise AuditUnavailable(f"the audit tool is not available in this installation ({exc})") from None
+        return run(candidate, **_supported(run, {"reference": reference, "inputs": inputs, "runner": runner}))
+
+    return EvidenceFns(validate=validate, bench=bench, audit=audit)

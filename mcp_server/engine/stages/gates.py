@@ -1,0 +1,374 @@
+"""The stage gates: pure functions over recorded evidence. No GPU, no files, no clock.
+
+Rules, exactly as implemented (each condition is one :class:`GateCheck`):
+
+- **validation** (stages 1-3): the attempt's own ``ValidateResult.ok``.
+- **autotune** (stages 2-3): every kernel the candidate file launches (``kernel[grid](...)``; when it launches
+  none, every ``@triton.jit`` function that no other kernel calls) carries ``@triton.autotune`` — read
+  statically from the file, see :func:`autotune_info` — or the submission gives a reason not to autotune.
+- **gain_over_stage1** (stages 2-3): the candidate and the best passing stage-1 attempt are timed in the same
+  submission on the same device; over the benchmark sizes both have, speedup = stage-1 median / candidate
+  median. Met when the geometric mean is above ``MIN_GEOMEAN_GAIN`` (1.0) and no size is below
+  ``MIN_CASE_RATIO`` (0.95, i.e. no size more than 5 % slower).
+- **vs_torch_compile** (stage 3): on every benchmark size, ``speedup_vs_compile >= MIN_VS_COMPILE`` (1.0).
+  A size without a torch.compile timing is unmet (the gate needs the number).
+- **audit** (stage 3): the audit ran and has no error-severity finding. An audit that could not run is
+  pending, never met.
+
+Timings taken under the Triton interpreter (``device == "cpu-interpreter"``) or not taken because the
+machine has no GPU make the performance checks *pending* ("not measurable here"). A verdict is *passed* when
+every check is met, *failed* when one is unmet, and *pending* otherwise.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from mcp_server.engine.stages.models import (
+    AuditSummary,
+    AutotuneInfo,
+    CaseSpeed,
+    GateCheck,
+    GateEvidence,
+    GateVerdict,
+)
+from mcp_server.models import INTERPRETER_DEVICE, BenchResult, BenchRow, ValidateResult
+
+MIN_GEOMEAN_GAIN = 1.0  # stage 2: geometric-mean speedup over stage 1 must exceed this
+MIN_CASE_RATIO = 0.95  # stage 2: no benchmark size may be more than 5 % slower than stage 1
+MIN_VS_COMPILE = 1.0  # stage 3: at least as fast as torch.compile on every size
+MAX_LISTED = 5  # error findings / sizes named in one reason line
+
+NOT_MEASURABLE = "not measurable here"
+
+
+# --- evidence helpers -------------------------------------------------------------------------------------
+
+
+def geomean(values: Iterable[float | None]) -> float | None:
+    xs = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not xs:
+        return None
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def _candidate_ms(row: BenchRow) -> float | None:
+    for t in row.timings:
+        if t.provider == "candidate" and t.error is None and t.median_ms > 0:
+            return t.median_ms
+    return None
+
+
+def _candidate_error(row: BenchRow) -> str | None:
+    for t in row.timings:
+        if t.provider == "candidate":
+            return t.error
+    return "no candidate timing"
+
+
+def _compile_error(row: BenchRow) -> str | None:
+    for t in row.timings:
+        if t.provider == "compile":
+            return t.error
+    return None
+
+
+def case_speeds(bench: BenchResult | None, baseline: BenchResult | None = None) -> list[CaseSpeed]:
+    """Per benchmark size: the candidate's median and, when a stage-1 baseline was timed, the ratio to it."""
+    if bench is None:
+        return []
+    base = {r.case: _candidate_ms(r) for r in baseline.rows} if baseline is not None else {}
+    out = []
+    for row in bench.rows:
+        ms = _candidate_ms(row)
+        base_ms = base.get(row.case)
+        out.append(
+            CaseSpeed(
+                case=row.case,
+                median_ms=ms,
+                baseline_ms=base_ms,
+                speedup_vs_stage1=(base_ms / ms) if (ms and base_ms) else None,
+                speedup_vs_eager=row.speedup_vs_eager,
+                speedup_vs_compile=row.speedup_vs_compile,
+                pct_of_roofline=row.pct_of_roofline,
+            )
+        )
+    return out
+
+
+def _fmt_x(x: float) -> str:
+    return f"{x:.3f}×"
+
+
+def _not_measurable(ev: GateEvidence) -> str | None:
+    """Why timings cannot count here, or None when they can."""
+    if ev.validation is not None and ev.validation.device == INTERPRETER_DEVICE:
+        return f"{NOT_MEASURABLE}: kernels ran under the Triton interpreter (no CUDA GPU); timings need a GPU"
+    if ev.bench_unavailable:
+        return f"{NOT_MEASURABLE}: {ev.bench_unavailable}"
+    if ev.bench is not None and ev.bench.device == INTERPRETER_DEVICE:
+        return f"{NOT_MEASURABLE}: the bench ran under the Triton interpreter; timings need a GPU"
+    if ev.bench is None:
+        return f"{NOT_MEASURABLE}: no bench result was recorded"
+    return None
+
+
+# --- the checks -------------------------------------------------------------------------------------------
+
+
+def check_validation(validation: ValidateResult | None) -> GateCheck:
+    if validation is None:
+        return GateCheck(name="validation", state="unmet", detail="no validation result was recorded")
+    if validation.ok:
+        return GateCheck(name="validation", state="met", detail=validation.summary or "validation passed")
+    kinds: dict[str, int] = {}
+    for f in validation.errors:
+        kinds[f.kind.value] = kinds.get(f.kind.value, 0) + 1
+    listing = ", ".join(f"{k}×{n}" if n > 1 else k for k, n in kinds.items())
+    detail = f"validation failed ({listing or 'no error findings listed'})"
+    if validation.summary:
+        detail += f": {validation.summary}"
+    return GateCheck(name="validation", state="unmet", detail=detail)
+
+
+def check_autotune(info: AutotuneInfo | None, reason: str | None) -> GateCheck:
+    if reason and reason.strip():
+        return GateCheck(name="autotune", state="met", detail=f"not autotuned, reason given: {reason.strip()}")
+    if info is None:
+        return GateCheck(name="autotune", state="unmet", detail="the candidate's autotuning was not checked")
+    if info.ok:
+        return GateCheck(name="autotune", state="met", detail=f"@triton.autotune on {', '.join(info.autotuned)}")
+    if not info.kernels:
+        what = "the candidate file defines no @triton.jit kernel (kernels imported from other files are not read)"
+    else:
+        what = f"no @triton.autotune on {', '.join(info.missing or info.kernels)}"
+    return GateCheck(
+        name="autotune",
+        state="unmet",
+        detail=f"{what}; add @triton.autotune(configs=[...], key=[...]) or give a reason not to "
+        "(--no-autotune-reason / no_autotune_reason)",
+    )
+
+
+def check_gain(ev: GateEvidence) -> GateCheck:
+    name = "gain_over_stage1"
+    if ev.validation is not None and not ev.validation.ok:
+        return GateCheck(name=name, state="pending", detail="not measured: the candidate failed validation")
+    if ev.bench_error:
+        return GateCheck(name=name, state="unmet", detail=f"the bench refused the candidate: {ev.bench_error}")
+    if why := _not_measurable(ev):
+        return GateCheck(name=name, state="pending", detail=why)
+    if ev.baseline_attempt is None:
+        return GateCheck(
+            name=name,
+            state="unmet",
+            detail="no passing stage-1 attempt to compare with: pass stage 1 first",
+        )
+    if ev.baseline_bench is None:
+        why = ev.baseline_unavailable or "it was not timed"
+        return GateCheck(
+            name=name, state="unmet", detail=f"stage-1 attempt #{ev.baseline_attempt} has no timing: {why}"
+        )
+    speeds = [s for s in case_speeds(ev.bench, ev.baseline_bench) if s.speedup_vs_stage1 is not None]
+    if not speeds:
+        return GateCheck(
+            name=name,
+            state="unmet",
+            detail=f"no benchmark size has a timing for both this attempt and stage-1 attempt #{ev.baseline_attempt}",
+        )
+    gm = geomean(s.speedup_vs_stage1 for s in speeds) or 0.0
+    slow = [s for s in speeds if (s.speedup_vs_stage1 or 0) < MIN_CASE_RATIO]
+    problems = []
+    if gm <= MIN_GEOMEAN_GAIN:
+        problems.append(
+            f"geometric-mean speedup over stage-1 attempt #{ev.baseline_attempt} is {_fmt_x(gm)}, "
+            f"needs > {_fmt_x(MIN_GEOMEAN_GAIN)}"
+        )
+    if slow:
+        listed = ", ".join(f"{s.case} {_fmt_x(s.speedup_vs_stage1 or 0)}" for s in slow[:MAX_LISTED])
+        problems.append(
+            f"{len(slow)} size(s) more than {round((1 - MIN_CASE_RATIO) * 100)} % slower than stage 1: {listed}"
+        )
+    if problems:
+        return GateCheck(name=name, state="unmet", detail="; ".join(problems))
+    worst = min(s.speedup_vs_stage1 or 0 for s in speeds)
+    return GateCheck(
+        name=name,
+        state="met",
+        detail=f"{_fmt_x(gm)} over stage-1 attempt #{ev.baseline_attempt} (geometric mean of {len(speeds)} "
+        f"size(s); worst {_fmt_x(worst)})",
+    )
+
+
+def check_vs_compile(ev: GateEvidence) -> GateCheck:
+    name = "vs_torch_compile"
+    if ev.validation is not None and not ev.validation.ok:
+        return GateCheck(name=name, state="pending", detail="not measured: the candidate failed validation")
+    if ev.bench_error:
+        return GateCheck(name=name, state="unmet", detail=f"the bench refused the candidate: {ev.bench_error}")
+    if why := _not_measurable(ev):
+        return GateCheck(name=name, state="pending", detail=why)
+    if ev.bench is None or not ev.bench.rows:
+        return GateCheck(name=name, state="unmet", detail="the bench result has no benchmark sizes")
+    missing = []
+    slow = []
+    for row in ev.bench.rows:
+        if row.speedup_vs_compile is None:
+            err = _compile_error(row) or _candidate_error(row) or "no timing"
+            missing.append(f"{row.case} ({err})")
+        elif row.speedup_vs_compile < MIN_VS_COMPILE:
+            slow.append(f"{row.case} {_fmt_x(row.speedup_vs_compile)}")
+    problems = []
+    if slow:
+        problems.append(
+            f"slower than torch.compile on {len(slow)} size(s): {', '.join(slow[:MAX_LISTED])}; "
+            f"needs ≥ {_fmt_x(MIN_VS_COMPILE)} on every size"
+        )
+    if missing:
+        problems.append(f"no torch.compile comparison for {', '.join(missing[:MAX_LISTED])}")
+    if problems:
+        return GateCheck(name=name, state="unmet", detail="; ".join(problems))
+    worst = min(r.speedup_vs_compile or 0 for r in ev.bench.rows)
+    return GateCheck(
+        name=name, state="met", detail=f"≥ torch.compile on all {len(ev.bench.rows)} size(s) (worst {_fmt_x(worst)})"
+    )
+
+
+def check_audit(audit: AuditSummary | None, unavailable: str | None) -> GateCheck:
+    if audit is None:
+        why = unavailable or "no audit was recorded"
+        return GateCheck(name="audit", state="pending", detail=f"audit unavailable ({why}); it never counts as passed")
+    if audit.errors:
+        listed = "; ".join(audit.errors[:MAX_LISTED])
+        more = f" (+{len(audit.errors) - MAX_LISTED} more)" if len(audit.errors) > MAX_LISTED else ""
+        return GateCheck(name="audit", state="unmet", detail=f"{len(audit.errors)} error finding(s): {listed}{more}")
+    return GateCheck(name="audit", state="met", detail=f"no error findings ({audit.warnings} warning(s))")
+
+
+def evaluate(stage: int, ev: GateEvidence) -> GateVerdict:
+    """The verdict of ``stage``'s gate on ``ev``: every condition as a check, every unmet one as a reason."""
+    if stage not in (1, 2, 3):
+        raise ValueError(f"stage must be 1, 2 or 3, got {stage}")
+    checks = [check_validation(ev.validation)]
+    if stage >= 2:
+        checks += [check_autotune(ev.autotune, ev.no_autotune_reason), check_gain(ev)]
+    if stage >= 3:
+        checks += [check_vs_compile(ev), check_audit(ev.audit, ev.audit_unavailable)]
+    if any(c.state == "unmet" for c in checks):
+        state = "failed"
+    elif any(c.state == "pending" for c in checks):
+        state = "pending"
+    else:
+        state = "passed"
+    reasons = [f"{c.name}: {c.detail}" for c in checks if c.state != "met"]
+    return GateVerdict(stage=stage, state=state, checks=checks, reasons=reasons)
+
+
+# --- static autotune check ----------------------------------------------------------------------------------
+
+
+def _decorator_name(node: ast.expr) -> str:
+    """'triton.autotune' for @triton.autotune(...), 'jit' for @jit, '' when not a plain name."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+def autotune_info(source: str, filename: str = "<candidate>") -> AutotuneInfo:
+    """Which kernels of the file must be autotuned, and which are. Parses the file; imports nothing."""
+    try:
+        tree = ast.parse(source, filename=filename)
+    except SyntaxError as exc:
+        return AutotuneInfo(note=f"the file does not parse: {exc.msg} at line {exc.lineno}")
+    kernels: dict[str, bool] = {}
+    bodies: dict[str, ast.AST] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            names = [_decorator_name(d).rsplit(".", 1)[-1] for d in node.decorator_list]
+            if "jit" in names:
+                kernels[node.name] = "autotune" in names
+                bodies[node.name] = node
+    launched: list[str] = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Subscript)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in kernels
+            and node.func.value.id not in launched
+        ):
+            launched.append(node.func.value.id)
+    if launched:
+        targets = launched
+        note = ""
+    else:
+        called = {
+            n.func.id
+            for body in bodies.values()
+            for n in ast.walk(body)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        }
+        targets = [k for k in kernels if k not in called]
+        note = (
+            "no kernel[grid](...) launch found; kernels that no other kernel calls must be autotuned" if kernels else ""
+        )
+    return AutotuneInfo(
+        kernels=list(kernels),
+        launched=launched,
+        autotuned=[k for k in targets if kernels[k]],
+        missing=[k for k in targets if not kernels[k]],
+        note=note,
+    )
+
+
+# --- audit results ---------------------------------------------------------------------------------------
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def _severity(finding: Any) -> str:
+    sev = _get(finding, "severity", "")
+    return str(getattr(sev, "value", sev)).lower()
+
+
+def summarize_audit(report: Any) -> AuditSummary:
+    """Read any audit report with ``findings`` whose items have a ``severity`` (pydantic model or dict)."""
+    findings: Sequence[Any] = _get(report, "findings", None) or []
+    errors = []
+    warnings = 0
+    for f in findings:
+        sev = _severity(f)
+        if sev == "error":
+            label = _get(f, "rule", None) or _get(f, "kind", None) or "finding"
+            label = str(getattr(label, "value", label))
+            where = _get(f, "where", None)
+            at = f" at {where}" if where else ""
+            errors.append(f"[{label}]{at} {_get(f, 'message', '')}".strip())
+        elif sev == "warning":
+            warnings += 1
+    raw: dict[str, Any] | None = None
+    if hasattr(report, "model_dump"):
+        raw = report.model_dump(mode="json")
+    elif isinstance(report, dict):
+        raw = report
+    return AuditSummary(
+        device=_get(report, "device", None),
+        errors=errors,
+        warnings=warnings,
+        findings=len(findings),
+        report=raw,
+    )

@@ -1,0 +1,266 @@
+"""The gates as pure functions: for each condition, evidence that must fail it and evidence that must pass it."""
+
+from __future__ import annotations
+
+from stages_fakes import AUTOTUNED_KERNEL, INTERP, PLAIN_KERNEL, bench, validation
+
+from mcp_server.engine.audit import analyze_source
+from mcp_server.engine.stages import (
+    AuditSummary,
+    GateEvidence,
+    autotune_info,
+    evaluate,
+    summarize_audit,
+)
+from mcp_server.models import BenchResult
+
+SIZES = {"1M": 1.0, "4M": 4.0, "16M": 16.0}
+
+
+def faster(factor: float, **kw) -> BenchResult:
+    return bench({k: v / factor for k, v in SIZES.items()}, eager_ms=SIZES, compile_ms=SIZES, **kw)
+
+
+def stage2_evidence(**overrides) -> GateEvidence:
+    fields = dict(
+        validation=validation(),
+        autotune=autotune_info(AUTOTUNED_KERNEL),
+        bench=faster(1.5),
+        baseline_attempt=1,
+        baseline_bench=faster(1.0),
+        audit=AuditSummary(),
+    )
+    fields.update(overrides)
+    return GateEvidence(**fields)
+
+
+def check(verdict, name):
+    return next(c for c in verdict.checks if c.name == name)
+
+
+# --- stage 1 ---------------------------------------------------------------------------------------------------
+
+
+def test_stage1_passes_on_a_passing_validation():
+    verdict = evaluate(1, GateEvidence(validation=validation(ok=True)))
+    assert verdict.passed and verdict.state == "passed" and verdict.reasons == []
+    assert [c.name for c in verdict.checks] == ["validation"]
+
+
+def test_stage1_fails_on_a_failing_validation_and_names_the_finding_kind():
+    verdict = evaluate(1, GateEvidence(validation=validation(ok=False)))
+    assert verdict.state == "failed"
+    assert verdict.reasons and verdict.reasons[0].startswith("validation:") and "mismatch" in verdict.reasons[0]
+
+
+def test_stage1_fails_without_any_validation_recorded():
+    assert evaluate(1, GateEvidence()).state == "failed"
+
+
+def test_stage1_passes_under_the_interpreter_because_correctness_holds_there():
+    assert evaluate(1, GateEvidence(validation=validation(device=INTERP))).passed
+
+
+# --- stage 2 ---------------------------------------------------------------------------------------------------
+
+
+def test_stage2_passes_with_validation_autotune_and_a_gain_over_stage1():
+    verdict = evaluate(2, stage2_evidence())
+    assert verdict.passed, verdict.reasons
+    assert "1.500×" in check(verdict, "gain_over_stage1").detail
+
+
+def test_stage2_refuses_a_kernel_without_autotune_and_without_a_reason():
+    verdict = evaluate(2, stage2_evidence(autotune=autotune_info(PLAIN_KERNEL)))
+    assert verdict.state == "failed"
+    assert check(verdict, "autotune").state == "unmet"
+    assert any(r.startswith("autotune:") and "_k" in r and "--no-autotune-reason" in r for r in verdict.reasons)
+
+
+def test_stage2_accepts_a_documented_reason_instead_of_autotune():
+    ev = stage2_evidence(autotune=autotune_info(PLAIN_KERNEL), no_autotune_reason="fixed shapes, tuned by hand")
+    verdict = evaluate(2, ev)
+    assert verdict.passed and "fixed shapes, tuned by hand" in check(verdict, "autotune").detail
+
+
+def test_stage2_treats_a_blank_reason_as_no_reason():
+    ev = stage2_evidence(autotune=autotune_info(PLAIN_KERNEL), no_autotune_reason="   ")
+    assert check(evaluate(2, ev), "autotune").state == "unmet"
+
+
+def test_stage2_refuses_a_kernel_no_faster_than_stage1():
+    verdict = evaluate(2, stage2_evidence(bench=faster(1.0)))
+    assert verdict.state == "failed"
+    assert "1.000×" in check(verdict, "gain_over_stage1").detail and "needs > 1.000×" in verdict.reasons[0]
+
+
+def test_stage2_refuses_a_gain_on_average_that_loses_more_than_5_percent_on_one_size():
+    candidate = bench({"1M": 0.5, "4M": 2.0, "16M": 16.0 / 0.9}, eager_ms=SIZES, compile_ms=SIZES)
+    verdict = evaluate(2, stage2_evidence(bench=candidate))
+    detail = check(verdict, "gain_over_stage1").detail
+    assert verdict.state == "failed" and "16M 0.900×" in detail and "more than 5 % slower" in detail
+
+
+def test_stage2_accepts_a_size_slower_by_less_than_5_percent_when_the_mean_gains():
+    candidate = bench({"1M": 0.5, "4M": 2.0, "16M": 16.0 / 0.97}, eager_ms=SIZES, compile_ms=SIZES)
+    assert evaluate(2, stage2_evidence(bench=candidate)).passed
+
+
+def test_stage2_needs_a_passing_stage1_attempt_to_compare_with():
+    verdict = evaluate(2, stage2_evidence(baseline_attempt=None, baseline_bench=None))
+    assert verdict.state == "failed" and "pass stage 1 first" in check(verdict, "gain_over_stage1").detail
+
+
+def test_stage2_fails_when_the_stage1_baseline_could_not_be_timed():
+    ev = stage2_evidence(baseline_bench=None, baseline_unavailable="importing stage1.py raised ImportError")
+    detail = check(evaluate(2, ev), "gain_over_stage1").detail
+    assert "attempt #1 has no timing" in detail and "ImportError" in detail
+
+
+def test_stage2_fails_when_no_size_was_timed_for_both():
+    ev = stage2_evidence(baseline_bench=bench({"other": 1.0}))
+    assert "no benchmark size has a timing for both" in check(evaluate(2, ev), "gain_over_stage1").detail
+
+
+def test_stage2_without_a_gpu_is_not_measurable_here_and_never_passes():
+    ev = stage2_evidence(validation=validation(device=INTERP), bench=None, baseline_bench=None)
+    verdict = evaluate(2, ev)
+    assert verdict.state == "pending" and not verdict.passed
+    assert check(verdict, "validation").state == "met" and check(verdict, "autotune").state == "met"
+    assert "not measurable here" in check(verdict, "gain_over_stage1").detail
+
+
+def test_stage2_is_pending_when_the_bench_reports_the_environment_unavailable():
+    ev = stage2_evidence(bench=None, baseline_bench=None, bench_unavailable="bench needs a CUDA GPU")
+    verdict = evaluate(2, ev)
+    assert verdict.state == "pending" and "not measurable here: bench needs a CUDA GPU" in verdict.reasons[0]
+
+
+def test_timings_taken_under_the_interpreter_never_count():
+    ev = stage2_evidence(bench=faster(3.0, device=INTERP))
+    assert evaluate(2, ev).state == "pending"
+
+
+def test_a_bench_that_refuses_the_candidate_fails_the_gain():
+    ev = stage2_evidence(bench=None, baseline_bench=None, bench_error="inputs do not fit on the GPU")
+    assert "bench refused the candidate" in check(evaluate(2, ev), "gain_over_stage1").detail
+
+
+def test_an_unmet_check_outweighs_a_pending_one():
+    ev = stage2_evidence(validation=validation(device=INTERP), autotune=autotune_info(PLAIN_KERNEL))
+    assert evaluate(2, ev).state == "failed"
+
+
+def test_a_failing_validation_leaves_the_timings_unmeasured_not_passed():
+    verdict = evaluate(2, stage2_evidence(validation=validation(ok=False)))
+    assert verdict.state == "failed" and check(verdict, "gain_over_stage1").state == "pending"
+
+
+# --- stage 3 ---------------------------------------------------------------------------------------------------
+
+
+def test_stage3_passes_at_or_above_torch_compile_everywhere_with_a_clean_audit():
+    verdict = evaluate(3, stage2_evidence(bench=faster(1.5)))
+    assert verdict.passed, verdict.reasons
+    assert [c.name for c in verdict.checks] == [
+        "validation",
+        "autotune",
+        "gain_over_stage1",
+        "vs_torch_compile",
+        "audit",
+    ]
+
+
+def test_stage3_refuses_a_kernel_below_torch_compile_on_one_size():
+    candidate = bench({"1M": 0.5, "4M": 2.0, "16M": 8.0}, eager_ms=SIZES, compile_ms={"1M": 1.0, "4M": 1.0, "16M": 4.0})
+    verdict = evaluate(3, stage2_evidence(bench=candidate))
+    detail = check(verdict, "vs_torch_compile").detail
+    assert verdict.state == "failed" and "4M 0.500×" in detail and "16M 0.500×" in detail and "1M" not in detail
+
+
+def test_stage3_counts_exactly_torch_compile_speed_as_enough():
+    candidate = bench({"1M": 0.5}, eager_ms={"1M": 1.0}, compile_ms={"1M": 0.5})
+    ev = stage2_evidence(bench=candidate, baseline_bench=bench({"1M": 1.0}))
+    assert check(evaluate(3, ev), "vs_torch_compile").state == "met"
+
+
+def test_stage3_fails_a_size_without_a_torch_compile_timing():
+    candidate = bench({"1M": 0.5, "4M": 2.0, "16M": 8.0}, eager_ms=SIZES, compile_ms={"1M": 1.0, "4M": 4.0})
+    detail = check(evaluate(3, stage2_evidence(bench=candidate)), "vs_torch_compile").detail
+    assert "no torch.compile comparison for 16M" in detail
+
+
+def test_stage3_refuses_an_audit_with_an_error_finding():
+    audit = AuditSummary(errors=["[unmasked-access] at k.py:9 tl.load has no mask"], findings=1)
+    verdict = evaluate(3, stage2_evidence(audit=audit))
+    assert verdict.state == "failed" and "unmasked-access" in check(verdict, "audit").detail
+
+
+def test_stage3_accepts_an_audit_with_only_warnings():
+    assert evaluate(3, stage2_evidence(audit=AuditSummary(warnings=2, findings=2))).passed
+
+
+def test_stage3_without_an_audit_is_pending_never_passed():
+    verdict = evaluate(3, stage2_evidence(audit=None, audit_unavailable="the audit tool is not installed"))
+    assert verdict.state == "pending" and "it never counts as passed" in check(verdict, "audit").detail
+
+
+def test_stage3_without_a_gpu_lists_every_performance_part_as_pending():
+    ev = stage2_evidence(validation=validation(device=INTERP), bench=None, baseline_bench=None)
+    verdict = evaluate(3, ev)
+    pending = {c.name for c in verdict.checks if c.state == "pending"}
+    assert verdict.state == "pending" and pending == {"gain_over_stage1", "vs_torch_compile"}
+
+
+# --- the static autotune check and the audit reader -------------------------------------------------------------
+
+
+def test_autotune_check_requires_every_launched_kernel_to_be_autotuned():
+    source = AUTOTUNED_KERNEL + "\n\n@triton.jit\ndef _other(p):\n    pass\n\n\ndef more(x):\n    _other[(1,)](x)\n"
+    info = autotune_info(source)
+    assert info.launched == ["_k", "_other"] and info.autotuned == ["_k"] and info.missing == ["_other"]
+    assert not info.ok
+
+
+def test_autotune_check_ignores_helpers_that_kernels_call():
+    source = AUTOTUNED_KERNEL.replace("    pass", "    _helper(x_ptr)") + "\n\n@triton.jit\ndef _helper(p):\n    pass\n"
+    info = autotune_info(source)
+    assert info.ok and "_helper" in info.kernels and "_helper" not in info.missing
+
+
+def test_autotune_check_understands_plain_imports_of_jit_and_autotune():
+    source = (
+        "from triton import autotune, jit, Config\n\n"
+        "@autotune(configs=[Config({})], key=[])\n@jit\ndef k(p):\n    pass\n"
+    )
+    info = autotune_info(source)
+    assert info.ok and info.launched == [] and info.note
+
+
+def test_autotune_check_reports_a_file_without_kernels():
+    info = autotune_info("from other import candidate\n")
+    assert not info.ok and info.kernels == []
+
+
+def test_heuristics_alone_is_not_autotuning():
+    source = "import triton\n\n@triton.heuristics({'B': lambda a: 64})\n@triton.jit\ndef k(p, B):\n    pass\n"
+    assert autotune_info(source).missing == ["k"]
+
+
+def test_audit_reader_counts_error_findings_of_a_real_static_report():
+    source = (
+        "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n    tl.store(x_ptr + offs, tl.load(x_ptr + offs))\n"
+    )
+    report = analyze_source(source, "k.py")
+    summary = summarize_audit(report)
+    assert summary.findings == len(report.findings)
+    assert summary.errors and len(summary.errors) == len(report.errors) and summary.report["file"] == "k.py"
+    assert any("unmasked-access" in e for e in summary.errors)
+
+
+def test_audit_reader_accepts_plain_dicts():
+    summary = summarize_audit(
+        {"findings": [{"severity": "error", "kind": "mismatch", "message": "bad"}, {"severity": "warning"}]}
+    )
+    assert summary.errors == ["[mismatch] bad"] and summary.warnings == 1
