@@ -52,6 +52,7 @@ class FindingKind(str, Enum):
     suspicious_speedup = "suspicious_speedup"  # over 10× faster, or above the roofline: verify the work is done
     flat_scaling = "flat_scaling"  # time does not grow with the problem size
     timer_disagreement = "timer_disagreement"  # host wall clock ≫ CUDA events: work on other streams
+    launch_bound = "launch_bound"  # launching a call takes the host longer than the GPU takes to run it
     failed_validation = "failed_validation"  # bench refused: the candidate is not correct
 
 
@@ -264,7 +265,10 @@ class ProviderTiming(BaseModel):
     p80_ms: float
     min_ms: float
     spread: float = Field(description="(p80 − p20) / median")
-    wall_median_ms: float | None = Field(None, description="host clock incl. a device-wide sync, for cross-check")
+    host_launch_ms: float | None = Field(None, description="host time to launch one call (Python + driver)")
+    outside_stream_ms: float | None = Field(
+        None, description="per call, host-clock time beyond the CUDA events (work on other streams); ~0 normally"
+    )
     samples: int
     compile_s: float | None = Field(None, description="first call (compilation, autotuning), excluded from timing")
     error: str | None = None

@@ -41,8 +41,9 @@ SPREAD_LIMIT = 0.10
 EFFICIENCY_LIMIT = 50.0
 SUSPICIOUS_SPEEDUP = 10.0
 ROOFLINE_SLACK = 1.05  # above 105 % of the roofline the model or the measurement is wrong
-DISAGREE_RATIO = 1.3
-DISAGREE_MIN_MS = 0.05
+# Host time beyond the events above this (and above this fraction of the events' time) means other streams.
+OUTSIDE_MIN_MS = 0.02
+OUTSIDE_RATIO = 0.2
 # Kernels with more FLOPs per byte than this are judged against the tensor-core rate of their dtype.
 TENSOR_INTENSITY = 20.0
 
@@ -360,11 +361,15 @@ def _compute_rate(row: BenchRow, dtype: str | None, peaks: DevicePeaks) -> float
     return rates.get("float32", 1.0)
 
 
+def outside_stream(t: ProviderTiming) -> bool:
+    """Did the host see the call take longer than the events did (work on other streams)?"""
+    extra = t.outside_stream_ms or 0.0
+    return extra > max(OUTSIDE_MIN_MS, OUTSIDE_RATIO * t.median_ms)
+
+
 def honest_ms(t: ProviderTiming) -> float:
-    """The events' median, unless the host saw much more time (work on other streams): then the wall clock."""
-    if t.wall_median_ms is not None and t.wall_median_ms > DISAGREE_RATIO * t.median_ms + DISAGREE_MIN_MS:
-        return t.wall_median_ms
-    return t.median_ms
+    """The events' median, plus the time the host saw beyond them when a call left work on another stream."""
+    return t.median_ms + (t.outside_stream_ms or 0.0) if outside_stream(t) else t.median_ms
 
 
 def flags(rows: list[BenchRow]) -> list[Finding]:
@@ -396,13 +401,24 @@ def flags(rows: list[BenchRow]) -> list[Finding]:
                     f"{t.provider}: p20–p80 spread {t.spread:.0%} of the median (over {SPREAD_LIMIT:.0%}); "
                     "the figure is unstable — more reps, a bigger size, or cuda-graph mode",
                 )
-            if t.wall_median_ms is not None and t.wall_median_ms > DISAGREE_RATIO * t.median_ms + DISAGREE_MIN_MS:
+            if outside_stream(t):
                 add(
                     FindingKind.timer_disagreement,
                     row.case,
-                    f"{t.provider}: host clock {t.wall_median_ms:.4f} ms vs CUDA events {t.median_ms:.4f} ms — work "
-                    "outside the timed stream (another stream?); the host figure is the one used",
+                    f"{t.provider}: the host waits {t.outside_stream_ms:.4f} ms per call beyond the CUDA events' "
+                    f"{t.median_ms:.4f} ms — work left on another stream; the reported time includes it",
                 )
+        if cand.host_launch_ms is not None and cand.host_launch_ms > honest_ms(cand):
+            out.append(
+                Finding(
+                    kind=FindingKind.launch_bound,
+                    severity=Severity.info,
+                    case=row.case,
+                    message=f"{row.case}: launching one call takes the host {cand.host_launch_ms:.4f} ms, the GPU "
+                    f"runs it in {honest_ms(cand):.4f} ms — in a loop the host is the bottleneck (fewer launches, "
+                    "a lighter launcher, or CUDA graphs)",
+                )
+            )
         if row.speedup_vs_eager is not None and row.speedup_vs_eager > SUSPICIOUS_SPEEDUP:
             add(
                 FindingKind.suspicious_speedup,

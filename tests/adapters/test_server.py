@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -83,7 +84,11 @@ def test_misuse_is_a_tool_error_that_names_the_fix(arguments, words):
 
 
 def test_the_stdio_server_survives_a_crashing_kernel_and_then_judges_a_good_one():
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_server.cli", "serve"], cwd=str(ROOT))
+    # The SDK passes a minimal environment to the server; keep the import path (e.g. a --target install).
+    env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH" or k.startswith("PTT_")}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_server.cli", "serve"], cwd=str(ROOT), env=env
+    )
 
     async def go():
         async with Client(params) as client:

@@ -22,7 +22,7 @@ PEAKS = DevicePeaks(
 )
 
 
-def timing(provider, ms, spread=0.02, wall=None):
+def timing(provider, ms, spread=0.02, outside=0.0, launch=0.005):
     return {
         "provider": provider,
         "median_ms": ms,
@@ -30,7 +30,8 @@ def timing(provider, ms, spread=0.02, wall=None):
         "p80_ms": ms * (1 + spread / 2),
         "min_ms": ms * 0.9,
         "spread": spread,
-        "wall_median_ms": wall if wall is not None else ms * 1.01,
+        "outside_stream_ms": outside,
+        "host_launch_ms": launch,
         "samples": 100,
         "compile_s": 0.1,
     }
@@ -83,10 +84,19 @@ def test_unstable_timings_are_flagged():
 
 
 def test_work_outside_the_timed_stream_switches_to_the_host_clock_and_is_flagged():
-    row = B._row(raw_row(cand=0.01, wall=1.2), PEAKS)
+    row = B._row(raw_row(cand=0.01, outside=1.19), PEAKS)
     assert FindingKind.timer_disagreement in kinds(B.flags([row]))
-    # The honest time is the host's: 3.6 GB in 1.2 ms, not in 0.01 ms.
+    # The honest time includes what the host saw: 3.6 GB in 1.2 ms, not in 0.01 ms.
     assert row.bandwidth_gbps == pytest.approx(3000.0)
+    # A few microseconds of host noise is not a disagreement.
+    quiet = B._row(raw_row(cand=1.0, outside=0.004), PEAKS)
+    assert FindingKind.timer_disagreement not in kinds(B.flags([quiet]))
+
+
+def test_a_launcher_slower_than_its_kernel_is_reported_as_launch_bound():
+    row = B._row(raw_row(case="tiny", cand=0.004, eager=0.01, compiled=0.01, nbytes=10_000_000, launch=0.03), PEAKS)
+    assert FindingKind.launch_bound in kinds(B.flags([row]))
+    assert FindingKind.launch_bound not in kinds(B.flags([B._row(raw_row(launch=0.02), PEAKS)]))
 
 
 def test_faster_than_the_hardware_is_suspicious():

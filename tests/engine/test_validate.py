@@ -171,8 +171,13 @@ def test_a_bad_input_spec_names_the_item(runner, fx):
 
 @pytest.mark.parametrize("transform", ["zeros", "large", "alternating", "near_overflow", "nan", "inf"])
 def test_value_transforms_keep_a_correct_softmax_passing(runner, fx, transform):
-    result = validate(fx("softmax_problem.py", "reference"), fx("softmax_good.py", "candidate"), runner=runner,
-                      transform=transform, seeds=1)
+    result = validate(
+        fx("softmax_problem.py", "reference"),
+        fx("softmax_good.py", "candidate"),
+        runner=runner,
+        transform=transform,
+        seeds=1,
+    )
     assert result.ok, [f.message for f in result.findings]
 
 

@@ -5,12 +5,14 @@ Method (one child, one GPU, the GPU lock held by the parent):
   line carries over from one call to the next.
 - Warm-up happens before timing: the first call of each provider (Triton compile, autotuning, inductor
   compile) is timed on its own and reported as compile time, then a few more calls.
-- Timed calls are enqueued back to back, each preceded by an L2 flush (a write to a buffer twice the L2
-  size) outside the timed interval, each bracketed by CUDA events. Providers are interleaved in rounds
-  whose order rotates, so drift (clocks, temperature) hits every provider alike.
-- Each round is also timed on the host across a device-wide synchronize. When the host clock says far
-  more than the events (work launched on another stream finishes after the events fire), the wall-clock
-  figure is the one reported, and the disagreement is flagged.
+- Timed calls are enqueued back to back behind a GPU-side sleep long enough for the host to queue the whole
+  round, each preceded by an L2 flush (a write to a buffer twice the L2 size) outside the timed interval,
+  each bracketed by CUDA events: the events measure the GPU's time, not Python's launch path, which is
+  measured apart (host_launch_ms). Providers are interleaved in rounds whose order rotates, so drift
+  (clocks, temperature) hits every provider alike.
+- A host-clock check: a few calls bracketed by a device-wide synchronize. When the host waits longer than
+  the events say (beyond what an empty operation shows), the call left work on another stream; that time
+  is added to the reported figure and the disagreement is flagged.
 - CUDA-graph mode captures [flush, call] × n per round and times replays, which takes launch overhead out
   for microsecond kernels; a flush-only graph's time is subtracted.
 """
@@ -36,8 +38,6 @@ from mcp_server.engine.runner.child import (
 )
 
 ROUNDS = 5
-DISAGREE_RATIO = 1.3
-DISAGREE_MIN_MS = 0.05
 
 
 # --- peaks ----------------------------------------------------------------------------------------
@@ -169,7 +169,7 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def _stats(name: str, samples: list[float], walls: list[float], compile_s: float | None) -> dict[str, Any]:
+def _stats(name: str, samples: list[float], compile_s: float | None) -> dict[str, Any]:
     median = statistics.median(samples)
     p20, p80 = _quantile(samples, 0.2), _quantile(samples, 0.8)
     return {
@@ -179,16 +179,30 @@ def _stats(name: str, samples: list[float], walls: list[float], compile_s: float
         "p80_ms": p80,
         "min_ms": min(samples),
         "spread": (p80 - p20) / median if median > 0 else 0.0,
-        "wall_median_ms": statistics.median(walls) if walls else None,
         "samples": len(samples),
         "compile_s": compile_s,
     }
 
 
+def _events() -> tuple[torch.cuda.Event, torch.cuda.Event]:
+    return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+
 class _Timer:
+    """Event timing with the GPU kept ahead of the host, a per-call L2 flush, and a host-clock check."""
+
     def __init__(self, l2_bytes: int, flush: bool):
         self.flush = flush
-        self.cache = torch.empty(max(2 * l2_bytes, 64 << 20) // 4, dtype=torch.int32, device="cuda") if flush else None
+        words = max(2 * l2_bytes, 64 << 20) // 4
+        self.cache = torch.empty(words, dtype=torch.int32, device="cuda") if flush else None
+        self.tiny = torch.zeros(1, device="cuda")
+        start, end = _events()
+        start.record()
+        torch.cuda._sleep(1_000_000)
+        end.record()
+        torch.cuda.synchronize()
+        self.cycles_per_ms = 1_000_000 / max(start.elapsed_time(end), 1e-3)
+        self.host_ms: dict[int, float] = {}
 
     def do_flush(self) -> None:
         if self.cache is not None:
@@ -198,7 +212,7 @@ class _Timer:
         """GPU time of one flush, to subtract from graph timings."""
         if self.cache is None:
             return 0.0
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start, end = _events()
         start.record()
         for _ in range(n):
             self.cache.zero_()
@@ -206,28 +220,57 @@ class _Timer:
         torch.cuda.synchronize()
         return start.elapsed_time(end) / n
 
-    def events_round(self, fn: Any, sets: list[list[Any]], n: int, offset: int) -> tuple[list[float], float]:
-        """n timed calls enqueued back to back; per-call event times and the host's per-call time."""
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        flush_starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        torch.cuda.synchronize()
-        host0 = time.perf_counter()
-        for i in range(n):
-            args = sets[(offset + i) % len(sets)]
-            flush_starts[i].record()
-            self.do_flush()
-            starts[i].record()
-            fn(*args)
-            ends[i].record()
-        torch.cuda.synchronize()
-        host_ms = (time.perf_counter() - host0) * 1e3
-        times = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
-        stream_ms = flush_starts[0].elapsed_time(ends[-1])
-        # Host time beyond what the stream saw, spread over the calls: ~0 unless work ran elsewhere.
-        outside = max(0.0, host_ms - stream_ms)
-        wall_per_call = (sum(times) + outside) / n
-        return times, wall_per_call
+    def events_round(self, fn: Any, sets: list[list[Any]], n: int, offset: int) -> list[float]:
+        """n calls enqueued behind a GPU-side sleep, so each starts the moment the GPU is free: the events
+        then measure the GPU's time, not the Python launch path (which is measured apart, as host_launch_ms).
+        If the host still fell behind (the GPU sat idle inside the round), the round is redone with a
+        longer head start."""
+        estimate = self.host_ms.get(id(fn), 0.05)
+        for _attempt in range(3):
+            flush_starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+            starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+            ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+            torch.cuda.synchronize()
+            head_start = min(500.0, max(1.0, 2.0 * n * estimate))
+            torch.cuda._sleep(int(head_start * self.cycles_per_ms))
+            host0 = time.perf_counter()
+            for i in range(n):
+                args = sets[(offset + i) % len(sets)]
+                flush_starts[i].record()
+                self.do_flush()
+                starts[i].record()
+                fn(*args)
+                ends[i].record()
+            enqueue_ms = (time.perf_counter() - host0) * 1e3
+            torch.cuda.synchronize()
+            self.host_ms[id(fn)] = estimate = enqueue_ms / n
+            times = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+            busy = sum(times) + sum(f.elapsed_time(s) for f, s in zip(flush_starts, starts, strict=True))
+            span = flush_starts[0].elapsed_time(ends[-1])
+            if enqueue_ms < head_start or span <= 1.05 * busy + 0.01 * n:
+                return times
+        return times
+
+    def host_check(self, fn: Any, sets: list[list[Any]], k: int = 7) -> float:
+        """Per call, how much longer the host waits (across a device-wide sync) than the events say, beyond what
+        an empty operation shows: ~0, unless the call leaves work on another stream."""
+
+        def gap(call: Any) -> float:
+            gaps = []
+            for i in range(k):
+                self.do_flush()
+                torch.cuda.synchronize()
+                start, end = _events()
+                t0 = time.perf_counter()
+                start.record()
+                call(i)
+                end.record()
+                torch.cuda.synchronize()
+                gaps.append((time.perf_counter() - t0) * 1e3 - start.elapsed_time(end))
+            return statistics.median(gaps)
+
+        baseline = gap(lambda i: self.tiny.add_(1.0))
+        return max(0.0, gap(lambda i: fn(*sets[i % len(sets)])) - baseline)
 
     def graph_round(self, fn: Any, sets: list[list[Any]], n: int, replays: int) -> list[float]:
         stream = torch.cuda.Stream()
@@ -244,7 +287,7 @@ class _Timer:
         flush = self.flush_ms()
         samples = []
         for _ in range(replays):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start, end = _events()
             start.record()
             graph.replay()
             end.record()
@@ -335,7 +378,6 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                     raise
         live = [t for t in row["timings"] if "_fn" in t]
         samples: dict[str, list[float]] = {t["provider"]: [] for t in live}
-        walls: dict[str, list[float]] = {t["provider"]: [] for t in live}
         per_round = max(3, reps // ROUNDS)
         for rnd in range(ROUNDS):
             order = live[rnd % len(live) :] + live[: rnd % len(live)] if live else []
@@ -343,14 +385,14 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 if mode == "cuda-graph":
                     samples[t["provider"]].extend(timer.graph_round(t["_fn"], sets, per_round, 3))
                 else:
-                    times, wall = timer.events_round(t["_fn"], sets, per_round, rnd * per_round)
-                    samples[t["provider"]].extend(times)
-                    walls[t["provider"]].append(wall)
+                    samples[t["provider"]].extend(timer.events_round(t["_fn"], sets, per_round, rnd * per_round))
         for t in row["timings"]:
             fn = t.pop("_fn", None)
             if fn is None:
                 continue
-            t.update(_stats(t["provider"], samples[t["provider"]], walls[t["provider"]], t.get("compile_s")))
+            t.update(_stats(t["provider"], samples[t["provider"]], t.get("compile_s")))
+            t["host_launch_ms"] = timer.host_ms.get(id(fn))
+            t["outside_stream_ms"] = timer.host_check(fn, sets)
         row["bytes"], row["flops"], row["model"] = _model(model_module, args, set_bytes + out_bytes)
         row["dtype"] = _first_float_dtype(args)
         rows.append(row)
