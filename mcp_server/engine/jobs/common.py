@@ -196,7 +196,7 @@ def _inject(t: torch.Tensor, value: float) -> torch.Tensor:
     flat = out.view(-1)
     if flat.numel():
         picks = torch.randperm(flat.numel(), device=flat.device)[: max(1, flat.numel() // 100)]
-        flat[picks] = value if value == value else float("nan")  # noqa: PLR0124 - NaN test
+        flat[picks] = value if value == value else float("nan")
         if value == float("inf"):
             flat[picks[::2]] = -float("inf")
     return out
@@ -325,6 +325,8 @@ def apply_variant(args: Any, variant: Variant) -> Any:
 _tls = threading.local()
 # Which autotune config ran, per kernel, when the interpreter could not benchmark (reported as info).
 AUTOTUNE_NOTES: list[str] = []
+# The CUDA streams Triton kernels were launched on, when bench asks (set to a set() to collect).
+LAUNCH_STREAMS: set[Any] | None = None
 _launches: list[str] = []
 _launch_recording = False
 _hooks_installed = False
@@ -457,6 +459,8 @@ def install_launch_hooks() -> None:
         def run(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
             if _launch_recording and not kwargs.get("warmup", False) and not _in_triton():
                 _launches.append(_kernel_name(self))
+            if LAUNCH_STREAMS is not None and not kwargs.get("warmup", False):
+                LAUNCH_STREAMS.add(torch.cuda.current_stream())
             with _triton_scope():
                 return __original(self, *args, **kwargs)
 
