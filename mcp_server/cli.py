@@ -18,7 +18,11 @@ from typing import Any
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
 
 # Feature adapters: each module defines register_cli(subparsers) (and register_tools(server) for MCP).
-FEATURE_MODULES: tuple[str, ...] = ("mcp_server.stages_adapters",)
+FEATURE_MODULES: tuple[str, ...] = (
+    "mcp_server.stages_adapters",
+    "mcp_server.audit_adapters",
+    "mcp_server.docs_adapters",
+)
 
 
 class _Parser(argparse.ArgumentParser):

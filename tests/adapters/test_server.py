@@ -106,3 +106,33 @@ def test_the_stdio_server_survives_a_crashing_kernel_and_then_judges_a_good_one(
     assert crashed.structured_content["ok"] is False
     assert "crash" in {f["kind"] for f in crashed.structured_content["findings"]}
     assert good.structured_content["ok"] is True
+
+
+def test_prompts_resources_and_docs_search_through_the_real_server(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTT_TRITON_DOCS_DIR", str(tmp_path / "docs"))
+
+    async def go():
+        async with Client(build_server()) as client:
+            prompts = (await client.list_prompts()).prompts
+            rendered = await client.get_prompt("pytorch-to-triton", {"target": "model.py:forward"})
+            templates = (await client.list_resource_templates()).resource_templates
+            resources = (await client.list_resources()).resources
+            skill = await client.read_resource("skill://pytorch-to-triton/SKILL.md")
+            stage1 = await client.read_resource("skill://pytorch-to-triton/references/stage1.md")
+            hits = await client.call_tool("search_triton_docs", {"query": "tl.dot input_precision", "k": 3})
+            return prompts, rendered, templates, resources, skill, stage1, hits
+
+    prompts, rendered, templates, resources, skill, stage1, hits = run(go)
+    assert {"pytorch-to-triton", "audit-triton"} <= {p.name for p in prompts}
+    text = rendered.messages[0].content.text
+    assert "model.py:forward" in text and "validate_against_reference" in text and "stage_submit" in text
+    assert "skill://pytorch-to-triton/references/{name}" in {t.uri_template for t in templates}
+    assert "skill://pytorch-to-triton/SKILL.md" in {str(r.uri) for r in resources}
+    assert skill.contents[0].text.startswith("---\nname: pytorch-to-triton")
+    assert "Stage 1" in stage1.contents[0].text or "stage 1" in stage1.contents[0].text.lower()
+    data = hits.structured_content
+    assert (
+        data["ok"]
+        and data["hits"]
+        and any("dot" in h["title"].lower() or "dot" in h["heading"].lower() for h in data["hits"])
+    )
