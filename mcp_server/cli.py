@@ -203,6 +203,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             baselines=not args.no_baselines,
             validate_first=not args.no_validate,
             force=args.force,
+            backward=args.backward,
             plot=args.plot,
             timeout_s=args.timeout,
             progress=bar,
@@ -278,14 +279,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", help="path.py:reference — its eager and torch.compile runs are the baselines")
     p.add_argument("--inputs", help="'bf16[4096,N]' (with --sizes) or path.py:make_inputs; default the module's cases")
     p.add_argument("--sizes", help="values for the symbols in --inputs: 1024,2048 (N) or M=1,N=2;M=3,N=4")
-    p.add_argument("--mode", choices=["events", "cuda-graph"], default="events",
-                   help="cuda-graph takes launch overhead out (microsecond kernels)")
+    p.add_argument(
+        "--mode",
+        choices=["events", "cuda-graph"],
+        default="events",
+        help="cuda-graph takes launch overhead out (microsecond kernels)",
+    )
     p.add_argument("--reps", type=int, default=100, help="timed calls per provider and size (default 100)")
     p.add_argument("--input-sets", type=int, help="input sets rotated between calls (default: enough to beat L2)")
     p.add_argument("--no-l2-flush", action="store_true", help="keep L2 warm between calls (to see its effect)")
     p.add_argument("--no-baselines", action="store_true", help="time the candidate only")
     p.add_argument("--no-validate", action="store_true", help="skip the validation before timing")
     p.add_argument("--force", action="store_true", help="time a candidate even if it fails validation")
+    p.add_argument("--backward", action="store_true", help="time forward + backward (autograd) for every provider")
     p.add_argument("--plot", metavar="OUT.png", help="write a plot of time and GB/s per size")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds (default 900)")
     p.add_argument("--json", action="store_true")

@@ -294,6 +294,7 @@ class BenchResult(ToolResult):
     candidate: str
     reference: str | None
     mode: str = Field(description="events | cuda-graph")
+    backward: bool = Field(False, description="timings are forward + backward")
     l2_flush: bool
     input_sets: int = Field(description="inputs rotated among this many sets")
     reps: int

@@ -173,7 +173,9 @@ def render_compile(result: CompileResult) -> str:
 
 def render_bench(result: BenchResult) -> str:
     out = []
-    head = f"bench {result.candidate} on {result.device} ({result.mode}, L2 {'flushed' if result.l2_flush else 'warm'}"
+    what = "forward + backward" if result.backward else "forward"
+    head = f"bench {result.candidate} ({what}) on {result.device} ({result.mode}, "
+    head += f"L2 {'flushed' if result.l2_flush else 'warm'}"
     head += f", {result.input_sets} input sets rotated, {result.reps} reps)"
     out.append(head)
     if result.validation:
@@ -198,22 +200,45 @@ def render_bench(result: BenchResult) -> str:
         cand = by.get("candidate")
         band = f"{cand.p20_ms:.4f}–{cand.p80_ms:.4f}" if cand and not cand.error else "-"
         roof = f"{r.pct_of_roofline:.0f}% {r.bound}" if r.pct_of_roofline is not None else "-"
-        rows.append([
-            r.case, ms("candidate"), band, ms("eager"), ms("compile"),
-            f"{r.speedup_vs_eager:.2f}×" if r.speedup_vs_eager else "-",
-            f"{r.speedup_vs_compile:.2f}×" if r.speedup_vs_compile else "-",
-            f"{r.bandwidth_gbps:.0f}" if r.bandwidth_gbps else "-",
-            f"{r.tflops:.1f}" if r.tflops else "-",
-            roof,
-        ])
+        rows.append(
+            [
+                r.case,
+                ms("candidate"),
+                band,
+                ms("eager"),
+                ms("compile"),
+                f"{r.speedup_vs_eager:.2f}×" if r.speedup_vs_eager else "-",
+                f"{r.speedup_vs_compile:.2f}×" if r.speedup_vs_compile else "-",
+                f"{r.bandwidth_gbps:.0f}" if r.bandwidth_gbps else "-",
+                f"{r.tflops:.1f}" if r.tflops else "-",
+                roof,
+            ]
+        )
     if rows:
         out.append("")
-        out.append(table(["case", "Triton ms", "p20–p80", "eager ms", "compile ms", "vs eager", "vs compile", "GB/s",
-                          "TFLOP/s", "of roofline"], rows, right=(1, 3, 4, 5, 6, 7, 8)))
+        out.append(
+            table(
+                [
+                    "case",
+                    "Triton ms",
+                    "p20–p80",
+                    "eager ms",
+                    "compile ms",
+                    "vs eager",
+                    "vs compile",
+                    "GB/s",
+                    "TFLOP/s",
+                    "of roofline",
+                ],
+                rows,
+                right=(1, 3, 4, 5, 6, 7, 8),
+            )
+        )
     compile_times = {t.provider: t.compile_s for r in result.rows[:1] for t in r.timings if t.compile_s is not None}
     if compile_times:
-        out.append("first call (compile/autotune, not timed): "
-                   + ", ".join(f"{k} {v:.2f} s" for k, v in compile_times.items()))
+        out.append(
+            "first call (compile/autotune, not timed): " + ", ".join(f"{k} {v:.2f} s" for k, v in compile_times.items())
+        )
     if result.plot:
         out.append(f"plot: {result.plot}")
     out.append(findings_block(result.findings))

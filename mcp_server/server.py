@@ -230,6 +230,7 @@ async def bench(
     reps: Annotated[int, Field(ge=10, le=10000, description="Timed calls per provider and size.")] = 100,
     l2_flush: Annotated[bool, Field(description="Flush L2 before every timed call (keep true).")] = True,
     force: Annotated[bool, Field(description="Time the candidate even if it fails validation.")] = False,
+    backward: Annotated[bool, Field(description="Time forward + backward through autograd.")] = False,
     plot: Annotated[bool, Field(description="Also return a PNG of time and GB/s per size and provider.")] = False,
     timeout_s: TimeoutArg = 900.0,
 ) -> BenchResult:
@@ -250,16 +251,29 @@ async def bench(
     with tempfile.TemporaryDirectory() as tmp:
         png = str(Path(tmp) / "bench.png") if plot else None
         result = await _call(
-            run, spec, reference, inputs=inputs, sizes=sizes, mode=mode, reps=reps, l2_flush=l2_flush, force=force,
-            plot=png, timeout_s=timeout_s, progress=progress,
+            run,
+            spec,
+            reference,
+            inputs=inputs,
+            sizes=sizes,
+            mode=mode,
+            reps=reps,
+            l2_flush=l2_flush,
+            force=force,
+            backward=backward,
+            plot=png,
+            timeout_s=timeout_s,
+            progress=progress,
         )
         if not (plot and result.plot):
             return result
         data = base64.b64encode(Path(result.plot).read_bytes()).decode()
     result.plot = None
     return CallToolResult(
-        content=[TextContent(type="text", text=result.model_dump_json()),
-                 ImageContent(type="image", data=data, mime_type="image/png")],
+        content=[
+            TextContent(type="text", text=result.model_dump_json()),
+            ImageContent(type="image", data=data, mime_type="image/png"),
+        ],
         structured_content=result.model_dump(mode="json"),
     )
 

@@ -165,6 +165,9 @@ def bench(
     baselines: bool = True,
     validate_first: bool = True,
     force: bool = False,
+    backward: bool = False,
+    grad_inputs: list[int] | None = None,
+    extra_candidates: dict[str, str] | None = None,
     plot: str | None = None,
     timeout_s: float = 600.0,
     progress: Progress | None = None,
@@ -184,6 +187,13 @@ def bench(
         inputs_spec = parse_spec(inputs, role="inputs", cwd=cwd)
         inputs = f"{inputs_spec.path}:{inputs_spec.name}"
         files.append(str(inputs_spec.path))
+    extras: dict[str, dict[str, str]] = {}
+    for label, text in (extra_candidates or {}).items():
+        if label in ("candidate", "eager", "compile"):
+            raise UsageError(f"extra candidate label {label!r} is reserved; use e.g. 'stage1'.")
+        extra = parse_spec(text, role=f"candidate {label}", cwd=cwd)
+        extras[label] = {"path": str(extra.path), "name": extra.name}
+        files.append(str(extra.path))
     runner = runner or shared_runner()
     device = probe(runner)
     if device.interpreter:
@@ -199,6 +209,7 @@ def bench(
         verdict = validate(
             str(ref_spec),
             str(cand_spec),
+            backward=backward,
             inputs=inputs if not sizes else None,
             seeds=1,
             derive_shapes=False,
@@ -246,6 +257,9 @@ def bench(
                 "input_sets": input_sets,
                 "l2_flush": l2_flush,
                 "baselines": baselines,
+                "backward": backward,
+                "grad_inputs": grad_inputs,
+                "extra_candidates": extras,
             },
             timeout_s=timeout_s,
             env=device.job_env(),
@@ -291,6 +305,7 @@ def bench(
         candidate=str(cand_spec),
         reference=str(ref_spec) if ref_spec else None,
         mode=mode,
+        backward=backward,
         l2_flush=l2_flush,
         input_sets=max((r.get("input_sets", 1) for r in raw.get("rows", [])), default=0),
         reps=reps,

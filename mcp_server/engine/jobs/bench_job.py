@@ -311,6 +311,39 @@ class _Timer:
         return samples
 
 
+def _as_leaves(args: list[Any], grad_idx: list[int] | None) -> list[Any]:
+    """Floating inputs (those listed, or all) become leaves that take gradients."""
+    out = []
+    for i, a in enumerate(args):
+        wanted = grad_idx is None or i in grad_idx
+        if isinstance(a, torch.Tensor) and a.is_floating_point() and wanted:
+            a = a.detach().requires_grad_(True)
+        out.append(a)
+    return out
+
+
+def _forward_backward(fn: Any, grad_idx: list[int] | None) -> Any:
+    """Time forward + backward: call, then backpropagate a fixed random upstream gradient (made once per set)."""
+    upstream: dict[int, list[torch.Tensor]] = {}
+
+    def call(*args: Any) -> Any:
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.requires_grad:
+                a.grad = None
+        outs = [o for o in common.flatten_outputs(fn(*args)) if isinstance(o, torch.Tensor) and o.requires_grad]
+        if not outs:
+            raise UsageProblem(
+                "backward timing needs outputs that require grad (wrap the kernel in a torch.autograd.Function)"
+            )
+        key = id(args[0]) if args else 0
+        if key not in upstream:
+            upstream[key] = [torch.randn_like(o) for o in outs]
+        torch.autograd.backward(outs, upstream[key])
+        return outs[0]
+
+    return call
+
+
 def _first_call(fn: Any, args: list[Any]) -> tuple[Any, float]:
     torch.cuda.synchronize()
     started = time.perf_counter()
@@ -348,12 +381,17 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     props = torch.cuda.get_device_properties(0)
     timer = _Timer(int(getattr(props, "L2_cache_size", 50 << 20)), params.get("l2_flush", True))
     providers: list[tuple[str, Any]] = [("candidate", candidate)]
+    for name, spec in (params.get("extra_candidates") or {}).items():
+        providers.append((name, resolve(load_module(spec["path"], ctx.user_files), spec["name"])))
     compiled = None
     if reference is not None and params.get("baselines", True):
         providers.append(("eager", reference))
         torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
         compiled = torch.compile(reference, dynamic=False)
         providers.append(("compile", compiled))
+    if params.get("backward"):
+        grad_idx = params.get("grad_inputs")
+        providers = [(name, _forward_backward(fn, grad_idx)) for name, fn in providers]
     model_module = ref_module or cand_module
     reps = int(params.get("reps", 100))
     mode = params.get("mode", "events")
@@ -370,6 +408,9 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             n_sets = max(1, min(n_sets, int(0.25 * free // max(set_bytes, 1))))
         torch.manual_seed(1)
         sets = [args] + [_fresh_like(args) for _ in range(n_sets - 1)]
+        if params.get("backward"):
+            sets = [_as_leaves(s, params.get("grad_inputs")) for s in sets]
+            args = sets[0]
         row: dict[str, Any] = {"case": label, "timings": [], "input_sets": n_sets}
         # Roofline model: the user's functions, else inputs read once + outputs written once.
         out_bytes = 0
