@@ -1,0 +1,351 @@
+"""Measure every reference kernel on the GPU and write benchmarks/results/<gpu>/NAME.json + NAME.png.
+
+    python benchmarks/reference_kernels.py [NAME ...] [--out-dir DIR] [--readme]
+
+For each kernel, through the project's own tools (isolated children): validate every stage (forward, and
+backward where the op trains) in each GPU dtype on the SPEC's cases, then bench every stage against eager
+PyTorch and torch.compile on the SPEC's bench cases (forward; forward + backward where the op trains), then
+judge the kernel's bar from those numbers. `--readme` regenerates the README's kernel table from the JSON
+files; a bar that is missed is shown with the measured ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+NAMES = (
+    "vector_add",
+    "softmax",
+    "layernorm",
+    "rmsnorm",
+    "swiglu",
+    "cross_entropy",
+    "matmul",
+    "attention",
+    "semi_markov_crf",
+)
+README = ROOT / "README.md"
+START, END = "<!-- kernels:start -->", "<!-- kernels:end -->"
+
+HARNESS = '''"""Generated for benchmarks/reference_kernels.py: {name} in {dtype}, keyword arguments passed through."""
+import torch
+from reference_kernels.{name} import SPEC
+
+DTYPE = torch.{dtype}
+_STAGES = dict(SPEC.stages)
+
+
+def _split(args):
+    if args and isinstance(args[-1], dict) and "__kwargs__" in args[-1]:
+        return list(args[:-1]), dict(args[-1]["__kwargs__"])
+    return list(args), {{}}
+
+
+def _cases(cases):
+    out = {{}}
+    for case in cases:
+        args = list(SPEC.make_inputs(case.dims, DTYPE, "cuda"))
+        kwargs = SPEC.call_kwargs(case.dims)
+        out[case.label] = args + ([{{"__kwargs__": kwargs}}] if kwargs else [])
+    return out
+
+
+def get_test_cases():
+    return _cases(SPEC.cases)
+
+
+def get_bench_cases():
+    return _cases(SPEC.bench_cases)
+
+
+def reference(*args):
+    a, kw = _split(args)
+    return SPEC.reference(*a, **kw)
+
+
+def bytes_moved(*args):
+    a, _ = _split(args)
+    return int(SPEC.bytes_moved(SPEC.dims_of(*a), DTYPE))
+
+
+def flops(*args):
+    a, _ = _split(args)
+    return int(SPEC.flops(SPEC.dims_of(*a), DTYPE))
+'''
+STAGE_FN = """
+
+def stage{n}(*args):
+    a, kw = _split(args)
+    return _STAGES[{n}](*a, **kw)
+"""
+
+
+def harness(name: str, dtype: str, folder: Path) -> Path:
+    spec = importlib.import_module(f"reference_kernels.{name}").SPEC
+    text = HARNESS.format(name=name, dtype=dtype) + "".join(STAGE_FN.format(n=n) for n in sorted(spec.stages))
+    path = folder / f"bench_{name}_{dtype}.py"
+    path.write_text(text)
+    return path
+
+
+def gpu_slug(device: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", device.lower().replace("nvidia", "")).strip("-") or "gpu"
+
+
+def cross_entropy_memory() -> dict[str, float]:
+    """Peak memory of forward + backward at vocab 128k: stage 3 vs eager (the bar: ≤ 1/2)."""
+    import torch
+
+    from reference_kernels import cross_entropy as ce
+
+    case = next(c for c in ce.SPEC.bench_cases if c.dims.get("V", 0) >= 128000)
+    out = {}
+    for label, fn in (("eager", ce.SPEC.reference), ("stage3", ce.SPEC.stages[max(ce.SPEC.stages)])):
+        args = list(ce.SPEC.make_inputs(case.dims, torch.bfloat16, "cuda"))
+        args[0].requires_grad_(True)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        loss = fn(*args, **ce.SPEC.call_kwargs(case.dims))
+        loss.backward()
+        torch.cuda.synchronize()
+        out[f"{label}_peak_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
+        del args, loss
+        torch.cuda.empty_cache()
+    out["ratio"] = out["stage3_peak_gib"] / out["eager_peak_gib"]
+    out["case"] = case.label
+    return out
+
+
+def _rows(result: dict) -> list[dict]:
+    return result.get("rows", []) if result else []
+
+
+def _ratio(row: dict, key: str) -> float | None:
+    return row.get(key)
+
+
+def judge(name: str, spec: Any, fwd: dict, fb: dict | None, extra: dict) -> tuple[bool | None, str]:
+    """The bar of each kernel, from the measured rows. Returns (met, measured figures in words)."""
+    rows = _rows(fwd)
+    fb_rows = _rows(fb)
+    dims = {c.label: c.dims for c in spec.bench_cases}
+
+    def pick(pred):
+        return [r for r in rows if pred(dims.get(r["case"], {}))]
+
+    def worst(rs, key):
+        values = [r[key] for r in rs if r.get(key) is not None]
+        return min(values) if values else None
+
+    parts: list[str] = []
+    ok = True
+
+    def need(label: str, value: float | None, floor: float, fmt: str = "{:.2f}×") -> None:
+        nonlocal ok
+        if value is None:
+            parts.append(f"{label}: not measured")
+            ok = False
+            return
+        met = value >= floor
+        ok &= met
+        parts.append(f"{label} {fmt.format(value)}" + ("" if met else " (missed)"))
+
+    if name == "vector_add":
+        need("% copy BW at ≥ 2^24", worst(pick(lambda d: d.get("N", 0) >= 1 << 24), "pct_of_bandwidth"), 90, "{:.0f} %")
+    elif name == "softmax":
+        need(
+            "% copy BW at 16384×8192",
+            worst(pick(lambda d: d.get("M") == 16384 and d.get("N") == 8192), "pct_of_bandwidth"),
+            90,
+            "{:.0f} %",
+        )
+        need("min vs compile (fwd)", worst(pick(lambda d: d.get("N", 0) <= 131072), "speedup_vs_compile"), 1.0)
+        parts.append(f"min fwd+bwd vs compile {worst(fb_rows, 'speedup_vs_compile') or float('nan'):.2f}×")
+    elif name in ("layernorm", "rmsnorm"):
+        big = max(rows, key=lambda r: r.get("bytes", 0)) if rows else {}
+        need("% copy BW fwd (largest)", big.get("pct_of_bandwidth"), 90, "{:.0f} %")
+        need("min fwd+bwd vs compile", worst(fb_rows, "speedup_vs_compile"), 1.0)
+    elif name == "swiglu":
+        big = max(rows, key=lambda r: r.get("bytes", 0)) if rows else {}
+        need("% copy BW fwd (largest)", big.get("pct_of_bandwidth"), 90, "{:.0f} %")
+        need("min fwd vs compile", worst(rows, "speedup_vs_compile"), 1.0)
+        parts.append(f"min fwd+bwd vs compile {worst(fb_rows, 'speedup_vs_compile') or float('nan'):.2f}×")
+    elif name == "cross_entropy":
+        need("min fwd vs compile", worst(rows, "speedup_vs_compile"), 1.0)
+        need("min fwd+bwd vs compile", worst(fb_rows, "speedup_vs_compile"), 1.0)
+        mem = extra.get("memory")
+        if mem:
+            met = mem["ratio"] <= 0.5
+            ok &= met
+            parts.append(f"peak memory {mem['ratio']:.2f} of eager" + ("" if met else " (missed)"))
+    elif name == "matmul":
+        for dtype in ("float16", "bfloat16"):
+            rs = _rows(extra.get(f"fwd_{dtype}")) if dtype != fwd.get("dtype") else rows
+            need(f"min vs cuBLAS {dtype}", worst(rs, "speedup_vs_eager"), 0.95)
+    elif name == "attention":
+        need("min vs SDPA at seq ≥ 4096", worst(pick(lambda d: d.get("S", 0) >= 4096), "speedup_vs_eager"), 0.90)
+    elif name == "semi_markov_crf":
+        bar = pick(lambda d: (d.get("B"), d.get("T"), d.get("K"), d.get("C")) == (32, 1024, 32, 24))
+        need("vs PyTorch at B32 T1024 K32 C24", worst(bar, "speedup_vs_eager"), 20.0)
+        if bar and bar[0].get("pct_of_bandwidth") is not None:
+            parts.append(f"{bar[0]['pct_of_bandwidth']:.2f} % of its bandwidth floor")
+    else:
+        return None, "no bar"
+    return ok, "; ".join(parts)
+
+
+def run_kernel(name: str, out_dir: Path, runner: Any, tmp: Path) -> dict:
+    from mcp_server.engine.bench import bench
+    from mcp_server.engine.validate import validate
+
+    spec = importlib.import_module(f"reference_kernels.{name}").SPEC
+    report: dict[str, Any] = {
+        "kernel": name,
+        "bar": spec.bar,
+        "stages": sorted(spec.stages),
+        "backward": spec.has_backward,
+        "validation": {},
+    }
+    started = time.perf_counter()
+    dtypes = [str(d).replace("torch.", "") for d in spec.dtypes]
+    for dtype in dtypes:
+        module = harness(name, dtype, tmp)
+        # Every stage in the first dtype; the best stage in the others.
+        for stage in sorted(spec.stages) if dtype == dtypes[0] else [max(spec.stages)]:
+            result = validate(
+                f"{module}:reference",
+                f"{module}:stage{stage}",
+                seeds=1,
+                derive_shapes=False,
+                backward=spec.has_backward,
+                runner=runner,
+                timeout_s=900,
+            )
+            report["validation"][f"{dtype} stage{stage}"] = {
+                "ok": result.ok,
+                "summary": result.summary,
+                "errors": [f.message[:300] for f in result.errors],
+            }
+            print(f"  validate {name} {dtype} stage {stage}: {result.summary}", flush=True)
+    module = harness(name, dtypes[0], tmp)
+    best = max(spec.stages)
+    extra = {f"stage{s}": f"{module}:stage{s}" for s in spec.stages if s != best}
+    grads = list(spec.grad_inputs) or None
+    fwd = bench(
+        f"{module}:stage{best}",
+        f"{module}:reference",
+        extra_candidates=extra,
+        validate_first=False,
+        runner=runner,
+        plot=str(out_dir / f"{name}.png"),
+        timeout_s=1200,
+    )
+    report["fwd"] = json.loads(fwd.model_dump_json()) | {"dtype": dtypes[0]}
+    fb = None
+    if spec.has_backward:
+        fb = bench(
+            f"{module}:stage{best}",
+            f"{module}:reference",
+            extra_candidates=extra,
+            validate_first=False,
+            backward=True,
+            grad_inputs=grads,
+            runner=runner,
+            plot=str(out_dir / f"{name}_fwd_bwd.png"),
+            timeout_s=1200,
+        )
+        report["fwd_bwd"] = json.loads(fb.model_dump_json())
+    extras: dict[str, Any] = {}
+    if name == "matmul":
+        for dtype in dtypes[1:]:
+            module_d = harness(name, dtype, tmp)
+            other = bench(
+                f"{module_d}:stage{best}", f"{module_d}:reference", validate_first=False, runner=runner, timeout_s=1200
+            )
+            extras[f"fwd_{dtype}"] = json.loads(other.model_dump_json())
+    if name == "cross_entropy":
+        extras["memory"] = cross_entropy_memory()
+    report["extra"] = extras
+    met, words = judge(name, spec, report["fwd"], report.get("fwd_bwd"), extras)
+    report["bar_met"], report["measured"] = met, words
+    report["device"] = fwd.device
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1))
+    print(f"{name}: {'MET' if met else 'MISSED'} — {words} ({report['seconds']} s)", flush=True)
+    return report
+
+
+def readme_table(results_dir: Path) -> str:
+    lines = ["| kernel | stages | passes | bar | measured | met |", "|---|---|---|---|---|---|"]
+    device = ""
+    for name in NAMES:
+        path = results_dir / f"{name}.json"
+        if not path.exists():
+            lines.append(f"| {name} | | | | not measured yet | |")
+            continue
+        r = json.loads(path.read_text())
+        device = r.get("device", device)
+        lines.append(
+            f"| [{name}](reference_kernels/{name}.py) | {', '.join(map(str, r['stages']))} | "
+            f"{'fwd + bwd' if r['backward'] else 'fwd'} | {r['bar']} | {r['measured']} | "
+            f"{'yes' if r['bar_met'] else '**no**'} |"
+        )
+    head = f"Measured on {device} ({results_dir.relative_to(ROOT)}), one run, ratios from that run.\n\n"
+    return head + "\n".join(lines)
+
+
+def write_readme(results_dir: Path) -> None:
+    text = README.read_text()
+    if START not in text or END not in text:
+        raise SystemExit(f"README.md lacks the {START} … {END} markers")
+    before, rest = text.split(START, 1)
+    _, after = rest.split(END, 1)
+    README.write_text(f"{before}{START}\n{readme_table(results_dir)}\n{END}{after}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--out-dir")
+    parser.add_argument("--readme", action="store_true", help="only regenerate the README table from the JSON files")
+    args = parser.parse_args()
+    if args.readme:
+        write_readme(Path(args.out_dir).resolve() if args.out_dir else _latest_results())
+        return 0
+    from mcp_server.engine.device import probe
+    from mcp_server.engine.runner import Runner
+
+    with Runner() as runner, tempfile.TemporaryDirectory() as tmp:
+        device = probe(runner)
+        out_dir = Path(args.out_dir) if args.out_dir else ROOT / "benchmarks" / "results" / gpu_slug(device.device)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name in args.names or NAMES:
+            try:
+                run_kernel(name, out_dir, runner, Path(tmp))
+            except Exception as exc:
+                print(f"{name}: FAILED {type(exc).__name__}: {exc}", flush=True)
+    return 0
+
+
+def _latest_results() -> Path:
+    folders = sorted((ROOT / "benchmarks" / "results").glob("*/"), key=lambda p: p.stat().st_mtime)
+    with_kernels = [f for f in folders if any((f / f"{n}.json").exists() for n in NAMES)]
+    if not with_kernels:
+        raise SystemExit("no results yet: run benchmarks/reference_kernels.py on a GPU first")
+    return with_kernels[-1]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
