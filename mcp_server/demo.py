@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mcp_server.render import INTERPRETER_BANNER, render_compile, render_validate
+from mcp_server.render import INTERPRETER_BANNER, render_bench, render_compile, render_validate
 
 EXAMPLES = Path(__file__).resolve().parent / "examples"
 
@@ -26,6 +26,12 @@ def run_demo() -> int:
         print(INTERPRETER_BANNER)
     print(f"{device.device}   torch {device.torch}   triton {device.triton}   compile target {device.target}")
 
+    _step("Triton docs cache")
+    from mcp_server.docs_adapters import demo_docs
+
+    docs = demo_docs()
+    print(docs)
+
     _step(f"compile {kernel.name}:softmax_kernel for {device.target}")
     compiled = compile_kernel(
         f"{kernel}:softmax_kernel", signature="*bf16, *bf16, i32, i32:16, i32:16", constexprs={"BLOCK": 8192}
@@ -36,7 +42,20 @@ def run_demo() -> int:
     verdict = validate(f"{problem}:reference", f"{kernel}:softmax")
     print(render_validate(verdict))
 
+    _step("bench against eager PyTorch and torch.compile")
+    timed = None
+    if device.interpreter:
+        print("skipped: timing needs a CUDA GPU (interpreter timings would be meaningless)")
+    else:
+        from mcp_server.engine.bench import bench
+
+        timed = bench(f"{kernel}:softmax", f"{problem}:reference", validate_first=False)
+        print(render_bench(timed))
+
     _step("summary")
+    print(f"docs      {docs}")
     print(f"compile   {'ok' if compiled.ok else 'FAILED'}")
     print(f"validate  {verdict.summary}")
-    return 0 if (compiled.ok and verdict.ok) else 1
+    print(f"bench     {timed.summary if timed else 'skipped (no GPU)'}")
+    ok = compiled.ok and verdict.ok and (timed is None or timed.ok)
+    return 0 if ok else 1
