@@ -13,6 +13,8 @@ Programs → data:
            grouped order, so the K-loop of the next tile overlaps the epilogue of the previous one
            and no launch/tail waves are paid. On Hopper (sm_90+) A, B and C move through TMA tensor
            descriptors; elsewhere (older GPUs, unaligned strides) the same kernel uses pointer loads.
+Autotuning (stages 2-3) compiles the configs of a new key in parallel before timing them; a problem
+whose 128×128 tiles do not fill the GPU gets one config and is not timed.
 
 Bytes moved: the floor is one read of A and B, one read of bias and one write of C:
 ``(M·K + K·N + N + M·N) · bytes(dtype)``. The eager baseline (matmul, then ``+ bias``, then the
@@ -29,11 +31,15 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+from triton.runtime.autotuner import Autotuner
 
 from reference_kernels._spec import Case, KernelSpec, Tolerance
 
@@ -86,6 +92,66 @@ _STAGE3_CONFIGS = [
     # 128×256 at 4 stages fits shared memory only with the halved epilogue buffer (229 vs 262 KiB).
     if not (sub and bn == 128 and w == 4) and not (not sub and bn == 256 and s == 4)
 ]
+
+# When 128×128 tiles give fewer tiles than SMs the grid cannot fill the GPU whatever the tile, so such
+# problems get one config and nothing is timed: stage 2 its smallest tile (twice the programs), stage 3
+# the one 128×128 config of its space (one tile per program there; the subtiled epilogue is the path
+# with the most code, so small problems in the tests cover it).
+_SMALL_STAGE2 = (128, 64, 4, 4)
+_SMALL_STAGE3 = (128, 128, 4, 8, False, True)  # (BLOCK_M, BLOCK_N, stages, warps, FLATTEN, EPILOGUE_SUBTILE)
+
+
+@functools.cache
+def _num_sms(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _fills_gpu(M: int, N: int) -> bool:
+    """Whether 128×128 tiles make at least one wave on the current device (where Triton launches)."""
+    return triton.cdiv(M, 128) * triton.cdiv(N, 128) >= _num_sms(torch.cuda.current_device())
+
+
+def _prune_stage2(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> list[triton.Config]:
+    if _fills_gpu(named_args["M"], named_args["N"]):
+        return configs
+    return [
+        c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_stages, c.num_warps) == _SMALL_STAGE2
+    ]
+
+
+class _ParallelAutotuner(Autotuner):
+    """``triton.autotune`` that compiles the configs it is about to time on a thread pool first
+    (Triton's AsyncCompileMode; compiles release the GIL), and does not time a lone survivor of the
+    pruning. Tuning a new key costs one compile's wall time instead of one per config."""
+
+    _lone = False
+
+    def prune_configs(self, kwargs: dict) -> list[triton.Config]:
+        configs = super().prune_configs(kwargs)
+        self._lone = len(configs) == 1
+        if len(configs) > 1:
+            args = list(self.nargs.values())
+            # kwargs also carries the launch's grid and warmup flag.
+            meta = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
+            workers = min(len(configs), os.cpu_count() or 1)
+            with ThreadPoolExecutor(workers) as pool, triton.AsyncCompileMode(pool, ignore_errors=True):
+                for c in configs:
+                    if c.pre_hook is not None:  # descriptor block shapes are part of the signature
+                        c.pre_hook({**self.nargs, **meta, **c.all_kwargs()})
+                    # Failures are dropped here; timing recompiles them and scores them inf.
+                    self.fn.warmup(*args, grid=(1,), **meta, **c.all_kwargs())
+        return configs
+
+    def _bench(self, *args: Any, config: triton.Config, **meta: Any) -> list[float]:
+        if self._lone:
+            return [0.0, 0.0, 0.0]
+        return super()._bench(*args, config=config, **meta)
+
+
+def _autotune(configs: list[triton.Config], key: list[str], prune: Any) -> Any:
+    prune_by = {"early_config_prune": prune}
+    return lambda fn: _ParallelAutotuner(fn, fn.arg_names, configs, key, None, None, prune_configs_by=prune_by)
+
 
 # Under the interpreter (CPU, numpy) autotuning cannot time anything and big tiles are slow, so the
 # tuned kernels run one small config that still exercises masks, grouping and several tiles per program.
@@ -236,7 +302,7 @@ _EVEN = {
 }
 
 
-@triton.autotune(configs=_STAGE2_CONFIGS, key=["M", "N", "K", "HAS_BIAS", "ACTIVATION"])
+@_autotune(_STAGE2_CONFIGS, key=["M", "N", "K", "HAS_BIAS", "ACTIVATION"], prune=_prune_stage2)
 @triton.heuristics(_EVEN)
 @triton.jit
 def _matmul_grouped_kernel(
@@ -287,8 +353,11 @@ except ImportError:  # pragma: no cover - older Triton: the pointer path is used
     _TensorDescriptor = None
 
 
-def _prune_stage3(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
-    """Without TMA the epilogue is a pointer store and EPILOGUE_SUBTILE changes nothing: drop the twins."""
+def _prune_stage3(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> list[triton.Config]:
+    """Small problems get ``_SMALL_STAGE3`` alone. Without TMA the epilogue is a pointer store and
+    EPILOGUE_SUBTILE changes nothing: drop the twins."""
+    if not _fills_gpu(named_args["M"], named_args["N"]):
+        return [c for c in configs if _stage3_knobs(c) == _SMALL_STAGE3]
     if kwargs.get("USE_TMA", named_args.get("USE_TMA")):
         return configs
     kept, seen = [], set()
@@ -300,13 +369,18 @@ def _prune_stage3(configs: list[triton.Config], named_args: dict, **kwargs: obje
     return kept
 
 
-@triton.autotune(
-    configs=[
+def _stage3_knobs(c: triton.Config) -> tuple:
+    k = c.kwargs
+    return (k["BLOCK_M"], k["BLOCK_N"], c.num_stages, c.num_warps, k["FLATTEN"], k["EPILOGUE_SUBTILE"])
+
+
+@_autotune(
+    [
         triton.Config(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages, pre_hook=_set_descriptor_blocks)
         for c in _STAGE3_CONFIGS
     ],
     key=["M", "N", "K", "HAS_BIAS", "ACTIVATION", "USE_TMA"],
-    prune_configs_by={"early_config_prune": _prune_stage3},
+    prune=_prune_stage3,
 )
 @triton.heuristics(_EVEN)
 @triton.jit
@@ -377,11 +451,6 @@ def _interpreting() -> bool:
     return bool(triton.knobs.runtime.interpret)
 
 
-@functools.cache
-def _num_sms(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def _check_inputs(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str) -> int:
     """Validate a matmul call; returns the activation code."""
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
@@ -435,7 +504,10 @@ def _matmul_stage1(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, 
     return c
 
 
-def _matmul_stage2(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, act: int) -> torch.Tensor:
+def _matmul_stage2(
+    a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, act: int, config: triton.Config | None = None
+) -> torch.Tensor:
+    """Stage 2; ``config`` runs one tile instead of autotuning (tests sweep the space)."""
     c = _empty_result(a, b)
     M, K = a.shape
     N = b.shape[1]
@@ -444,8 +516,9 @@ def _matmul_stage2(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, 
     args = (a, b, c, bias, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
     grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
     if _interpreting():
-        cfg = {k: _INTERPRETER_CONFIG[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
-        _matmul_grouped_kernel.fn[grid](*args, HAS_BIAS=bias is not None, ACTIVATION=act, **cfg)
+        config = triton.Config({k: _INTERPRETER_CONFIG[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")})
+    if config is not None:
+        _matmul_grouped_kernel.fn[grid](*args, HAS_BIAS=bias is not None, ACTIVATION=act, **config.all_kwargs())
     else:
         _matmul_grouped_kernel[grid](*args, HAS_BIAS=bias is not None, ACTIVATION=act)
     return c
@@ -463,8 +536,14 @@ def _tma_usable(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
 
 
 def _matmul_stage3(
-    a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, act: int, use_tma: bool | None = None
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor | None,
+    act: int,
+    use_tma: bool | None = None,
+    config: triton.Config | None = None,
 ) -> torch.Tensor:
+    """Stage 3; ``config`` runs one tile instead of autotuning (tests sweep the space)."""
     c = _empty_result(a, b)
     M, K = a.shape
     N = b.shape[1]
@@ -487,9 +566,10 @@ def _matmul_stage3(
     flags = {"HAS_BIAS": bias is not None, "ACTIVATION": act, "USE_TMA": use_tma, "NUM_SMS": num_sms}
     grid = lambda meta: (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
     if _interpreting():
-        cfg = dict(_INTERPRETER_CONFIG)
-        _set_descriptor_blocks({"a_src": a_src, "b_src": b_src, "c_src": c_src, **cfg})
-        _matmul_persistent_kernel.fn[grid](*args, **flags, **cfg)
+        config = triton.Config(_INTERPRETER_CONFIG)
+    if config is not None:
+        _set_descriptor_blocks({"a_src": a_src, "b_src": b_src, "c_src": c_src, **config.kwargs})
+        _matmul_persistent_kernel.fn[grid](*args, **flags, **config.all_kwargs())
     else:
         _matmul_persistent_kernel[grid](*args, **flags)
     return c

@@ -92,6 +92,47 @@ def test_lengths_default_to_the_full_sequence():
     torch.testing.assert_close(crf.semi_markov_crf(em, tr, du), crf.semi_markov_crf(em, tr, du, full))
 
 
+def _brute_force(em, tr, du, semiring):
+    """⊕ over every segmentation of every label sequence, enumerated (tiny T, K, C only)."""
+    T, C = em.shape
+    K = du.shape[0]
+    scores = []
+
+    def walk(start: int, prev: int | None, total: torch.Tensor) -> None:
+        if start == T:
+            scores.append(total)
+            return
+        for k in range(1, min(K, T - start) + 1):
+            for c in range(C):
+                seg = em[start : start + k, c].sum() + du[k - 1, c] + (tr[prev, c] if prev is not None else 0.0)
+                walk(start + k, c, total + seg)
+
+    walk(0, None, em.new_zeros(()))
+    stacked = torch.stack(scores)
+    return torch.logsumexp(stacked, 0) if semiring == "log" else stacked.max()
+
+
+@pytest.mark.parametrize("semiring", ["log", "max"])
+def test_the_reference_equals_brute_force_enumeration_of_segmentations(semiring):
+    torch.manual_seed(0)
+    # K = 4 < T = 6: some segmentations are cut off by the length limit; the second sequence is ragged.
+    em, tr, du = (torch.randn(*shape, dtype=torch.float64) for shape in ((2, 6, 3), (3, 3), (4, 3)))
+    lengths = torch.tensor([6, 4])
+    got = crf.reference_semi_markov_crf(em, tr, du, lengths, semiring)
+    for b in range(2):
+        expected = _brute_force(em[b, : lengths[b]], tr, du, semiring)
+        torch.testing.assert_close(got[b], expected)
+
+
+def test_scan_autotuning_keeps_at_least_four_tile_elements_per_thread():
+    def warps(k_pad: int, c_pad: int) -> list[int]:
+        return [c.num_warps for c in crf._prune_scan(crf._SCAN_CONFIGS, {}, K_PAD=k_pad, C_PAD=c_pad)]
+
+    assert warps(32, 32) == [1, 2, 4, 8]  # the benchmark's tiles
+    assert warps(4, 8) == [1]  # nothing to time
+    assert warps(128, 128) == [1, 2, 4, 8, 16]
+
+
 def _good(device: str):
     return torch.randn(2, 6, 3, device=device), torch.randn(3, 3, device=device), torch.randn(4, 3, device=device)
 
