@@ -5,34 +5,40 @@ Math: per row ``ℓ_i = lse(x_i) − x_i[t_i]`` with ``lse(x) = m + log Σ_j e^(
 ``dx_ij = g · (softmax(x_i)_j − [j = t_i]) / n_valid`` on valid rows (g the upstream gradient), 0 on
 ignored rows. The softmax is never materialised.
 
-Programs → data: persistent programs (one or two per SM) walk rows; per row the vocabulary is streamed in
-CHUNK-wide column chunks with an online logsumexp (running max ``m`` and sum ``s``, rescaled
-``s ← s·e^(m−m') + Σ e^(x−m')`` when the max grows). Chunk loops may be software-pipelined (``STAGES``:
-the next chunk streams into shared memory while this one is reduced).
+Programs → data: persistent programs walk rows; per row the vocabulary is streamed in CHUNK-wide column
+chunks with an online logsumexp kept *per lane* (running max ``m`` and sum ``s``, ``s ← s·e^(m−m') +
+e^(x−m')`` in a one-exp form), so the chunk loop has no cross-warp reduction and the loads of successive
+chunks overlap (``STAGES``: the next chunks stream into shared memory while this one is folded in); the
+lanes are merged once per row. Three launches per forward: a one-program kernel counts the valid rows
+(the gradient's scale), the row kernel, and a one-program kernel that sums the row losses in a fixed
+order and divides.
 - stage 2: the forward kernel stores ``ℓ_i`` and ``lse_i`` (fp32); the backward kernel re-reads the
-  logits and writes ``dx = g·(e^(x − lse) − onehot)/n_valid``.
-- stage 3: when the logits need a gradient, the forward kernel takes a second pass over each row right
-  after the first (the row is still in L2) and writes ``(softmax − onehot)/n_valid`` into a buffer
-  (Liger-Kernel's approach); the backward returns that buffer, multiplied in place by g when g ≠ 1. The
-  logits are then read from HBM once for forward and backward together.
+  logits and writes ``dx = g·(e^(x − lse) − onehot)/n_valid``. Configs autotuned per vocabulary size.
+- stage 3: no autotuner: programs per SM from an L2 budget (``_plan``). When the logits need a gradient,
+  the forward kernel takes a second pass over each row right after the first, newest chunk first so the
+  reads hit the L2 lines pass 1 touched last, and writes ``(softmax − onehot)/n_valid`` into a buffer
+  (Liger-Kernel's approach); the backward hands that buffer over, scaled in place by g on the device
+  (a no-op kernel when g = 1, so no host sync). The logits are then read from HBM once for forward and
+  backward together.
 
 Bytes: forward reads the logits once (``N·V·size``); forward + backward at least reads them once and
-writes the gradient once (``2·N·V·size``), which stage 3 does; stage 2 reads them twice. Eager PyTorch
-writes and re-reads the ``[N, V]`` log-softmax and a ``[N, V]`` one-hot gradient. Peak extra memory:
-stage 3 holds one ``[N, V]`` buffer (the gradient, handed to autograd without a copy); eager holds three
-(log-softmax, its gradient, the logits' gradient).
+writes the gradient once (``2·N·V·size``), which stage 3 does while its rows in flight fit in L2;
+stage 2 reads them twice. Eager PyTorch writes and re-reads the ``[N, V]`` log-softmax and a ``[N, V]``
+one-hot gradient. Peak extra memory: stage 3 holds one ``[N, V]`` buffer (the gradient, handed to
+autograd without a copy); eager holds three (log-softmax, its gradient, the logits' gradient).
 
 Limits: logits ``[N, V]`` float32 / float16 / bfloat16 with unit column stride (other layouts are copied
 once); targets ``[N]`` int32 / int64 in ``[0, V)`` or ``ignore_index`` (an out-of-range target is not
 read; its row's loss is NaN, so the mean is NaN: no host sync to check it); no class weights or label
-smoothing. The loss has the logits' dtype, as in PyTorch. Stage 3's backward reads g on the host to skip
-the multiply when it is 1 (one sync), and can run once per forward (its gradient buffer is handed over,
-not kept). Rows are spread over programs, so a handful of very long rows uses only a handful of SMs.
+smoothing. The loss has the logits' dtype, as in PyTorch. Stage 3's backward can run once per forward
+(its gradient buffer is handed over, not kept). Rows are spread over programs, so a handful of very
+long rows uses only a handful of SMs.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -42,9 +48,26 @@ import triton.language as tl
 from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
 
 IGNORE_INDEX = -100
-# The in-place multiply by g: 4096 elements over 8 warps, 16 per thread, one fixed config (an autotuner
-# would re-run an in-place kernel while timing it).
+# Lowest finite fp32: the per-lane running max starts here rather than at -inf, so a lane that has only
+# seen -inf (masked tail) computes e^(-inf) = 0, never e^(-inf + inf) = NaN.
+_FP32_LOWEST = tl.constexpr(-3.4028234663852886e38)
+# Stage 3: rows in flight across the GPU may hold this many bytes, so that pass 2 re-reads them from
+# L2 (half the 50 MB L2 of an H100/H200: the gradient being written streams through the other half).
+# At a 128256 bf16 vocabulary (250 KB rows) that is one program per SM; at 32000 (62.5 KB), two.
+_L2_BUDGET_BYTES = 24 * 2**20
+# Stage 3's programs per SM without the gradient pass (nothing to keep in L2): three 8-warp programs
+# (80 registers, 16 KB of pipeline buffers each, ptxas -v) keep loads in flight while each folds chunks.
+_MAX_PROGS_PER_SM = 3
+# One program per SM: 8192-column chunks over 16 warps; several: 4096 over 8 warps. 16 values per
+# thread per chunk either way; three stages keep two chunks in flight (86 / 80 registers, no spills).
+_WIDE = {"CHUNK": 8192, "STAGES": 3, "num_warps": 16}
+_NARROW = {"CHUNK": 4096, "STAGES": 3, "num_warps": 8}
+# Host-side helpers (valid-row count, mean of the row losses, in-place scale by g): one program sums
+# targets / losses in fixed-order 1024-wide blocks; the scale runs a persistent grid of 4 programs per
+# SM over 4096-element blocks, 8 warps (16 elements per thread).
+_SMALL_BLOCK = 1024
 _SCALE_BLOCK = 4096
+_SCALE_PROGS_PER_SM = 4
 # The CPU interpreter has no autotuner backend (nothing to time with) and no SM count: one fixed config,
 # small enough that persistent row loops and multi-chunk rows with tails run on the small cases.
 _INTERPRETER_SMS = 2
@@ -66,51 +89,61 @@ def _num_sms(t: torch.Tensor) -> int:
 
 
 def _configs() -> list[triton.Config]:
-    # CHUNK / (32·num_warps) = 16-32 values per thread per chunk. PROGS_PER_SM 1 keeps one row per SM in
-    # flight (132 rows × 256 KB at a 128k bf16 vocabulary = 33 MB, inside the 50 MB L2, so stage 3's
-    # second pass hits); 2 overlaps one program's exps and reductions with the other's loads. STAGES > 1
-    # has the compiler prefetch the next chunk into shared memory (cp.async) while this one is reduced.
+    # Stage 2's search: one or two programs per SM, chunks of 16-32 values per thread, with and without
+    # software pipelining (STAGES > 1 has the compiler prefetch the next chunk into shared memory).
     return [
         triton.Config({"CHUNK": c, "PROGS_PER_SM": p, "STAGES": s}, num_warps=w)
         for (c, w, p, s) in (
             (4096, 8, 2, 1),
             (8192, 16, 1, 1),
-            (8192, 16, 2, 1),
-            (16384, 16, 1, 1),
-            (4096, 8, 1, 3),
-            (8192, 8, 2, 2),
-            (8192, 16, 1, 2),
-            (16384, 16, 1, 2),
+            (4096, 8, 2, 3),
+            (8192, 16, 1, 3),
         )
     ]
+
+
+def _tuning_bench(kernel_call: Callable[[], None], quantiles: Any) -> Any:
+    # Stage 2's autotuner times each config for 5 + 25 ms (triton's default is 25 + 100): thousands of
+    # runs of a µs-scale kernel, tens of a 0.5 ms one, enough for a median; a new shape costs a quarter
+    # of the tuning time.
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
 
 
 # ----------------------------------------------------------------------------------------------- kernels
 
 
 @triton.jit
+def _online_max_sum(m, s, x):
+    """Fold x into per-lane running (max m, sum s of e^(x - m)) with one exp: the larger of x and m
+    becomes the max and the other contributes e^(-|x - m|), rescaling s when the max moves."""
+    e = tl.exp(-tl.abs(x - m))
+    s = tl.where(x > m, s * e + 1.0, s + e)
+    return tl.maximum(m, x), s
+
+
+@triton.jit
 def _row_logsumexp(row_ptr, n_cols, CHUNK: tl.constexpr, STAGES: tl.constexpr):
-    """Online logsumexp of one row, streamed in CHUNK-wide chunks; fp32."""
+    """Logsumexp of one row, streamed in CHUNK-wide chunks with per-lane running stats; fp32."""
     offs = tl.arange(0, CHUNK)
-    m = tl.full((), float("-inf"), tl.float32)
-    s = tl.zeros((), tl.float32)
+    m = tl.full((CHUNK,), _FP32_LOWEST, tl.float32)
+    s = tl.zeros((CHUNK,), tl.float32)
     for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
         cols = start + offs
-        # -inf is neutral for the max and adds e^-inf = 0 to the sum.
+        # -inf adds e^(-inf) = 0 and never becomes the max.
         x = tl.load(row_ptr + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        # The first chunk rescales s = 0 by e^(-inf) = 0.
-        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
-        m = m_new
-    return m + tl.log(s)
+        m, s = _online_max_sum(m, s, x)
+    m_row = tl.max(m, axis=0)
+    return m_row + tl.log(tl.sum(s * tl.exp(m - m_row), axis=0))
 
 
 @triton.jit
 def _write_row_grad(row_ptr, grad_row_ptr, n_cols, target, lse, scale, CHUNK: tl.constexpr, STAGES: tl.constexpr):
-    """grad = scale · (e^(x − lse) − [col = target]) over one row."""
+    """grad = scale · (e^(x − lse) − [col = target]) over one row, newest chunk first (right after
+    _row_logsumexp those lines are the likeliest still in L2)."""
     offs = tl.arange(0, CHUNK)
-    for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
-        cols = start + offs
+    n_chunks = tl.cdiv(n_cols, CHUNK)
+    for i in tl.range(0, n_chunks, num_stages=STAGES):
+        cols = (n_chunks - 1 - i) * CHUNK + offs
         mask = cols < n_cols
         x = tl.load(row_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         p = tl.exp(x - lse)
@@ -131,13 +164,38 @@ def _zero_row(grad_row_ptr, n_cols, CHUNK: tl.constexpr):
 
 
 @triton.jit
+def _count_valid_kernel(targets_ptr, counts_ptr, n_rows, ignore_index, BLOCK: tl.constexpr):
+    # One program: counts_ptr[0] = 1 / max(n_valid, 1) (the gradient's scale), counts_ptr[1] = n_valid.
+    acc = tl.zeros((BLOCK,), tl.int32)
+    for start in range(0, n_rows, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        t = tl.load(targets_ptr + offs, mask=offs < n_rows, other=ignore_index)
+        acc += (t != ignore_index).to(tl.int32)
+    n_valid = tl.sum(acc, axis=0).to(tl.float32)
+    tl.store(counts_ptr, 1.0 / tl.maximum(n_valid, 1.0))
+    tl.store(counts_ptr + 1, n_valid)
+
+
+@triton.jit
+def _mean_loss_kernel(row_loss_ptr, counts_ptr, loss_ptr, n_rows, BLOCK: tl.constexpr):
+    # One program, fixed summation order (bitwise reproducible). All rows ignored: 0 / 0 = NaN, as
+    # PyTorch gives.
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for start in range(0, n_rows, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.load(row_loss_ptr + offs, mask=offs < n_rows, other=0.0)
+    loss = tl.sum(acc, axis=0) / tl.load(counts_ptr + 1)
+    tl.store(loss_ptr, loss.to(loss_ptr.dtype.element_ty))
+
+
+@triton.jit
 def _cross_entropy_fwd_kernel(
     logits_ptr,
     targets_ptr,
     loss_ptr,
     lse_ptr,
     grad_ptr,
-    inv_n_valid_ptr,
+    counts_ptr,
     n_rows,
     n_cols,
     row_stride,
@@ -151,7 +209,7 @@ def _cross_entropy_fwd_kernel(
     # Persistent: program p takes rows p, p + P, ... and writes ℓ_i and lse_i (0 for ignored rows); with
     # WRITE_GRAD it also writes row i of (softmax − onehot) / n_valid right after its lse.
     if WRITE_GRAD:
-        inv_n_valid = tl.load(inv_n_valid_ptr)
+        inv_n_valid = tl.load(counts_ptr)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         r = tl.cast(row, tl.int64)
         row_ptr = logits_ptr + r * row_stride
@@ -181,7 +239,8 @@ def _cross_entropy_bwd_kernel(
     logits_ptr,
     targets_ptr,
     lse_ptr,
-    scale_ptr,
+    grad_out_ptr,
+    counts_ptr,
     grad_ptr,
     n_rows,
     n_cols,
@@ -192,8 +251,8 @@ def _cross_entropy_bwd_kernel(
     PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
     STAGES: tl.constexpr,
 ):
-    # Stage 2's backward: recompute e^(x − lse) from the stored lse, scale = g / n_valid read on device.
-    scale = tl.load(scale_ptr).to(tl.float32)
+    # Stage 2's backward: recompute e^(x − lse) from the stored lse; scale g / n_valid read on the device.
+    scale = tl.load(grad_out_ptr).to(tl.float32) * tl.load(counts_ptr)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         r = tl.cast(row, tl.int64)
         target = tl.load(targets_ptr + r).to(tl.int64)
@@ -208,20 +267,23 @@ def _cross_entropy_bwd_kernel(
 
 @triton.jit
 def _scale_inplace_kernel(x_ptr, scale_ptr, n, BLOCK: tl.constexpr):
-    # Stage 3's backward when g ≠ 1: x *= g, g read on device.
+    # Stage 3's backward: x *= g with g read on the device, so the host never waits to see whether
+    # g = 1 (loss.backward()); then every program returns at once and nothing is read or written.
     scale = tl.load(scale_ptr).to(tl.float32)
-    start = tl.program_id(0).to(tl.int64) * BLOCK
-    offs = start + tl.arange(0, BLOCK)
-    if start + BLOCK <= n:
-        tl.store(x_ptr + offs, (tl.load(x_ptr + offs).to(tl.float32) * scale).to(x_ptr.dtype.element_ty))
-    else:
-        mask = offs < n
-        x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-        tl.store(x_ptr + offs, (x * scale).to(x_ptr.dtype.element_ty), mask=mask)
+    if scale != 1.0:
+        for start in range(tl.program_id(0) * BLOCK, n, tl.num_programs(0) * BLOCK):
+            offs = tl.cast(start, tl.int64) + tl.arange(0, BLOCK)
+            mask = offs < n
+            x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+            tl.store(x_ptr + offs, (x * scale).to(x_ptr.dtype.element_ty), mask=mask)
 
 
-_cross_entropy_fwd_tuned = triton.autotune(configs=_configs(), key=["n_cols", "WRITE_GRAD"])(_cross_entropy_fwd_kernel)
-_cross_entropy_bwd_tuned = triton.autotune(configs=_configs(), key=["n_cols"])(_cross_entropy_bwd_kernel)
+_cross_entropy_fwd_tuned = triton.autotune(configs=_configs(), key=["n_cols"], do_bench=_tuning_bench)(
+    _cross_entropy_fwd_kernel
+)
+_cross_entropy_bwd_tuned = triton.autotune(configs=_configs(), key=["n_cols"], do_bench=_tuning_bench)(
+    _cross_entropy_bwd_kernel
+)
 
 
 # --------------------------------------------------------------------------------------------- launchers
@@ -257,7 +319,20 @@ def _check_inputs(logits: Any, targets: Any, ignore_index: Any) -> None:
         raise ValueError(f"cross_entropy: ignore_index must be an int, got {ignore_index!r}")
 
 
-def _launch(tuned: Any, grid: Any, args: tuple, **meta: Any) -> None:
+@functools.lru_cache(maxsize=256)
+def _plan(n_rows: int, n_cols: int, elem_bytes: int, write_grad: bool, n_sms: int) -> tuple[int, dict[str, int]]:
+    """Stage 3's persistent grid and launch meta for a shape. Cached: a call costs a dict lookup."""
+    progs_per_sm = _MAX_PROGS_PER_SM
+    if write_grad:
+        # Pass 2 re-reads each row from L2: keep the rows in flight inside the budget.
+        progs_per_sm = max(1, min(progs_per_sm, _L2_BUDGET_BYTES // (n_sms * n_cols * elem_bytes)))
+    meta = dict(_WIDE if progs_per_sm == 1 else _NARROW)
+    if _interpreting():
+        meta["CHUNK"] = _INTERPRETER_CHUNK
+    return min(n_rows, progs_per_sm * n_sms), {**meta, "PROGS_PER_SM": progs_per_sm, "WRITE_GRAD": write_grad}
+
+
+def _launch_tuned(tuned: Any, grid: Any, args: tuple, **meta: Any) -> None:
     if _interpreting():
         tuned.fn[grid](*args, **meta, CHUNK=_INTERPRETER_CHUNK, PROGS_PER_SM=1, STAGES=2)
     else:
@@ -265,65 +340,78 @@ def _launch(tuned: Any, grid: Any, args: tuple, **meta: Any) -> None:
 
 
 def _fwd(
-    logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, write_grad: bool
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(loss in the logits' dtype, lse [N] fp32, gradient of the mean loss or None)."""
+    logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, stage: int, write_grad: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(loss in the logits' dtype, lse [N] fp32, counts [1/max(n_valid, 1), n_valid] fp32, gradient of
+    the mean loss or None)."""
     if logits.stride(-1) != 1:
         logits = logits.contiguous()
-    targets = targets.contiguous()
+    if targets.stride(0) != 1:
+        targets = targets.contiguous()
     n_rows, n_cols = logits.shape
-    row_loss = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
-    lse = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
-    # Two tiny [N] reductions on the host side of the kernel: the count sets the gradient's scale, which
-    # stage 3 needs before its kernel runs.
-    n_valid = (targets != ignore_index).sum()
-    inv_n_valid = 1.0 / n_valid.clamp_min(1).to(torch.float32)
+    device = logits.device
+    row_loss = torch.empty(n_rows, dtype=torch.float32, device=device)
+    lse = torch.empty(n_rows, dtype=torch.float32, device=device)
+    counts = torch.empty(2, dtype=torch.float32, device=device)
+    loss = torch.empty((), dtype=logits.dtype, device=device)
     grad = torch.empty_like(logits) if write_grad else None
+    _count_valid_kernel[(1,)](targets, counts, n_rows, ignore_index, BLOCK=_SMALL_BLOCK)
     if n_rows and n_cols:
-        n_sm = _num_sms(logits)
-        grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
         grad_arg = grad if grad is not None else row_loss  # never written when WRITE_GRAD is off
         args = (
-            logits, targets, row_loss, lse, grad_arg, inv_n_valid, n_rows, n_cols,
+            logits, targets, row_loss, lse, grad_arg, counts, n_rows, n_cols,
             logits.stride(0), grad_arg.stride(0), ignore_index,
         )  # fmt: skip
-        _launch(_cross_entropy_fwd_tuned, grid, args, WRITE_GRAD=write_grad)
+        if stage >= 3:
+            n_programs, meta = _plan(n_rows, n_cols, logits.element_size(), write_grad, _num_sms(logits))
+            _cross_entropy_fwd_kernel[(n_programs,)](*args, **meta)
+        else:
+            n_sm = _num_sms(logits)
+            grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
+            _launch_tuned(_cross_entropy_fwd_tuned, grid, args, WRITE_GRAD=write_grad)
     else:
         row_loss.zero_()
-    # All rows ignored: 0 / 0 = NaN, as PyTorch gives.
-    loss = (row_loss.sum() / n_valid).to(logits.dtype)
-    return loss, lse, grad
+    _mean_loss_kernel[(1,)](row_loss, counts, loss, n_rows, BLOCK=_SMALL_BLOCK)
+    return loss, lse, counts, grad
 
 
 def _bwd(
-    logits: torch.Tensor, targets: torch.Tensor, lse: torch.Tensor, grad_out: torch.Tensor, ignore_index: int
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    lse: torch.Tensor,
+    counts: torch.Tensor,
+    grad_out: torch.Tensor,
+    ignore_index: int,
 ) -> torch.Tensor:
     if logits.stride(-1) != 1:
         logits = logits.contiguous()
+    if targets.stride(0) != 1:
+        targets = targets.contiguous()
     n_rows, n_cols = logits.shape
     grad = torch.empty_like(logits)
     if grad.numel() == 0:
         return grad
-    scale = grad_out.to(torch.float32) / (targets != ignore_index).sum().clamp_min(1)
     n_sm = _num_sms(logits)
     grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
-    args = (logits, targets, lse, scale, grad, n_rows, n_cols, logits.stride(0), grad.stride(0), ignore_index)
-    _launch(_cross_entropy_bwd_tuned, grid, args)
+    args = (
+        logits, targets, lse, grad_out, counts, grad, n_rows, n_cols, logits.stride(0), grad.stride(0), ignore_index,
+    )  # fmt: skip
+    _launch_tuned(_cross_entropy_bwd_tuned, grid, args)
     return grad
 
 
 def _scale_inplace(x: torch.Tensor, scale: torch.Tensor) -> None:
     n = x.numel()
     if n:
-        _scale_inplace_kernel[(triton.cdiv(n, _SCALE_BLOCK),)](x, scale, n, BLOCK=_SCALE_BLOCK, num_warps=8)
+        n_programs = max(1, min(-(-n // _SCALE_BLOCK), _SCALE_PROGS_PER_SM * _num_sms(x)))
+        _scale_inplace_kernel[(n_programs,)](x, scale, n, BLOCK=_SCALE_BLOCK, num_warps=8)
 
 
 class _CrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, stage: int) -> torch.Tensor:
-        _check_inputs(logits, targets, ignore_index)
         fused = stage >= 3 and ctx.needs_input_grad[0]
-        loss, lse, grad = _fwd(logits, targets, ignore_index, write_grad=fused)
+        loss, lse, counts, grad = _fwd(logits, targets, ignore_index, stage, write_grad=fused)
         ctx.ignore_index = ignore_index
         ctx.fused = fused
         if fused:
@@ -331,14 +419,14 @@ class _CrossEntropy(torch.autograd.Function):
             # reference lets it adopt the buffer as logits.grad without a copy.
             ctx.grad = grad
         else:
-            ctx.save_for_backward(logits, targets, lse)
+            ctx.save_for_backward(logits, targets, lse, counts)
         return loss
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         if not ctx.fused:
-            logits, targets, lse = ctx.saved_tensors
-            return _bwd(logits, targets, lse, grad_out, ctx.ignore_index), None, None, None
+            logits, targets, lse, counts = ctx.saved_tensors
+            return _bwd(logits, targets, lse, counts, grad_out, ctx.ignore_index), None, None, None
         grad = getattr(ctx, "grad", None)
         if grad is None:
             raise RuntimeError(
@@ -347,10 +435,17 @@ class _CrossEntropy(torch.autograd.Function):
                 "use cross_entropy_stage2 for that"
             )
         del ctx.grad
-        # One host sync: the common g = 1 (loss.backward()) skips a full read + write of the gradient.
-        if not bool((grad_out == 1).all()):
-            _scale_inplace(grad, grad_out.to(device=grad.device, dtype=torch.float32))
+        # Scaled on the device: no host sync, and no traffic when g = 1 (loss.backward()).
+        _scale_inplace(grad, grad_out)
         return grad, None, None, None
+
+
+def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, stage: int) -> torch.Tensor:
+    _check_inputs(logits, targets, ignore_index)
+    if logits.requires_grad and torch.is_grad_enabled():
+        return _CrossEntropy.apply(logits, targets, ignore_index, stage)
+    # No graph to record: skip the autograd.Function (~10 µs of host time per call).
+    return _fwd(logits, targets, ignore_index, stage, write_grad=False)[0]
 
 
 # ---------------------------------------------------------------------------------------- public functions
@@ -358,12 +453,12 @@ class _CrossEntropy(torch.autograd.Function):
 
 def cross_entropy_stage2(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
     """Mean cross-entropy, vocabulary streamed with an online logsumexp; backward re-reads the logits."""
-    return _CrossEntropy.apply(logits, targets, ignore_index, 2)
+    return _cross_entropy(logits, targets, ignore_index, 2)
 
 
 def cross_entropy_stage3(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
     """Mean cross-entropy; when the logits need a gradient it is written during the forward pass."""
-    return _CrossEntropy.apply(logits, targets, ignore_index, 3)
+    return _cross_entropy(logits, targets, ignore_index, 3)
 
 
 def reference_cross_entropy(

@@ -12,11 +12,15 @@ Programs → data (x viewed as ``[M, N]`` rows):
 - stage 2: the same kernels on ``[ROWS, BLOCK_N]`` tiles, ROWS and num_warps autotuned per N; the
   backward's row loop may be software-pipelined (``STAGES``: the next tile's x and dy stream into shared
   memory while this one is reduced).
-- stage 3: stage 2 while rows fit the register budget; past it looped kernels. Forward: persistent
-  programs, per row pass 1 streams chunks merging per-chunk mean and M2 (Chan et al.), pass 2 writes y.
-  Backward: a looped per-row kernel computes ``mean(g·x̂)`` and ``mean(g)``, then a 2-D grid of (row
-  group, column chunk) programs writes dx and partial dw/db for its chunk. Their loops are pipelined
-  the same way.
+- stage 3: no autotuner. While rows fit the register budget, stage 2's kernels with tiles picked by
+  rule (``_fwd_plan``, ``_bwd_plan``), so every shape gets one fixed config and a launch costs one JIT
+  dispatch; past the budget, looped kernels. Forward: persistent programs, per row pass 1 streams chunks
+  merging per-chunk mean and M2 (Chan et al.), pass 2 writes y. Backward: a looped per-row kernel
+  computes ``mean(g·x̂)`` and ``mean(g)``, then a 2-D grid of (row group, column chunk) programs writes
+  dx and partial dw/db for its chunk. Their loops are pipelined the same way.
+
+The backward's two row sums ``Σ g·x̂`` and ``Σ g`` are one ``tl.sum`` over a joined pair, so each row pays
+one cross-warp shared-memory round trip instead of two (bar.sync per kernel 14 → 11, ptxas, sm_90).
 
 Bytes: forward reads x, w, b and writes y, μ, r (``2·M·N·size + 2·N·size + 8·M``); eager PyTorch is
 one kernel too but ~57 % of copy bandwidth at 16384×8192 bf16 (NOTES.md). Backward reads x, dy, w, μ, r
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -48,15 +53,37 @@ ONE_BLOCK_MAX_COLS = 32768
 FWD_ONE_BLOCK_MAX_COLS = 32768
 BWD_ONE_BLOCK_MAX_COLS = 8192
 MIN_BLOCK_N = 16
-# Backward programs per SM: two resident programs let one's reductions overlap the other's loads, while
-# keeping the partial buffer at 2·132·N·4 B per tensor (4.3 MB at N = 4096, L2-resident).
+# Stages 1-2 backward programs per SM: two resident programs let one's reductions overlap the other's
+# loads, while keeping the partial buffer at 2·132·N·4 B per tensor (4.3 MB at N = 4096, L2-resident).
 BWD_PROGS_PER_SM = 2
+# Stage 3's forward tile: 32 fp32 values per thread (four 128-bit bf16 loads in flight per thread),
+# rows stacked up to 4096 values per program. Stage 1's 16 per thread at 16 warps ran 10 % behind
+# stage 2's autotuned pick (16-32 per thread) at 16384×8192 (GPU run 1), while softmax, with one
+# reduction per row instead of two, lost nothing at 16: fewer warps per row means a cheaper cross-warp
+# reduction.
+_FWD_VALUES_PER_THREAD = 32
+_FWD_MIN_TILE = 4096
+# Stage 3's backward tile: one row, 16 fp32 values per thread for each row-sized value. ptxas -v
+# (sm_90, bf16, STAGES 2): 4096 columns at 8 warps 121 registers (two programs per SM fit), 8192 at 16
+# warps 121 (one fits), no spills. The persistent grid is as many programs as fit at once, so no second
+# wave and the fewest partial rows to reduce.
+_BWD_VALUES_PER_THREAD = 16
+_BWD_STAGES = 2
+# Stage 3 stacks short rows only while every SM still gets this many programs.
+_MIN_PROGRAMS_PER_SM = 2
+# Stage 3's looped kernels (rows past the one-block budgets): 8192-column chunks over 16 warps, two
+# pipeline stages, one program per SM so the rows re-read from L2 fit (132 rows × 64 KB at 32768 bf16
+# columns = 8.4 MB). The tiled backward's column chunk: 2048 over 8 warps, 8 values per thread for each
+# row-sized value.
+_LOOPED = {"CHUNK": 8192, "STAGES": 2, "num_warps": 16}
+_TILED_BWD = {"CHUNK": 2048, "STAGES": 2, "num_warps": 8}
 # The dw/db reduction reads G·N fp32 partials (4.3 MB per tensor at N = 4096) straight from L2:
 # [64, 64] tiles (256 B row segments) give N/64 programs, 64 at N = 4096, so more SMs pull from L2.
 _REDUCE_BLOCK_P = 64
 _REDUCE_BLOCK_C = 64
 # The CPU interpreter has no autotuner backend (nothing to time with) and no SM count: fixed small
-# configs, chosen so masks, multi-row tiles, persistent row loops and chunk loops all run.
+# configs for stage 2, and chunk sizes for stage 3's looped kernels, chosen so masks, multi-row tiles,
+# persistent row loops and chunk loops all run.
 _INTERPRETER_SMS = 2
 _INTERPRETER_ROWS = 2
 _INTERPRETER_CHUNK = 4096
@@ -103,34 +130,6 @@ def _prune(lo: int, hi: int) -> Any:
     return prune
 
 
-def _looped_configs() -> list[triton.Config]:
-    # 16-32 values per thread per chunk; one or two rows per SM in flight (at 131072 bf16 columns one
-    # per SM is 33 MB, inside the 50 MB L2, so pass 2 re-reads hit). STAGES > 1 has the compiler prefetch
-    # the next chunk into shared memory (cp.async) while this one is reduced, which keeps HBM busy with a
-    # single program per SM.
-    return [
-        triton.Config({"CHUNK": c, "PROGS_PER_SM": p, "STAGES": s}, num_warps=w)
-        for (c, w, p, s) in (
-            (4096, 8, 2, 1),
-            (8192, 16, 1, 1),
-            (16384, 16, 1, 1),
-            (4096, 8, 1, 3),
-            (8192, 8, 2, 2),
-            (8192, 16, 1, 2),
-        )
-    ]
-
-
-def _tiled_bwd_configs() -> list[triton.Config]:
-    # Column chunk per program and warps: 8-16 values per thread for each row-sized value; STAGES 2
-    # prefetches the next row's chunk.
-    return [
-        triton.Config({"CHUNK": c, "STAGES": s}, num_warps=w)
-        for (c, w) in ((1024, 4), (2048, 8), (4096, 16))
-        for s in (1, 2)
-    ]
-
-
 def _bwd_one_block_configs() -> list[triton.Config]:
     # The backward's programs loop over row tiles: STAGES 2 prefetches the next tile's x and dy into shared
     # memory while this one is reduced (2 × 16 KB at 4096 bf16 columns).
@@ -140,6 +139,13 @@ def _bwd_one_block_configs() -> list[triton.Config]:
         for w in (4, 8, 16)
         for s in (1, 2)
     ]
+
+
+def _tuning_bench(kernel_call: Callable[[], None], quantiles: Any) -> Any:
+    # Stage 2's autotuner times each config for 5 + 25 ms (triton's default is 25 + 100): thousands of
+    # runs of a µs-scale kernel, tens of a 0.5 ms one, enough for a median; a new shape costs a quarter
+    # of the tuning time.
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
 
 
 # ----------------------------------------------------------------------------------------------- kernels
@@ -194,7 +200,6 @@ def _layernorm_fwd_looped_kernel(
     y_row_stride,
     eps,
     CHUNK: tl.constexpr,
-    PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
     STAGES: tl.constexpr,
 ):
     offs = tl.arange(0, CHUNK)
@@ -270,8 +275,11 @@ def _layernorm_bwd_kernel(
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
         xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
         g = dy * w[None, :]
-        c1 = tl.sum(g * xhat, axis=1) / n_cols
-        c2 = tl.sum(g, axis=1) / n_cols
+        # Both row sums in one reduction over a trailing pair axis: one cross-warp round trip through shared
+        # memory, not two.
+        sum_gx, sum_g = tl.split(tl.sum(tl.join(g * xhat, g), axis=1))
+        c1 = sum_gx / n_cols
+        c2 = sum_g / n_cols
         dx = (g - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
         tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
         dw_acc += tl.sum(dy * xhat, axis=0)
@@ -294,7 +302,6 @@ def _layernorm_bwd_row_stats_kernel(
     x_row_stride,
     dy_row_stride,
     CHUNK: tl.constexpr,
-    PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
     STAGES: tl.constexpr,
 ):
     # Long rows, step 1: per row c1 = mean(g·x̂) and c2 = mean(g), streamed over chunks.
@@ -384,17 +391,18 @@ def _layernorm_dwdb_kernel(
 
 
 _layernorm_fwd_tuned = triton.autotune(
-    configs=_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune(16, 32)}
+    configs=_one_block_configs(),
+    key=["n_cols"],
+    prune_configs_by={"early_config_prune": _prune(16, 32)},
+    do_bench=_tuning_bench,
 )(_layernorm_fwd_kernel)
 # The backward holds ~5 row-sized values per thread: aim lower, 8-16 each.
 _layernorm_bwd_tuned = triton.autotune(
-    configs=_bwd_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune(8, 16)}
+    configs=_bwd_one_block_configs(),
+    key=["n_cols"],
+    prune_configs_by={"early_config_prune": _prune(8, 16)},
+    do_bench=_tuning_bench,
 )(_layernorm_bwd_kernel)
-_layernorm_fwd_looped_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(_layernorm_fwd_looped_kernel)
-_layernorm_bwd_row_stats_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(
-    _layernorm_bwd_row_stats_kernel
-)
-_layernorm_bwd_tiled_tuned = triton.autotune(configs=_tiled_bwd_configs(), key=["n_cols"])(_layernorm_bwd_tiled_kernel)
 
 
 # --------------------------------------------------------------------------------------------- launchers
@@ -436,12 +444,40 @@ def _check_inputs(x: Any, weight: Any, bias: Any, max_cols: int | None) -> None:
 
 def _rows(t: torch.Tensor) -> torch.Tensor:
     """[..., N] → [M, N] with unit column stride (a view when the layout allows)."""
-    t2 = t.reshape(-1, t.shape[-1])
+    t2 = t if t.dim() == 2 else t.reshape(-1, t.shape[-1])
     return t2 if t2.stride(-1) == 1 else t2.contiguous()
 
 
 def _block_n(n_cols: int) -> int:
-    return max(MIN_BLOCK_N, triton.next_power_of_2(n_cols))
+    # Plain integer arithmetic: triton.next_power_of_2 is a constexpr function, several µs per host call.
+    return max(MIN_BLOCK_N, 1 << (n_cols - 1).bit_length())
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@functools.lru_cache(maxsize=256)
+def _fwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[tuple[int], dict[str, int]]:
+    """Stage 3's forward tile for a shape: (grid, launch meta). Cached: a call costs a dict lookup."""
+    block = _block_n(n_cols)
+    rows = max(1, _FWD_MIN_TILE // block)
+    while rows > 1 and _cdiv(n_rows, rows) < _MIN_PROGRAMS_PER_SM * n_sms:
+        rows //= 2
+    warps = max(4, min(16, rows * block // (32 * _FWD_VALUES_PER_THREAD)))
+    return (_cdiv(n_rows, rows),), {"BLOCK_N": block, "ROWS": rows, "num_warps": warps}
+
+
+@functools.lru_cache(maxsize=256)
+def _bwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[int, dict[str, int]]:
+    """Stage 3's backward: (persistent program count = partial rows, launch meta)."""
+    block = _block_n(n_cols)
+    rows = max(1, 1024 // block)
+    warps = max(4, min(16, rows * block // (32 * _BWD_VALUES_PER_THREAD)))
+    # ~120 registers per thread (ptxas -v): two 8-warp programs fit an SM's 64K registers, one 16-warp.
+    progs_per_sm = 2 if warps <= 8 else 1
+    n_parts = max(1, min(_cdiv(n_rows, rows), progs_per_sm * n_sms))
+    return n_parts, {"BLOCK_N": block, "ROWS": rows, "STAGES": _BWD_STAGES, "num_warps": warps}
 
 
 def _launch(tuned: Any, grid: Any, args: tuple, interpreter_meta: dict[str, int], **meta: int) -> None:
@@ -451,95 +487,86 @@ def _launch(tuned: Any, grid: Any, args: tuple, interpreter_meta: dict[str, int]
         tuned[grid](*args, **meta)
 
 
+def _looped_meta(meta: dict[str, int]) -> dict[str, int]:
+    return {**meta, "CHUNK": _INTERPRETER_CHUNK} if _interpreting() else meta
+
+
 def _fwd(
     x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float, path: str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    x2, w, b = _rows(x), w.contiguous(), b.contiguous()
+    x2 = _rows(x)
+    w = w if w.stride(0) == 1 else w.contiguous()
+    b = b if b.stride(0) == 1 else b.contiguous()
     n_rows, n_cols = x2.shape
-    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     mean = torch.empty(n_rows, dtype=torch.float32, device=x.device)
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)
     if y.numel() == 0:
-        return y.view(x.shape), mean, rstd
-    args = (x2, w, b, y, mean, rstd, n_rows, n_cols, x2.stride(0), y.stride(0), eps)
-    block = _block_n(n_cols)
-    if path == "row":
-        _layernorm_fwd_kernel[(n_rows,)](*args, BLOCK_N=block, ROWS=1, num_warps=_warps_for(block))
-    elif path == "one_block":
+        return y, mean, rstd
+    y2 = y if y.dim() == 2 else y.view(n_rows, n_cols)
+    args = (x2, w, b, y2, mean, rstd, n_rows, n_cols, x2.stride(0), n_cols, eps)
+    if path == "one_block":
+        grid, meta = _fwd_plan(n_rows, n_cols, _num_sms(x))
+        _layernorm_fwd_kernel[grid](*args, **meta)
+    elif path == "looped":
+        _layernorm_fwd_looped_kernel[(min(n_rows, _num_sms(x)),)](*args, **_looped_meta(_LOOPED))
+    elif path == "tuned":
         grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
-        _launch(_layernorm_fwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=block)
+        _launch(_layernorm_fwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
     else:
-        n_sm = _num_sms(x)
-        grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
-        _launch(_layernorm_fwd_looped_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1, "STAGES": 2})
-    return y.view(x.shape), mean, rstd
-
-
-def _reduce_partials(dw_part: torch.Tensor, db_part: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    n_parts, n_cols = dw_part.shape
-    dw = torch.empty_like(w)
-    db = torch.empty_like(w)
-    block_c = _INTERPRETER_REDUCE_BLOCK_C if _interpreting() else _REDUCE_BLOCK_C
-    grid = (triton.cdiv(n_cols, block_c),)
-    _layernorm_dwdb_kernel[grid](dw_part, db_part, dw, db, n_parts, n_cols, BLOCK_P=_REDUCE_BLOCK_P, BLOCK_C=block_c)
-    return dw, db
+        block = _block_n(n_cols)
+        _layernorm_fwd_kernel[(n_rows,)](*args, BLOCK_N=block, ROWS=1, num_warps=_warps_for(block))
+    return y, mean, rstd
 
 
 def _bwd(
     dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor, path: str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    x2, dy2, w = _rows(x), _rows(dy), w.contiguous()
+    x2, dy2 = _rows(x), _rows(dy)
+    w = w if w.stride(0) == 1 else w.contiguous()
     n_rows, n_cols = x2.shape
-    dx = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    dw = torch.empty(n_cols, dtype=w.dtype, device=w.device)
+    db = torch.empty(n_cols, dtype=w.dtype, device=w.device)
     if dx.numel() == 0:
-        return dx.view(x.shape), torch.zeros_like(w), torch.zeros_like(w)
+        return dx, dw.zero_(), db.zero_()
+    dx2 = dx if dx.dim() == 2 else dx.view(n_rows, n_cols)
     n_sm = _num_sms(x)
-    if path in ("row", "one_block"):
-        n_parts = min(n_rows, BWD_PROGS_PER_SM * n_sm)
-        dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
-        db_part = torch.empty_like(dw_part)
-        args = (
-            x2,
-            w,
-            dy2,
-            mean,
-            rstd,
-            dx,
-            dw_part,
-            db_part,
-            n_rows,
-            n_cols,
-            x2.stride(0),
-            dy2.stride(0),
-            dx.stride(0),
-        )
-        block = _block_n(n_cols)
-        if path == "row":
-            _layernorm_bwd_kernel[(n_parts,)](*args, BLOCK_N=block, ROWS=1, STAGES=1, num_warps=_warps_for(block))
-        else:
-            _launch(_layernorm_bwd_tuned, (n_parts,), args, {"ROWS": _INTERPRETER_ROWS, "STAGES": 2}, BLOCK_N=block)
-    else:
+    if path == "looped":
         c1 = torch.empty(n_rows, dtype=torch.float32, device=x.device)
-        c2 = torch.empty_like(c1)
-        grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
+        c2 = torch.empty(n_rows, dtype=torch.float32, device=x.device)
         args = (x2, w, dy2, mean, rstd, c1, c2, n_rows, n_cols, x2.stride(0), dy2.stride(0))
-        _launch(
-            _layernorm_bwd_row_stats_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1, "STAGES": 2}
-        )
-        # Row groups: enough (row group × column chunk) programs for ~4 per SM even at the widest chunk
-        # any config takes, never more groups than rows. Every config then writes the same partial rows.
-        max_chunk = _INTERPRETER_CHUNK if _interpreting() else max(c.kwargs["CHUNK"] for c in _tiled_bwd_configs())
-        n_parts = max(1, min(n_rows, 4 * n_sm // triton.cdiv(n_cols, max_chunk)))
+        _layernorm_bwd_row_stats_kernel[(min(n_rows, n_sm),)](*args, **_looped_meta(_LOOPED))
+        # Row groups: enough (row group × column chunk) programs for ~4 per SM, never more groups than rows.
+        tiled = _looped_meta(_TILED_BWD)
+        n_parts = max(1, min(n_rows, 4 * n_sm // _cdiv(n_cols, tiled["CHUNK"])))
         dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
-        db_part = torch.empty_like(dw_part)
+        db_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
         args = (
-            x2, w, dy2, mean, rstd, c1, c2, dx, dw_part, db_part,
-            n_rows, n_cols, x2.stride(0), dy2.stride(0), dx.stride(0),
+            x2, w, dy2, mean, rstd, c1, c2, dx2, dw_part, db_part,
+            n_rows, n_cols, x2.stride(0), dy2.stride(0), n_cols,
         )  # fmt: skip
-        grid = lambda meta: (n_parts, triton.cdiv(n_cols, meta["CHUNK"]))
-        _launch(_layernorm_bwd_tiled_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "STAGES": 2})
-    dw, db = _reduce_partials(dw_part, db_part, w)
-    return dx.view(x.shape), dw, db
+        _layernorm_bwd_tiled_kernel[(n_parts, _cdiv(n_cols, tiled["CHUNK"]))](*args, **tiled)
+    else:
+        if path == "one_block":
+            n_parts, meta = _bwd_plan(n_rows, n_cols, n_sm)
+        else:
+            n_parts, meta = min(n_rows, BWD_PROGS_PER_SM * n_sm), {}
+        dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
+        db_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
+        args = (x2, w, dy2, mean, rstd, dx2, dw_part, db_part, n_rows, n_cols, x2.stride(0), dy2.stride(0), n_cols)
+        block = _block_n(n_cols)
+        if path == "one_block":
+            _layernorm_bwd_kernel[(n_parts,)](*args, **meta)
+        elif path == "tuned":
+            _launch(_layernorm_bwd_tuned, (n_parts,), args, {"ROWS": _INTERPRETER_ROWS, "STAGES": 2}, BLOCK_N=block)
+        else:
+            _layernorm_bwd_kernel[(n_parts,)](*args, BLOCK_N=block, ROWS=1, STAGES=1, num_warps=_warps_for(block))
+    block_c = _INTERPRETER_REDUCE_BLOCK_C if _interpreting() else _REDUCE_BLOCK_C
+    _layernorm_dwdb_kernel[(_cdiv(n_cols, block_c),)](
+        dw_part, db_part, dw, db, dw_part.shape[0], n_cols, BLOCK_P=_REDUCE_BLOCK_P, BLOCK_C=block_c
+    )
+    return dx, dw, db
 
 
 def _paths(stage: int, n_cols: int) -> tuple[str, str]:
@@ -547,7 +574,7 @@ def _paths(stage: int, n_cols: int) -> tuple[str, str]:
     if stage == 1:
         return "row", "row"
     if stage == 2:
-        return "one_block", "one_block"
+        return "tuned", "tuned"
     fwd = "one_block" if n_cols <= FWD_ONE_BLOCK_MAX_COLS else "looped"
     bwd = "one_block" if n_cols <= BWD_ONE_BLOCK_MAX_COLS else "looped"
     return fwd, bwd
@@ -558,7 +585,6 @@ class _LayerNorm(torch.autograd.Function):
     def forward(
         ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, stage: int
     ) -> torch.Tensor:
-        _check_inputs(x, weight, bias, ONE_BLOCK_MAX_COLS if stage < 3 else None)
         fwd_path, ctx.bwd_path = _paths(stage, x.shape[-1])
         y, mean, rstd = _fwd(x, weight, bias, float(eps), fwd_path)
         ctx.save_for_backward(x, weight, mean, rstd)
@@ -571,22 +597,30 @@ class _LayerNorm(torch.autograd.Function):
         return dx, dw, db, None, None
 
 
+def _layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, stage: int) -> torch.Tensor:
+    _check_inputs(x, weight, bias, ONE_BLOCK_MAX_COLS if stage < 3 else None)
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
+        return _LayerNorm.apply(x, weight, bias, eps, stage)
+    # No graph to record: skip the autograd.Function (~10 µs of host time per call).
+    return _fwd(x, weight, bias, float(eps), _paths(stage, x.shape[-1])[0])[0]
+
+
 # ---------------------------------------------------------------------------------------- public functions
 
 
 def layernorm_stage1(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """LayerNorm over the last dim: one program per row; two-phase dw/db (≤ 32768 columns)."""
-    return _LayerNorm.apply(x, weight, bias, eps, 1)
+    return _layernorm(x, weight, bias, eps, 1)
 
 
 def layernorm_stage2(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """LayerNorm over the last dim: autotuned multi-row tiles and warps (≤ 32768 columns)."""
-    return _LayerNorm.apply(x, weight, bias, eps, 2)
+    return _layernorm(x, weight, bias, eps, 2)
 
 
 def layernorm_stage3(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    """LayerNorm over the last dim, any row length: one-block tiles, or chunk-looped kernels past them."""
-    return _LayerNorm.apply(x, weight, bias, eps, 3)
+    """LayerNorm over the last dim, any row length: rule-picked one-block tiles, or chunk-looped kernels."""
+    return _layernorm(x, weight, bias, eps, 3)
 
 
 def reference_layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:

@@ -10,10 +10,11 @@ Programs → data (x viewed as ``[M, N]`` rows):
   column: the standard two-phase reduction, deterministic (no atomics). The backward's row loop may be
   software-pipelined (``STAGES``: the next tile's x and dy stream into shared memory while this one is
   reduced).
-- stage 3: stage 2 while rows fit the register budget; past it looped kernels. Forward: persistent
-  programs, per row pass 1 streams chunks summing x², pass 2 writes y. Backward: a looped per-row kernel
-  computes ``mean(g·x̂)``, then a 2-D grid of (row group, column chunk) programs writes dx and partial dw.
-  Their loops are pipelined the same way.
+- stage 3: no autotuner. While rows fit the register budget, stage 2's kernels with tiles picked by
+  rule (``_fwd_plan``, ``_bwd_plan``), so every shape gets one fixed config and a launch costs one JIT
+  dispatch; past the budget, looped kernels. Forward: persistent programs, per row pass 1 streams chunks
+  summing x², pass 2 writes y. Backward: a looped per-row kernel computes ``mean(g·x̂)``, then a 2-D grid
+  of (row group, column chunk) programs writes dx and partial dw. Their loops are pipelined the same way.
 
 Bytes: forward reads x and w and writes y and r (``2·M·N·size + N·size + 4·M``); composed eager
 PyTorch (pow, mean, rsqrt, two multiplies) reaches ~11 % of copy bandwidth at 16384×8192 bf16
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -44,9 +46,25 @@ ONE_BLOCK_MAX_COLS = 32768
 FWD_ONE_BLOCK_MAX_COLS = 32768
 BWD_ONE_BLOCK_MAX_COLS = 8192
 MIN_BLOCK_N = 16
-# Backward programs per SM: two resident programs overlap one's reductions with the other's loads; the
-# partial buffer stays 2·132·N·4 B (4.3 MB at N = 4096, L2-resident).
+# Stage 2 backward programs per SM: two resident programs overlap one's reductions with the other's
+# loads; the partial buffer stays 2·132·N·4 B (4.3 MB at N = 4096, L2-resident).
 BWD_PROGS_PER_SM = 2
+# Stage 3's forward tile: 32 fp32 values per thread (four 128-bit bf16 loads in flight per thread), rows
+# stacked up to 4096 values per program: LayerNorm's rule (see layernorm.py for the GPU run behind it).
+_FWD_VALUES_PER_THREAD = 32
+_FWD_MIN_TILE = 4096
+# Stage 3's backward tile: one row, 16 fp32 values per thread for each row-sized value. ptxas -v (sm_90,
+# bf16, STAGES 2): 4096 columns at 8 warps 122 registers (two programs per SM fit), 8192 at 16 warps 122
+# (one fits; two would need ≤ 64), no spills. The persistent grid is as many programs as fit at once.
+_BWD_VALUES_PER_THREAD = 16
+_BWD_STAGES = 2
+# Stage 3 stacks short rows only while every SM still gets this many programs.
+_MIN_PROGRAMS_PER_SM = 2
+# Stage 3's looped kernels (rows past the one-block budgets): 8192-column chunks over 16 warps, two
+# pipeline stages, one program per SM so the rows re-read from L2 fit. The tiled backward's column
+# chunk: 2048 over 8 warps.
+_LOOPED = {"CHUNK": 8192, "STAGES": 2, "num_warps": 16}
+_TILED_BWD = {"CHUNK": 2048, "STAGES": 2, "num_warps": 8}
 # The dw reduction reads G·N fp32 partials (4.3 MB per tensor at N = 4096) straight from L2:
 # [64, 64] tiles (256 B row segments) give N/64 programs, 64 at N = 4096, so more SMs pull from L2.
 _REDUCE_BLOCK_P = 64
@@ -94,34 +112,6 @@ def _prune(lo: int, hi: int) -> Any:
     return prune
 
 
-def _looped_configs() -> list[triton.Config]:
-    # 16-32 values per thread per chunk; one or two rows per SM in flight (at 131072 bf16 columns one
-    # per SM is 33 MB, inside the 50 MB L2, so pass 2 re-reads hit). STAGES > 1 has the compiler prefetch
-    # the next chunk into shared memory (cp.async) while this one is reduced, which keeps HBM busy with a
-    # single program per SM.
-    return [
-        triton.Config({"CHUNK": c, "PROGS_PER_SM": p, "STAGES": s}, num_warps=w)
-        for (c, w, p, s) in (
-            (4096, 8, 2, 1),
-            (8192, 16, 1, 1),
-            (16384, 16, 1, 1),
-            (4096, 8, 1, 3),
-            (8192, 8, 2, 2),
-            (8192, 16, 1, 2),
-        )
-    ]
-
-
-def _tiled_bwd_configs() -> list[triton.Config]:
-    # Column chunk per program and warps: 8-16 values per thread for each row-sized value; STAGES 2
-    # prefetches the next row's chunk.
-    return [
-        triton.Config({"CHUNK": c, "STAGES": s}, num_warps=w)
-        for (c, w) in ((1024, 4), (2048, 8), (4096, 16))
-        for s in (1, 2)
-    ]
-
-
 def _bwd_one_block_configs() -> list[triton.Config]:
     # The backward's programs loop over row tiles: STAGES 2 prefetches the next tile's x and dy into shared
     # memory while this one is reduced (2 × 16 KB at 4096 bf16 columns).
@@ -131,6 +121,13 @@ def _bwd_one_block_configs() -> list[triton.Config]:
         for w in (4, 8, 16)
         for s in (1, 2)
     ]
+
+
+def _tuning_bench(kernel_call: Callable[[], None], quantiles: Any) -> Any:
+    # Stage 2's autotuner times each config for 5 + 25 ms (triton's default is 25 + 100): thousands of
+    # runs of a µs-scale kernel, tens of a 0.5 ms one, enough for a median; a new shape costs a quarter
+    # of the tuning time.
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
 
 
 # ----------------------------------------------------------------------------------------------- kernels
@@ -177,7 +174,6 @@ def _rmsnorm_fwd_looped_kernel(
     y_row_stride,
     eps,
     CHUNK: tl.constexpr,
-    PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
     STAGES: tl.constexpr,
 ):
     offs = tl.arange(0, CHUNK)
@@ -253,7 +249,6 @@ def _rmsnorm_bwd_row_stats_kernel(
     x_row_stride,
     dy_row_stride,
     CHUNK: tl.constexpr,
-    PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
     STAGES: tl.constexpr,
 ):
     # Long rows, step 1: per row c1 = mean(g·x̂), streamed over chunks.
@@ -324,15 +319,18 @@ def _rmsnorm_dw_kernel(dw_part_ptr, dw_ptr, n_parts, n_cols, BLOCK_P: tl.constex
 
 
 _rmsnorm_fwd_tuned = triton.autotune(
-    configs=_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune(16, 32)}
+    configs=_one_block_configs(),
+    key=["n_cols"],
+    prune_configs_by={"early_config_prune": _prune(16, 32)},
+    do_bench=_tuning_bench,
 )(_rmsnorm_fwd_kernel)
 # The backward holds ~4 row-sized values per thread: aim lower, 8-16 each.
 _rmsnorm_bwd_tuned = triton.autotune(
-    configs=_bwd_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune(8, 16)}
+    configs=_bwd_one_block_configs(),
+    key=["n_cols"],
+    prune_configs_by={"early_config_prune": _prune(8, 16)},
+    do_bench=_tuning_bench,
 )(_rmsnorm_bwd_kernel)
-_rmsnorm_fwd_looped_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(_rmsnorm_fwd_looped_kernel)
-_rmsnorm_bwd_row_stats_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(_rmsnorm_bwd_row_stats_kernel)
-_rmsnorm_bwd_tiled_tuned = triton.autotune(configs=_tiled_bwd_configs(), key=["n_cols"])(_rmsnorm_bwd_tiled_kernel)
 
 
 # --------------------------------------------------------------------------------------------- launchers
@@ -373,12 +371,40 @@ def _check_inputs(x: Any, weight: Any, max_cols: int | None) -> None:
 
 def _rows(t: torch.Tensor) -> torch.Tensor:
     """[..., N] → [M, N] with unit column stride (a view when the layout allows)."""
-    t2 = t.reshape(-1, t.shape[-1])
+    t2 = t if t.dim() == 2 else t.reshape(-1, t.shape[-1])
     return t2 if t2.stride(-1) == 1 else t2.contiguous()
 
 
 def _block_n(n_cols: int) -> int:
-    return max(MIN_BLOCK_N, triton.next_power_of_2(n_cols))
+    # Plain integer arithmetic: triton.next_power_of_2 is a constexpr function, several µs per host call.
+    return max(MIN_BLOCK_N, 1 << (n_cols - 1).bit_length())
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@functools.lru_cache(maxsize=256)
+def _fwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[tuple[int], dict[str, int]]:
+    """Stage 3's forward tile for a shape: (grid, launch meta). Cached: a call costs a dict lookup."""
+    block = _block_n(n_cols)
+    rows = max(1, _FWD_MIN_TILE // block)
+    while rows > 1 and _cdiv(n_rows, rows) < _MIN_PROGRAMS_PER_SM * n_sms:
+        rows //= 2
+    warps = max(4, min(16, rows * block // (32 * _FWD_VALUES_PER_THREAD)))
+    return (_cdiv(n_rows, rows),), {"BLOCK_N": block, "ROWS": rows, "num_warps": warps}
+
+
+@functools.lru_cache(maxsize=256)
+def _bwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[int, dict[str, int]]:
+    """Stage 3's backward: (persistent program count = partial rows, launch meta)."""
+    block = _block_n(n_cols)
+    rows = max(1, 1024 // block)
+    warps = max(4, min(16, rows * block // (32 * _BWD_VALUES_PER_THREAD)))
+    # ~120 registers per thread (ptxas -v): two 8-warp programs fit an SM's 64K registers, one 16-warp.
+    progs_per_sm = 2 if warps <= 8 else 1
+    n_parts = max(1, min(_cdiv(n_rows, rows), progs_per_sm * n_sms))
+    return n_parts, {"BLOCK_N": block, "ROWS": rows, "STAGES": _BWD_STAGES, "num_warps": warps}
 
 
 def _launch(tuned: Any, grid: Any, args: tuple, interpreter_meta: dict[str, int], **meta: int) -> None:
@@ -388,69 +414,76 @@ def _launch(tuned: Any, grid: Any, args: tuple, interpreter_meta: dict[str, int]
         tuned[grid](*args, **meta)
 
 
+def _looped_meta(meta: dict[str, int]) -> dict[str, int]:
+    return {**meta, "CHUNK": _INTERPRETER_CHUNK} if _interpreting() else meta
+
+
 def _fwd(x: torch.Tensor, w: torch.Tensor, eps: float, path: str) -> tuple[torch.Tensor, torch.Tensor]:
-    x2, w = _rows(x), w.contiguous()
+    x2 = _rows(x)
+    w = w if w.stride(0) == 1 else w.contiguous()
     n_rows, n_cols = x2.shape
-    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x.device)
     if y.numel() == 0:
-        return y.view(x.shape), rstd
-    args = (x2, w, y, rstd, n_rows, n_cols, x2.stride(0), y.stride(0), eps)
+        return y, rstd
+    y2 = y if y.dim() == 2 else y.view(n_rows, n_cols)
+    args = (x2, w, y2, rstd, n_rows, n_cols, x2.stride(0), n_cols, eps)
     if path == "one_block":
+        grid, meta = _fwd_plan(n_rows, n_cols, _num_sms(x))
+        _rmsnorm_fwd_kernel[grid](*args, **meta)
+    elif path == "looped":
+        _rmsnorm_fwd_looped_kernel[(min(n_rows, _num_sms(x)),)](*args, **_looped_meta(_LOOPED))
+    else:
         grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
         _launch(_rmsnorm_fwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
-    else:
-        n_sm = _num_sms(x)
-        grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
-        _launch(_rmsnorm_fwd_looped_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1, "STAGES": 2})
-    return y.view(x.shape), rstd
-
-
-def _reduce_partials(dw_part: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    n_parts, n_cols = dw_part.shape
-    dw = torch.empty_like(w)
-    block_c = _INTERPRETER_REDUCE_BLOCK_C if _interpreting() else _REDUCE_BLOCK_C
-    grid = (triton.cdiv(n_cols, block_c),)
-    _rmsnorm_dw_kernel[grid](dw_part, dw, n_parts, n_cols, BLOCK_P=_REDUCE_BLOCK_P, BLOCK_C=block_c)
-    return dw
+    return y, rstd
 
 
 def _bwd(
     dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, rstd: torch.Tensor, path: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    x2, dy2, w = _rows(x), _rows(dy), w.contiguous()
+    x2, dy2 = _rows(x), _rows(dy)
+    w = w if w.stride(0) == 1 else w.contiguous()
     n_rows, n_cols = x2.shape
-    dx = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    dw = torch.empty(n_cols, dtype=w.dtype, device=w.device)
     if dx.numel() == 0:
-        return dx.view(x.shape), torch.zeros_like(w)
+        return dx, dw.zero_()
+    dx2 = dx if dx.dim() == 2 else dx.view(n_rows, n_cols)
     n_sm = _num_sms(x)
-    if path == "one_block":
-        n_parts = min(n_rows, BWD_PROGS_PER_SM * n_sm)
-        dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
-        args = (x2, w, dy2, rstd, dx, dw_part, n_rows, n_cols, x2.stride(0), dy2.stride(0), dx.stride(0))
-        _launch(
-            _rmsnorm_bwd_tuned, (n_parts,), args, {"ROWS": _INTERPRETER_ROWS, "STAGES": 2}, BLOCK_N=_block_n(n_cols)
-        )
-    else:
+    if path == "looped":
         c1 = torch.empty(n_rows, dtype=torch.float32, device=x.device)
-        grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
         args = (x2, w, dy2, rstd, c1, n_rows, n_cols, x2.stride(0), dy2.stride(0))
-        _launch(_rmsnorm_bwd_row_stats_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1, "STAGES": 2})
-        # Row groups: enough (row group × column chunk) programs for ~4 per SM even at the widest chunk
-        # any config takes, never more groups than rows. Every config then writes the same partial rows.
-        max_chunk = _INTERPRETER_CHUNK if _interpreting() else max(c.kwargs["CHUNK"] for c in _tiled_bwd_configs())
-        n_parts = max(1, min(n_rows, 4 * n_sm // triton.cdiv(n_cols, max_chunk)))
+        _rmsnorm_bwd_row_stats_kernel[(min(n_rows, n_sm),)](*args, **_looped_meta(_LOOPED))
+        # Row groups: enough (row group × column chunk) programs for ~4 per SM, never more groups than rows.
+        tiled = _looped_meta(_TILED_BWD)
+        n_parts = max(1, min(n_rows, 4 * n_sm // _cdiv(n_cols, tiled["CHUNK"])))
         dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
-        args = (x2, w, dy2, rstd, c1, dx, dw_part, n_rows, n_cols, x2.stride(0), dy2.stride(0), dx.stride(0))
-        grid = lambda meta: (n_parts, triton.cdiv(n_cols, meta["CHUNK"]))
-        _launch(_rmsnorm_bwd_tiled_tuned, grid, args, {"CHUNK": _INTERPRETER_CHUNK, "STAGES": 2})
-    return dx.view(x.shape), _reduce_partials(dw_part, w)
+        args = (x2, w, dy2, rstd, c1, dx2, dw_part, n_rows, n_cols, x2.stride(0), dy2.stride(0), n_cols)
+        _rmsnorm_bwd_tiled_kernel[(n_parts, _cdiv(n_cols, tiled["CHUNK"]))](*args, **tiled)
+    else:
+        if path == "one_block":
+            n_parts, meta = _bwd_plan(n_rows, n_cols, n_sm)
+        else:
+            n_parts, meta = min(n_rows, BWD_PROGS_PER_SM * n_sm), {}
+        dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
+        args = (x2, w, dy2, rstd, dx2, dw_part, n_rows, n_cols, x2.stride(0), dy2.stride(0), n_cols)
+        if path == "one_block":
+            _rmsnorm_bwd_kernel[(n_parts,)](*args, **meta)
+        else:
+            interpreter_meta = {"ROWS": _INTERPRETER_ROWS, "STAGES": 2}
+            _launch(_rmsnorm_bwd_tuned, (n_parts,), args, interpreter_meta, BLOCK_N=_block_n(n_cols))
+    block_c = _INTERPRETER_REDUCE_BLOCK_C if _interpreting() else _REDUCE_BLOCK_C
+    _rmsnorm_dw_kernel[(_cdiv(n_cols, block_c),)](
+        dw_part, dw, dw_part.shape[0], n_cols, BLOCK_P=_REDUCE_BLOCK_P, BLOCK_C=block_c
+    )
+    return dx, dw
 
 
 def _paths(stage: int, n_cols: int) -> tuple[str, str]:
     """(forward path, backward path) a stage takes for rows of n_cols columns."""
     if stage == 2:
-        return "one_block", "one_block"
+        return "tuned", "tuned"
     fwd = "one_block" if n_cols <= FWD_ONE_BLOCK_MAX_COLS else "looped"
     bwd = "one_block" if n_cols <= BWD_ONE_BLOCK_MAX_COLS else "looped"
     return fwd, bwd
@@ -459,7 +492,6 @@ def _paths(stage: int, n_cols: int) -> tuple[str, str]:
 class _RMSNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, eps: float, stage: int) -> torch.Tensor:
-        _check_inputs(x, weight, ONE_BLOCK_MAX_COLS if stage < 3 else None)
         fwd_path, ctx.bwd_path = _paths(stage, x.shape[-1])
         y, rstd = _fwd(x, weight, float(eps), fwd_path)
         ctx.save_for_backward(x, weight, rstd)
@@ -472,17 +504,25 @@ class _RMSNorm(torch.autograd.Function):
         return dx, dw, None, None
 
 
+def _rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, stage: int) -> torch.Tensor:
+    _check_inputs(x, weight, ONE_BLOCK_MAX_COLS if stage < 3 else None)
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+        return _RMSNorm.apply(x, weight, eps, stage)
+    # No graph to record: skip the autograd.Function (~10 µs of host time per call).
+    return _fwd(x, weight, float(eps), _paths(stage, x.shape[-1])[0])[0]
+
+
 # ---------------------------------------------------------------------------------------- public functions
 
 
 def rmsnorm_stage2(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """RMSNorm over the last dim: autotuned multi-row tiles; two-phase dw (≤ 32768 columns)."""
-    return _RMSNorm.apply(x, weight, eps, 2)
+    return _rmsnorm(x, weight, eps, 2)
 
 
 def rmsnorm_stage3(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """RMSNorm over the last dim, any row length: one-block tiles, or chunk-looped kernels past them."""
-    return _RMSNorm.apply(x, weight, eps, 3)
+    """RMSNorm over the last dim, any row length: rule-picked one-block tiles, or chunk-looped kernels."""
+    return _rmsnorm(x, weight, eps, 3)
 
 
 def reference_rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:

@@ -9,15 +9,18 @@ Programs → data:
   the block size.
 - stage 2: one program per ``ROWS`` rows (a ``[ROWS, BLOCK_N]`` tile, so short rows still give each thread
   a useful amount of work); ``ROWS`` and ``num_warps`` autotuned per row length.
-- stage 3: stage 2's kernels while a row fits the register budget; past it a looped kernel: persistent
-  programs walk rows, and per row pass 1 streams column chunks keeping a running max ``m`` and sum ``s``
-  (``s ← s·e^(m−m') + Σ e^(x−m')``, one exp per element), pass 2 re-reads the chunks, which a row-sized
-  working set per program keeps in L2, and writes ``e^(x−m)/s``. Chunk loops may be software-pipelined
-  (``STAGES``): the next chunk streams into shared memory while the current one is reduced.
+- stage 3: no autotuner. While a row fits the register budget, stage 2's kernels with the tile picked by
+  rule (``_one_block_plan``: 16 fp32 values per thread, ≥ 2 programs per SM), so every shape gets one
+  fixed, predictable config and a launch costs one JIT dispatch. Past the budget, a looped kernel:
+  persistent programs walk rows, as many per SM as keep the rows in flight inside half the L2
+  (``_looped_plan``); per row pass 1 streams column chunks keeping a running max and sum *per lane*
+  (``s ← s·e^(m−m') + e^(x−m')`` in a one-exp form), so the loop has no cross-warp reduction and the
+  loads of successive chunks overlap; the lanes are merged once per row. Pass 2 re-reads the chunks
+  newest-first, so the reads hit the L2 lines pass 1 touched last, and writes ``e^(x−m)/s``.
 
 Bytes: the forward reads x once and writes y once (``2·M·N·size``); eager PyTorch does the same in one
 kernel on CUDA but at ~25 % of copy bandwidth at 16384×8192 bf16 (NOTES.md). The backward reads y and dy
-and writes dx (``3·M·N·size``). The looped path reads x twice, the second time mostly from L2.
+and writes dx (``3·M·N·size``). The looped paths read their rows twice, the second time mostly from L2.
 
 Limits: float32 / float16 / bfloat16; the last dimension must have stride 1 after ``reshape`` (other
 layouts are copied once); stages 1 and 2 take rows up to ``ONE_BLOCK_MAX_COLS`` columns, stage 3 any
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -46,11 +50,37 @@ FWD_ONE_BLOCK_MAX_COLS = 32768
 BWD_ONE_BLOCK_MAX_COLS = 16384
 # Smallest block: tl.arange needs a power of two, and 16 lanes keep 128-bit accesses possible.
 MIN_BLOCK_N = 16
+# Stage 3's one-block tile: 16 fp32 values per thread (two 128-bit bf16 loads), 4 to 16 warps; short
+# rows are stacked until a program holds 2048 values. 16 per thread over 16 warps is stage 1's choice at
+# 8192 columns, which ran at 98 % of copy bandwidth at 16384×8192 (GPU run 1); 16-32 per thread is the
+# range stage 2's pruned autotuner searches.
+_VALUES_PER_THREAD = 16
+_MIN_TILE = 2048
+# Stage 3 stacks rows only while every SM still gets this many programs: fewer, fatter programs leave
+# SMs idle at small row counts.
+_MIN_PROGRAMS_PER_SM = 2
+# Looped kernels: the rows in flight across the GPU may hold this many bytes, so that pass 2 re-reads
+# them from L2 (half the 50 MB L2 of an H100/H200; the output being written streams through the other
+# half): one program per SM from 65536 bf16 columns on (128 KB rows), up to three for shorter rows.
+_L2_BUDGET_BYTES = 24 * 2**20
+_MAX_LOOPED_PROGS_PER_SM = 3
+# One program per SM gets 16 warps, several get 8 each; three pipeline stages keep two chunks streaming
+# into shared memory while one is folded in. ptxas -v (sm_90, bf16): forward 8192 × 16 warps 86
+# registers / 32 KB, 4096 × 8 warps 80 / 16 KB; backward (y and dy) 4096 × 16 warps 40 / 32 KB,
+# 4096 × 8 warps 64 / 32 KB; no spills, and three narrow programs fit an SM.
+_FWD_WIDE = {"CHUNK": 8192, "STAGES": 3, "num_warps": 16}
+_FWD_NARROW = {"CHUNK": 4096, "STAGES": 3, "num_warps": 8}
+_BWD_WIDE = {"CHUNK": 4096, "STAGES": 3, "num_warps": 16}
+_BWD_NARROW = {"CHUNK": 4096, "STAGES": 3, "num_warps": 8}
+# Lowest finite fp32: the per-lane running max starts here rather than at -inf, so a lane that has only
+# seen -inf (masked tail, or -inf scores) computes e^(-inf) = 0, never e^(-inf + inf) = NaN.
+_FP32_LOWEST = tl.constexpr(-3.4028234663852886e38)
 # The CPU interpreter has no autotuner backend (no driver to time with) and no SM count: it runs one
-# fixed config per kernel, chosen small so that masks, multi-row tiles and chunk loops are all exercised.
+# fixed config per autotuned kernel, chosen small so that masks, multi-row tiles and chunk loops are all
+# exercised; stage 3's looped kernels run 2048-column chunks there so the small cases loop.
 _INTERPRETER_SMS = 2
 _INTERPRETER_ROWS = 2
-_INTERPRETER_LOOPED = {"CHUNK": 2048, "PROGS_PER_SM": 1, "STAGES": 2}
+_INTERPRETER_CHUNK = 2048
 _SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -89,25 +119,11 @@ def _prune_one_block(configs: list[triton.Config], named_args: dict, **kwargs: A
     return kept or [min(configs, key=lambda c: abs(math.log2(per_thread(c) / 24)))]
 
 
-def _looped_configs() -> list[triton.Config]:
-    # CHUNK / (32·num_warps) = 16-32 values per thread per chunk. PROGS_PER_SM 1 keeps one row per SM in
-    # flight (132 rows × 256 KB at 131072 bf16 columns = 33 MB, inside the 50 MB L2, so pass 2 hits);
-    # 2 overlaps one program's reductions and exps with the other's loads. STAGES > 1 has the compiler
-    # prefetch the next chunk into shared memory (cp.async) while the current one is reduced: the way to
-    # keep HBM busy with one program per SM (8-32 KB of shared memory per stage).
-    return [
-        triton.Config({"CHUNK": c, "PROGS_PER_SM": p, "STAGES": s}, num_warps=w)
-        for (c, w, p, s) in (
-            (4096, 8, 2, 1),
-            (8192, 16, 1, 1),
-            (8192, 16, 2, 1),
-            (16384, 16, 1, 1),
-            (4096, 8, 1, 3),
-            (8192, 8, 2, 2),
-            (8192, 16, 1, 2),
-            (16384, 16, 1, 2),
-        )
-    ]
+def _tuning_bench(kernel_call: Callable[[], None], quantiles: Any) -> Any:
+    # Stage 2's autotuner times each config for 5 + 25 ms (triton's default is 25 + 100): thousands of
+    # runs of a µs-scale kernel, tens of a 0.5 ms one, enough for a median; a new shape costs a quarter
+    # of the tuning time.
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
 
 
 # ----------------------------------------------------------------------------------------------- kernels
@@ -143,7 +159,7 @@ def _softmax_bwd_row_kernel(
 def _softmax_fwd_kernel(
     x_ptr, y_ptr, n_rows, n_cols, x_row_stride, y_row_stride, BLOCK_N: tl.constexpr, ROWS: tl.constexpr
 ):
-    # Stage 2: program i owns rows [i·ROWS, (i+1)·ROWS) as one [ROWS, BLOCK_N] tile.
+    # Stages 2 and 3: program i owns rows [i·ROWS, (i+1)·ROWS) as one [ROWS, BLOCK_N] tile.
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
@@ -177,37 +193,41 @@ def _softmax_bwd_kernel(
 
 
 @triton.jit
+def _online_max_sum(m, s, x):
+    """Fold x into per-lane running (max m, sum s of e^(x - m)) with one exp: the larger of x and m
+    becomes the max and the other contributes e^(-|x - m|), rescaling s when the max moves."""
+    e = tl.exp(-tl.abs(x - m))
+    s = tl.where(x > m, s * e + 1.0, s + e)
+    return tl.maximum(m, x), s
+
+
+@triton.jit
 def _softmax_fwd_looped_kernel(
-    x_ptr,
-    y_ptr,
-    n_rows,
-    n_cols,
-    x_row_stride,
-    y_row_stride,
-    CHUNK: tl.constexpr,
-    PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
-    STAGES: tl.constexpr,
+    x_ptr, y_ptr, n_rows, n_cols, x_row_stride, y_row_stride, CHUNK: tl.constexpr, STAGES: tl.constexpr
 ):
     # Stage 3, long rows: persistent programs take rows pid, pid + P, ...
     offs = tl.arange(0, CHUNK)
+    n_chunks = tl.cdiv(n_cols, CHUNK)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         x_row = x_ptr + tl.cast(row, tl.int64) * x_row_stride
         y_row = y_ptr + tl.cast(row, tl.int64) * y_row_stride
-        m = tl.full((), float("-inf"), tl.float32)
-        s = tl.zeros((), tl.float32)
+        m = tl.full((CHUNK,), _FP32_LOWEST, tl.float32)
+        s = tl.zeros((CHUNK,), tl.float32)
         for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
             cols = start + offs
+            # -inf adds e^(-inf) = 0 and never becomes the max.
             x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
-            m_new = tl.maximum(m, tl.max(x, axis=0))
-            # Rescale the running sum to the new max; the first chunk has m = -inf and scales 0 by 0.
-            s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
-            m = m_new
-        inv_s = 1.0 / s
-        for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
-            cols = start + offs
+            m, s = _online_max_sum(m, s, x)
+        # Merge the lanes once per row. A row of all -inf keeps m_row = lowest and s = 0: y = 0·inf = NaN,
+        # as in PyTorch.
+        m_row = tl.max(m, axis=0)
+        inv_s = 1.0 / tl.sum(s * tl.exp(m - m_row), axis=0)
+        # Newest chunk first: those lines are the likeliest still in L2.
+        for i in tl.range(0, n_chunks, num_stages=STAGES):
+            cols = (n_chunks - 1 - i) * CHUNK + offs
             mask = cols < n_cols
             x = tl.load(x_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
-            tl.store(y_row + cols, (tl.exp(x - m) * inv_s).to(y_ptr.dtype.element_ty), mask=mask)
+            tl.store(y_row + cols, (tl.exp(x - m_row) * inv_s).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -221,21 +241,23 @@ def _softmax_bwd_looped_kernel(
     dy_row_stride,
     dx_row_stride,
     CHUNK: tl.constexpr,
-    PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
     STAGES: tl.constexpr,
 ):
     offs = tl.arange(0, CHUNK)
+    n_chunks = tl.cdiv(n_cols, CHUNK)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         r = tl.cast(row, tl.int64)
-        dot = tl.zeros((), tl.float32)
+        # Per-lane partial dot products, reduced once per row.
+        acc = tl.zeros((CHUNK,), tl.float32)
         for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
             cols = start + offs
             mask = cols < n_cols
             y = tl.load(y_ptr + r * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
             dy = tl.load(dy_ptr + r * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-            dot += tl.sum(y * dy, axis=0)
-        for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
-            cols = start + offs
+            acc += y * dy
+        dot = tl.sum(acc, axis=0)
+        for i in tl.range(0, n_chunks, num_stages=STAGES):
+            cols = (n_chunks - 1 - i) * CHUNK + offs
             mask = cols < n_cols
             y = tl.load(y_ptr + r * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
             dy = tl.load(dy_ptr + r * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
@@ -243,13 +265,17 @@ def _softmax_bwd_looped_kernel(
 
 
 _softmax_fwd_tuned = triton.autotune(
-    configs=_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune_one_block}
+    configs=_one_block_configs(),
+    key=["n_cols"],
+    prune_configs_by={"early_config_prune": _prune_one_block},
+    do_bench=_tuning_bench,
 )(_softmax_fwd_kernel)
 _softmax_bwd_tuned = triton.autotune(
-    configs=_one_block_configs(), key=["n_cols"], prune_configs_by={"early_config_prune": _prune_one_block}
+    configs=_one_block_configs(),
+    key=["n_cols"],
+    prune_configs_by={"early_config_prune": _prune_one_block},
+    do_bench=_tuning_bench,
 )(_softmax_bwd_kernel)
-_softmax_fwd_looped_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(_softmax_fwd_looped_kernel)
-_softmax_bwd_looped_tuned = triton.autotune(configs=_looped_configs(), key=["n_cols"])(_softmax_bwd_looped_kernel)
 
 
 # --------------------------------------------------------------------------------------------- launchers
@@ -279,71 +305,97 @@ def _check_input(x: torch.Tensor, name: str, max_cols: int | None) -> None:
 
 def _rows(t: torch.Tensor) -> torch.Tensor:
     """[..., N] → [M, N] with unit column stride (a view when the layout allows)."""
-    t2 = t.reshape(-1, t.shape[-1])
+    t2 = t if t.dim() == 2 else t.reshape(-1, t.shape[-1])
     return t2 if t2.stride(-1) == 1 else t2.contiguous()
 
 
-def _launch(tuned: Any, grid: Any, args: tuple, interpreter_meta: dict[str, int], **meta: int) -> None:
-    if _interpreting():
-        tuned.fn[grid](*args, **meta, **interpreter_meta)
-    else:
-        tuned[grid](*args, **meta)
-
-
 def _block_n(n_cols: int) -> int:
-    return max(MIN_BLOCK_N, triton.next_power_of_2(n_cols))
+    # Plain integer arithmetic: triton.next_power_of_2 is a constexpr function, several µs per host call.
+    return max(MIN_BLOCK_N, 1 << (n_cols - 1).bit_length())
+
+
+@functools.lru_cache(maxsize=256)
+def _one_block_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[tuple[int], dict[str, int]]:
+    """Stage 3's whole-row tile for a shape: (grid, launch meta). Cached, so a call costs a dict lookup."""
+    block = _block_n(n_cols)
+    rows = max(1, _MIN_TILE // block)
+    while rows > 1 and -(-n_rows // rows) < _MIN_PROGRAMS_PER_SM * n_sms:
+        rows //= 2
+    warps = max(4, min(16, rows * block // (32 * _VALUES_PER_THREAD)))
+    return (-(-n_rows // rows),), {"BLOCK_N": block, "ROWS": rows, "num_warps": warps}
+
+
+@functools.lru_cache(maxsize=256)
+def _looped_plan(
+    n_rows: int, n_cols: int, row_bytes: int, n_sms: int, forward: bool
+) -> tuple[tuple[int], dict[str, int]]:
+    """Stage 3's persistent grid and launch meta for long rows; row_bytes counts every row-sized input."""
+    progs_per_sm = max(1, min(_MAX_LOOPED_PROGS_PER_SM, _L2_BUDGET_BYTES // (n_sms * row_bytes)))
+    if forward:
+        meta = dict(_FWD_WIDE if progs_per_sm == 1 else _FWD_NARROW)
+    else:
+        meta = dict(_BWD_WIDE if progs_per_sm == 1 else _BWD_NARROW)
+    if _interpreting():
+        # One program per interpreted SM: the small cases then walk several rows per program.
+        meta["CHUNK"], progs_per_sm = _INTERPRETER_CHUNK, 1
+    return (min(n_rows, progs_per_sm * n_sms),), meta
+
+
+def _launch_tuned(tuned: Any, grid: Any, args: tuple, block_n: int) -> None:
+    if _interpreting():
+        tuned.fn[grid](*args, BLOCK_N=block_n, ROWS=_INTERPRETER_ROWS)
+    else:
+        tuned[grid](*args, BLOCK_N=block_n)
 
 
 def _fwd(x: torch.Tensor, path: str) -> torch.Tensor:
     x2 = _rows(x)
     n_rows, n_cols = x2.shape
-    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if y.numel() == 0:
-        return y.view(x.shape)
-    args = (x2, y, n_rows, n_cols, x2.stride(0), y.stride(0))
-    if path == "row":
+        return y
+    y2 = y if y.dim() == 2 else y.view(n_rows, n_cols)
+    args = (x2, y2, n_rows, n_cols, x2.stride(0), n_cols)
+    if path == "one_block":
+        grid, meta = _one_block_plan(n_rows, n_cols, _num_sms(x))
+        _softmax_fwd_kernel[grid](*args, **meta)
+    elif path == "looped":
+        grid, meta = _looped_plan(n_rows, n_cols, n_cols * x.element_size(), _num_sms(x), forward=True)
+        _softmax_fwd_looped_kernel[grid](*args, **meta)
+    elif path == "tuned":
+        grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
+        _launch_tuned(_softmax_fwd_tuned, grid, args, _block_n(n_cols))
+    else:
         block = _block_n(n_cols)
         _softmax_fwd_row_kernel[(n_rows,)](
-            x2, y, n_cols, x2.stride(0), y.stride(0), BLOCK_N=block, num_warps=_warps_for(block)
+            x2, y2, n_cols, x2.stride(0), n_cols, BLOCK_N=block, num_warps=_warps_for(block)
         )
-    elif path == "one_block":
-        grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
-        _launch(_softmax_fwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
-    else:
-        n_sm = _num_sms(x)
-        grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
-        _launch(_softmax_fwd_looped_tuned, grid, args, _INTERPRETER_LOOPED)
-    return y.view(x.shape)
+    return y
 
 
 def _bwd(y: torch.Tensor, dy: torch.Tensor, path: str) -> torch.Tensor:
     y2, dy2 = _rows(y), _rows(dy)
     n_rows, n_cols = y2.shape
-    dx = torch.empty((n_rows, n_cols), dtype=y.dtype, device=y.device)
+    dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)
     if dx.numel() == 0:
-        return dx.view(y.shape)
-    args = (y2, dy2, dx, n_rows, n_cols, y2.stride(0), dy2.stride(0), dx.stride(0))
-    if path == "row":
+        return dx
+    dx2 = dx if dx.dim() == 2 else dx.view(n_rows, n_cols)
+    args = (y2, dy2, dx2, n_rows, n_cols, y2.stride(0), dy2.stride(0), n_cols)
+    if path == "one_block":
+        grid, meta = _one_block_plan(n_rows, n_cols, _num_sms(y))
+        _softmax_bwd_kernel[grid](*args, **meta)
+    elif path == "looped":
+        grid, meta = _looped_plan(n_rows, n_cols, 2 * n_cols * y.element_size(), _num_sms(y), forward=False)
+        _softmax_bwd_looped_kernel[grid](*args, **meta)
+    elif path == "tuned":
+        grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
+        _launch_tuned(_softmax_bwd_tuned, grid, args, _block_n(n_cols))
+    else:
         block = _block_n(n_cols)
         _softmax_bwd_row_kernel[(n_rows,)](
-            y2,
-            dy2,
-            dx,
-            n_cols,
-            y2.stride(0),
-            dy2.stride(0),
-            dx.stride(0),
-            BLOCK_N=block,
-            num_warps=_warps_for(block),
+            y2, dy2, dx2, n_cols, y2.stride(0), dy2.stride(0), n_cols, BLOCK_N=block, num_warps=_warps_for(block)
         )
-    elif path == "one_block":
-        grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
-        _launch(_softmax_bwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
-    else:
-        n_sm = _num_sms(y)
-        grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
-        _launch(_softmax_bwd_looped_tuned, grid, args, _INTERPRETER_LOOPED)
-    return dx.view(y.shape)
+    return dx
 
 
 def _paths(stage: int, n_cols: int) -> tuple[str, str]:
@@ -351,7 +403,7 @@ def _paths(stage: int, n_cols: int) -> tuple[str, str]:
     if stage == 1:
         return "row", "row"
     if stage == 2:
-        return "one_block", "one_block"
+        return "tuned", "tuned"
     fwd = "one_block" if n_cols <= FWD_ONE_BLOCK_MAX_COLS else "looped"
     bwd = "one_block" if n_cols <= BWD_ONE_BLOCK_MAX_COLS else "looped"
     return fwd, bwd
@@ -360,11 +412,9 @@ def _paths(stage: int, n_cols: int) -> tuple[str, str]:
 class _Softmax(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, stage: int) -> torch.Tensor:
-        _check_input(x, "x", ONE_BLOCK_MAX_COLS if stage < 3 else None)
-        fwd_path, bwd_path = _paths(stage, x.shape[-1])
+        fwd_path, ctx.bwd_path = _paths(stage, x.shape[-1])
         y = _fwd(x, fwd_path)
         ctx.save_for_backward(y)
-        ctx.bwd_path = bwd_path
         return y
 
     @staticmethod
@@ -375,22 +425,30 @@ class _Softmax(torch.autograd.Function):
         return _bwd(y, dy, ctx.bwd_path), None
 
 
+def _softmax(x: torch.Tensor, stage: int) -> torch.Tensor:
+    _check_input(x, "x", ONE_BLOCK_MAX_COLS if stage < 3 else None)
+    if x.requires_grad and torch.is_grad_enabled():
+        return _Softmax.apply(x, stage)
+    # No graph to record: skip the autograd.Function (~10 µs of host time per call).
+    return _fwd(x, _paths(stage, x.shape[-1])[0])
+
+
 # ---------------------------------------------------------------------------------------- public functions
 
 
 def softmax_stage1(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dim: one program per row, whole row in one block (≤ 32768 columns)."""
-    return _Softmax.apply(x, 1)
+    return _softmax(x, 1)
 
 
 def softmax_stage2(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dim: autotuned multi-row tiles and num_warps (≤ 32768 columns)."""
-    return _Softmax.apply(x, 2)
+    return _softmax(x, 2)
 
 
 def softmax_stage3(x: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last dim, any row length: one-block tiles, or the online looped kernel past them."""
-    return _Softmax.apply(x, 3)
+    """Softmax over the last dim, any row length: rule-picked one-block tiles, or the looped kernel."""
+    return _softmax(x, 3)
 
 
 def reference_softmax(x: torch.Tensor) -> torch.Tensor:
@@ -455,7 +513,7 @@ SPEC = KernelSpec(
         torch.bfloat16: Tolerance(atol=8e-3, rtol=1e-2),
     },
     bytes_moved=lambda d, dtype: 2 * _elements(d) * (torch.finfo(dtype).bits // 8),
-    # max, subtract, exp, sum, scale: ~5 per element (exp counted as one).
+    # max, subtract, exp, sum, scale: ~5 per element.
     flops=lambda d, dtype: 5 * _elements(d),
     dims_of=_dims_of,
     grad_inputs=(0,),

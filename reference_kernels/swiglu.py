@@ -4,7 +4,8 @@ Math: ``c = silu(a) · b = a·σ(a)·b``; backward ``da = dc·b·σ(a)·(1 + a·
 ``db = dc·a·σ(a)``. σ(a) is recomputed in the backward from a, so nothing but a and b is saved.
 
 Programs → data (stage 2, the only stage): the tensors are flattened; program i owns BLOCK elements
-starting at i·BLOCK, BLOCK and num_warps autotuned per size. Full blocks take an unmasked branch so their
+starting at i·BLOCK, BLOCK and num_warps autotuned per power-of-two size class (sizes within a factor of
+two share a tuning, as torch inductor's size hints do). Full blocks take an unmasked branch so their
 accesses stay 128-bit whatever the size; only the last block is masked.
 
 Bytes: forward reads a and b and writes c (``3·n·size``); eager PyTorch writes and re-reads silu(a)
@@ -17,6 +18,7 @@ non-contiguous inputs are copied once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,6 +30,9 @@ from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
 # The CPU interpreter cannot autotune (no driver to time with); it runs this block, small enough that the
 # small cases have full blocks and a masked tail.
 _INTERPRETER_BLOCK = 64
+# Sizes below 2^16 elements share one autotune result: the config barely matters there, and every new
+# key costs a full search (a compile and a timing per config).
+_MIN_SIZE_CLASS = 16
 _SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -42,6 +47,12 @@ def _configs() -> list[triton.Config]:
         triton.Config({"BLOCK": b}, num_warps=w)
         for (b, w) in ((1024, 4), (2048, 4), (4096, 4), (4096, 8), (8192, 8), (8192, 16))
     ]
+
+
+def _tuning_bench(kernel_call: Callable[[], None], quantiles: Any) -> Any:
+    # 5 + 25 ms per config (triton's default is 25 + 100): thousands of runs of a µs-scale kernel, tens
+    # of a 0.5 ms one, enough for a median; a new shape costs a quarter of the tuning time.
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
 
 
 # ----------------------------------------------------------------------------------------------- kernels
@@ -61,8 +72,10 @@ def _swiglu_grads(a, b, dc):
     return da, db
 
 
-@triton.jit
-def _swiglu_fwd_kernel(a_ptr, b_ptr, c_ptr, n, BLOCK: tl.constexpr):
+# size_class is the autotuner's key only: a runtime argument, never specialized on, so every size class
+# shares one set of compiled configs.
+@triton.jit(do_not_specialize=["size_class"])
+def _swiglu_fwd_kernel(a_ptr, b_ptr, c_ptr, n, size_class, BLOCK: tl.constexpr):
     start = tl.program_id(0).to(tl.int64) * BLOCK
     offs = start + tl.arange(0, BLOCK)
     if start + BLOCK <= n:
@@ -77,8 +90,8 @@ def _swiglu_fwd_kernel(a_ptr, b_ptr, c_ptr, n, BLOCK: tl.constexpr):
         tl.store(c_ptr + offs, _silu_mul(a, b).to(c_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit
-def _swiglu_bwd_kernel(a_ptr, b_ptr, dc_ptr, da_ptr, db_ptr, n, BLOCK: tl.constexpr):
+@triton.jit(do_not_specialize=["size_class"])
+def _swiglu_bwd_kernel(a_ptr, b_ptr, dc_ptr, da_ptr, db_ptr, n, size_class, BLOCK: tl.constexpr):
     start = tl.program_id(0).to(tl.int64) * BLOCK
     offs = start + tl.arange(0, BLOCK)
     if start + BLOCK <= n:
@@ -98,8 +111,8 @@ def _swiglu_bwd_kernel(a_ptr, b_ptr, dc_ptr, da_ptr, db_ptr, n, BLOCK: tl.conste
         tl.store(db_ptr + offs, db.to(db_ptr.dtype.element_ty), mask=mask)
 
 
-_swiglu_fwd_tuned = triton.autotune(configs=_configs(), key=["n"])(_swiglu_fwd_kernel)
-_swiglu_bwd_tuned = triton.autotune(configs=_configs(), key=["n"])(_swiglu_bwd_kernel)
+_swiglu_fwd_tuned = triton.autotune(configs=_configs(), key=["size_class"], do_bench=_tuning_bench)(_swiglu_fwd_kernel)
+_swiglu_bwd_tuned = triton.autotune(configs=_configs(), key=["size_class"], do_bench=_tuning_bench)(_swiglu_bwd_kernel)
 
 
 # --------------------------------------------------------------------------------------------- launchers
@@ -131,25 +144,31 @@ def _check_inputs(a: torch.Tensor, b: torch.Tensor) -> None:
 
 
 def _launch(tuned: Any, kernel: Any, n: int, *args: Any) -> None:
+    size_class = max(_MIN_SIZE_CLASS, n.bit_length())
     if _interpreting():
-        kernel[(triton.cdiv(n, _INTERPRETER_BLOCK),)](*args, n, BLOCK=_INTERPRETER_BLOCK)
+        kernel[(-(-n // _INTERPRETER_BLOCK),)](*args, n, size_class, BLOCK=_INTERPRETER_BLOCK)
     else:
-        tuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](*args, n)
+        # Plain integer arithmetic in the grid: triton.cdiv is a constexpr function, µs per host call.
+        tuned[lambda meta: (-(-n // meta["BLOCK"]),)](*args, n, size_class)
+
+
+def _contiguous(t: torch.Tensor) -> torch.Tensor:
+    return t if t.is_contiguous() else t.contiguous()
 
 
 def _swiglu_fwd(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    _check_inputs(a, b)
-    a, b = a.contiguous(), b.contiguous()
-    c = torch.empty_like(a)
+    a, b = _contiguous(a), _contiguous(b)
+    c = torch.empty(a.shape, dtype=a.dtype, device=a.device)
     if c.numel():
         _launch(_swiglu_fwd_tuned, _swiglu_fwd_kernel, c.numel(), a, b, c)
     return c
 
 
 def _swiglu_bwd(a: torch.Tensor, b: torch.Tensor, dc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    a, b = a.contiguous(), b.contiguous()
-    dc = dc.to(a.dtype).contiguous()
-    da, db = torch.empty_like(a), torch.empty_like(b)
+    a, b = _contiguous(a), _contiguous(b)
+    dc = _contiguous(dc.to(a.dtype))
+    da = torch.empty(a.shape, dtype=a.dtype, device=a.device)
+    db = torch.empty(b.shape, dtype=b.dtype, device=b.device)
     if a.numel():
         _launch(_swiglu_bwd_tuned, _swiglu_bwd_kernel, a.numel(), a, b, dc, da, db)
     return da, db
@@ -173,7 +192,11 @@ class _SwiGLU(torch.autograd.Function):
 
 def swiglu_stage2(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """silu(a) · b in one pass; backward recomputes σ(a). Autotuned block size and warps."""
-    return _SwiGLU.apply(a, b)
+    _check_inputs(a, b)
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        return _SwiGLU.apply(a, b)
+    # No graph to record: skip the autograd.Function (~10 µs of host time per call).
+    return _swiglu_fwd(a, b)
 
 
 def reference_swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -4,10 +4,12 @@ Math: ``out[i] = x[i] + y[i]`` over the flattened tensors (no broadcasting).
 
 Programs → data:
 - stage 1: program i owns the BLOCK = 1024 elements starting at i·BLOCK, every access masked.
-- stage 2: the same mapping with BLOCK and num_warps autotuned per size, and full blocks taking an
-  unmasked branch: a mask against an arbitrary ``n`` hides alignment from the compiler and can split
-  128-bit accesses into scalar ones; the unmasked branch always vectorises, and only the last block pays
-  for the mask.
+- stage 2: the same mapping with BLOCK and num_warps autotuned per power-of-two size class, and full
+  blocks taking an unmasked branch: a mask against an arbitrary ``n`` hides alignment from the compiler
+  and can split 128-bit accesses into scalar ones; the unmasked branch always vectorises, and only the
+  last block pays for the mask. The search also holds persistent configs (``PROGS_PER_SM`` > 0): a grid
+  of a few programs per SM striding over the blocks, so no program waits in a launch queue and every SM
+  finishes at the same time (no tail wave); the autotuner keeps them where they win.
 
 Bytes: read x and y once, write out once (``3·n·size``): the minimum, and the same as ``torch.add``; the
 stage-2 kernel aims at ≥ 90 % of device copy bandwidth from 2^24 elements on.
@@ -18,6 +20,8 @@ inputs are copied once to contiguous memory.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -29,8 +33,13 @@ from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
 # Stage 1 block: 1024 elements over 4 warps = 8 per thread, the tutorial default.
 STAGE1_BLOCK = 1024
 # The CPU interpreter cannot autotune (no driver to time with); it runs this block, small enough that the
-# small test cases have both full blocks and a masked tail.
+# small test cases have both full blocks and a masked tail, and two programs per (interpreted) SM, so
+# the persistent loop runs several blocks per program.
 _INTERPRETER_BLOCK = 64
+_INTERPRETER_SMS = 2
+# Sizes below 2^16 elements share one autotune result: the config barely matters there, and every new
+# key costs a full search (a compile and a timing per config).
+_MIN_SIZE_CLASS = 16
 _SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -38,13 +47,34 @@ def _interpreting() -> bool:
     return bool(triton.knobs.runtime.interpret)
 
 
+@functools.cache
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _num_sms(t: torch.Tensor) -> int:
+    return _sm_count(t.device.index or 0) if t.is_cuda else _INTERPRETER_SMS
+
+
 def _configs() -> list[triton.Config]:
     # 8-64 elements per thread: enough bytes in flight per SM to cover HBM latency on Hopper
     # (~32 KB per SM at 3.3 TB/s), few enough programs that launch and tail effects stay small.
-    return [
-        triton.Config({"BLOCK": b}, num_warps=w)
-        for (b, w) in ((1024, 4), (2048, 4), (4096, 4), (4096, 8), (8192, 8), (16384, 16))
+    # Persistent: 8 programs of 8 warps or 16 of 4 fill an SM's 2048 threads (≤ 32 registers each).
+    one_per_block = [
+        triton.Config({"BLOCK": b, "PROGS_PER_SM": 0}, num_warps=w)
+        for (b, w) in ((2048, 4), (4096, 8), (8192, 8), (16384, 16))
     ]
+    persistent = [
+        triton.Config({"BLOCK": 4096, "PROGS_PER_SM": 8}, num_warps=8),
+        triton.Config({"BLOCK": 2048, "PROGS_PER_SM": 16}, num_warps=4),
+    ]
+    return one_per_block + persistent
+
+
+def _tuning_bench(kernel_call: Callable[[], None], quantiles: Any) -> Any:
+    # 5 + 25 ms per config (triton's default is 25 + 100): thousands of runs of a µs-scale kernel, tens
+    # of a 0.5 ms one, enough for a median; a new shape costs a quarter of the tuning time.
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
 
 
 # ----------------------------------------------------------------------------------------------- kernels
@@ -61,22 +91,37 @@ def _vector_add_simple_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit
-def _vector_add_fwd_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    start = tl.program_id(0).to(tl.int64) * BLOCK
-    offs = start + tl.arange(0, BLOCK)
-    if start + BLOCK <= n:
-        # Full block: no mask, so loads and stores are 128-bit whatever n is.
-        out = tl.load(x_ptr + offs).to(tl.float32) + tl.load(y_ptr + offs).to(tl.float32)
-        tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty))
-    else:
-        mask = offs < n
-        x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-        y = tl.load(y_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-        tl.store(out_ptr + offs, (x + y).to(out_ptr.dtype.element_ty), mask=mask)
+# size_class is the autotuner's key only: a runtime argument, never specialized on, so every size class
+# shares one set of compiled configs.
+@triton.jit(do_not_specialize=["size_class"])
+def _vector_add_fwd_kernel(
+    x_ptr,
+    y_ptr,
+    out_ptr,
+    n,
+    size_class,
+    BLOCK: tl.constexpr,
+    PROGS_PER_SM: tl.constexpr,  # read by the launch grid only (0: one program per block)
+):
+    # Program p takes blocks p, p + P, ...: one block each when the grid has a program per block, several
+    # on a persistent grid. The loop counts blocks, not elements, so it cannot overflow int32 near 2^31.
+    for block in range(tl.program_id(0), tl.cdiv(n, BLOCK), tl.num_programs(0)):
+        start = tl.cast(block, tl.int64) * BLOCK
+        offs = start + tl.arange(0, BLOCK)
+        if start + BLOCK <= n:
+            # Full block: no mask, so loads and stores are 128-bit whatever n is.
+            out = tl.load(x_ptr + offs).to(tl.float32) + tl.load(y_ptr + offs).to(tl.float32)
+            tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty))
+        else:
+            mask = offs < n
+            x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+            y = tl.load(y_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+            tl.store(out_ptr + offs, (x + y).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-_vector_add_fwd_tuned = triton.autotune(configs=_configs(), key=["n"])(_vector_add_fwd_kernel)
+_vector_add_fwd_tuned = triton.autotune(configs=_configs(), key=["size_class"], do_bench=_tuning_bench)(
+    _vector_add_fwd_kernel
+)
 
 
 # --------------------------------------------------------------------------------------------- launchers
@@ -107,19 +152,37 @@ def _check_inputs(x: torch.Tensor, y: torch.Tensor) -> None:
         raise ValueError(f"vector_add: x is on {x.device} and y on {y.device}; put both on one device")
 
 
+def _cdiv(a: int, b: int) -> int:
+    # Plain integer arithmetic: triton.cdiv is a constexpr function, several µs per host call.
+    return -(-a // b)
+
+
 def _add(x: torch.Tensor, y: torch.Tensor, stage: int) -> torch.Tensor:
     _check_inputs(x, y)
-    x, y = x.contiguous(), y.contiguous()
-    out = torch.empty_like(x)
+    if not x.is_contiguous():
+        x = x.contiguous()
+    if not y.is_contiguous():
+        y = y.contiguous()
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     n = x.numel()
     if n == 0:
         return out
     if stage == 1:
-        _vector_add_simple_kernel[(triton.cdiv(n, STAGE1_BLOCK),)](x, y, out, n, BLOCK=STAGE1_BLOCK, num_warps=4)
-    elif _interpreting():
-        _vector_add_fwd_kernel[(triton.cdiv(n, _INTERPRETER_BLOCK),)](x, y, out, n, BLOCK=_INTERPRETER_BLOCK)
+        _vector_add_simple_kernel[(_cdiv(n, STAGE1_BLOCK),)](x, y, out, n, BLOCK=STAGE1_BLOCK, num_warps=4)
+        return out
+    n_sm = _num_sms(x)
+
+    def grid(meta: dict[str, Any]) -> tuple[int]:
+        n_blocks = _cdiv(n, meta["BLOCK"])
+        return (n_blocks if meta["PROGS_PER_SM"] == 0 else min(n_blocks, meta["PROGS_PER_SM"] * n_sm),)
+
+    size_class = max(_MIN_SIZE_CLASS, n.bit_length())
+    if _interpreting():
+        # Two programs per interpreted SM: the persistent loop runs several blocks per program.
+        meta = {"BLOCK": _INTERPRETER_BLOCK, "PROGS_PER_SM": 2}
+        _vector_add_fwd_kernel[grid(meta)](x, y, out, n, size_class, **meta)
     else:
-        _vector_add_fwd_tuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+        _vector_add_fwd_tuned[grid](x, y, out, n, size_class)
     return out
 
 
@@ -132,7 +195,8 @@ def vector_add_stage1(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def vector_add_stage2(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """x + y: autotuned block size and warps, unmasked 128-bit accesses on full blocks."""
+    """x + y: autotuned block size, warps and grid (one program per block or persistent), unmasked 128-bit
+    accesses on full blocks."""
     return _add(x, y, 2)
 
 

@@ -50,6 +50,12 @@ def test_stage3_chooses_one_block_or_looped_kernels_by_row_length():
     assert mod._paths(3, mod.FWD_ONE_BLOCK_MAX_COLS + 1) == ("looped", "looped")
 
 
+def test_stage3_plans_follow_the_register_budget_rules():
+    # The rules behind stage 3's configs (see _fwd_plan / _bwd_plan): checked here so a change is deliberate.
+    assert mod._fwd_plan(4096, 4096, 132) == ((4096,), {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 4})
+    assert mod._bwd_plan(4096, 8192, 132) == (132, {"BLOCK_N": 8192, "ROWS": 1, "STAGES": 2, "num_warps": 16})
+
+
 def test_stage2_rejects_rows_past_its_limit_and_names_stage3():
     n = mod.ONE_BLOCK_MAX_COLS + 1
     with pytest.raises(ValueError, match="rmsnorm_stage3"):
@@ -85,9 +91,28 @@ def test_launcher_rejects_bad_input_with_actionable_text(x, w, match):
         mod.rmsnorm_stage3(x, w)
 
 
+def _case(label: str):
+    return next(c for c in SPEC.cases if c.label == label)
+
+
+BF16, FP16, FP32 = SPEC.dtypes
+# The GPU run, sized to compile each kernel variant about once (stage 3 tunes nothing; stage 2 autotunes
+# one row length per kernel). Every case through stage 3 in bf16 covers every stage-3 path at every size
+# (one-block and looped, forward and backward); fp16 and fp32 take the cases that cover both paths of
+# both directions between them; stage 2 (its kernels differ from stage 3's only in launch config) runs
+# one small masked case.
+GPU_PARAMS = [
+    *((3, c, BF16) for c in SPEC.cases),
+    (3, _case("multi-row tiles, more rows than backward programs"), FP16),
+    (3, _case("long row → looped path"), FP16),
+    (3, _case("one-block forward, looped backward"), FP32),
+    (2, _case("multi-row tiles, more rows than backward programs"), BF16),
+]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    ("stage", "case", "dtype"), _params(SPEC.cases, lambda c: SPEC.dtypes if c.small else SPEC.dtypes[:1])
+    ("stage", "case", "dtype"), [pytest.param(s, c, d, id=_id(s, c, d)) for (s, c, d) in GPU_PARAMS]
 )
 def test_each_stage_matches_torch_rms_norm_on_gpu(stage, case, dtype, check):
     check(SPEC, stage, case, dtype, "cuda")

@@ -49,6 +49,34 @@ def test_bfloat16_matches_within_an_ulp_under_the_interpreter(check):
     check(SPEC, 3, case, torch.bfloat16, "cpu")
 
 
+@pytest.mark.filterwarnings("ignore:divide by zero encountered:RuntimeWarning")  # the all -inf row: 1 / 0
+def test_looped_rows_with_minus_inf_scores_match_torch_and_all_minus_inf_gives_nan():
+    # Per-lane running maxima: a lane that has seen only -inf (masked scores, tails) must add 0, not NaN.
+    torch.manual_seed(0)
+    x = 3.0 * torch.randn(4, mod.FWD_ONE_BLOCK_MAX_COLS + 232)
+    x[0, :30000] = float("-inf")  # leading -inf: whole chunks with nothing finite
+    x[1, 2048:] = float("-inf")
+    x[2] = float("-inf")  # NaN row, as in PyTorch
+    x[3, ::7] = float("-inf")
+    x.requires_grad_(True)
+    y = mod.softmax_stage3(x)
+    torch.testing.assert_close(y, torch.softmax(x.detach(), -1), atol=1e-7, rtol=1e-5, equal_nan=True)
+    assert torch.isnan(y[2]).all() and not torch.isnan(y[[0, 1, 3]]).any()
+    g = torch.randn_like(y)
+    y.backward(g)
+    ref = x.detach().clone().requires_grad_(True)
+    torch.softmax(ref, -1).backward(g)
+    torch.testing.assert_close(x.grad, ref.grad, atol=1e-7, rtol=1e-5, equal_nan=True)
+
+
+def test_stage3_tiles_keep_16_values_per_thread_and_two_programs_per_sm():
+    # The rule behind stage 3's configs (see _one_block_plan): checked here so a change is deliberate.
+    assert mod._one_block_plan(4096, 8192, 132) == ((4096,), {"BLOCK_N": 8192, "ROWS": 1, "num_warps": 16})
+    assert mod._one_block_plan(4096, 1024, 132) == ((2048,), {"BLOCK_N": 1024, "ROWS": 2, "num_warps": 4})
+    # Few rows: stacking stops while each SM still gets two programs.
+    assert mod._one_block_plan(300, 64, 132)[1]["ROWS"] == 1
+
+
 def test_one_block_stages_reject_rows_past_their_limit_and_name_stage3():
     x = torch.randn(1, mod.ONE_BLOCK_MAX_COLS + 1)
     for stage in (1, 2):
@@ -79,9 +107,29 @@ def test_launcher_rejects_bad_input_with_actionable_text(bad, match):
         mod.softmax_stage3(bad)
 
 
+def _case(label: str):
+    return next(c for c in SPEC.cases if c.label == label)
+
+
+BF16, FP16, FP32 = SPEC.dtypes
+# The GPU run, sized to compile each kernel variant about once (stage 3 tunes nothing; stage 2 autotunes
+# one row length per kernel). Every case through stage 3 in bf16 covers every stage-3 path at every size
+# (one-block and looped, forward and backward); fp16 and fp32 take the cases that cover both paths of
+# both directions between them; stages 1 and 2 (their kernels differ from stage 3's only in launch
+# config) run one small masked case each.
+GPU_PARAMS = [
+    *((3, c, BF16) for c in SPEC.cases),
+    (3, _case("wide row: one-block fwd, looped bwd"), FP16),
+    (3, _case("multi-row tile, odd row count"), FP32),
+    (3, _case("long row → looped path"), FP32),
+    (1, _case("non-pow2 tail"), BF16),
+    (2, _case("multi-row tile, odd row count"), BF16),
+]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    ("stage", "case", "dtype"), _params(SPEC.cases, lambda c: SPEC.dtypes if c.small else SPEC.dtypes[:1])
+    ("stage", "case", "dtype"), [pytest.param(s, c, d, id=_id(s, c, d)) for (s, c, d) in GPU_PARAMS]
 )
 def test_each_stage_matches_torch_softmax_on_gpu(stage, case, dtype, check):
     check(SPEC, stage, case, dtype, "cuda")

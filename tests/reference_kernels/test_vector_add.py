@@ -11,6 +11,8 @@ from reference_kernels import vector_add as mod
 
 SPEC = mod.SPEC
 SMALL = [c for c in SPEC.cases if c.small]
+# The interpreter turns a 0-d array into a Python int for loop bounds (triton 3.6 + numpy 2.3).
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 
 
 def _id(stage: int, case, dtype: torch.dtype) -> str:
@@ -38,6 +40,19 @@ def test_bfloat16_matches_within_an_ulp_under_the_interpreter(check):
     check(SPEC, 2, case, torch.bfloat16, "cpu")
 
 
+@pytest.mark.parametrize("progs_per_sm", [0, 1, 3], ids=["one block per program", "persistent 1", "persistent 3"])
+def test_one_block_and_persistent_grids_cover_every_element_once(progs_per_sm):
+    # Stage 2's autotuner chooses between the two grids; the interpreter runs one of them, so run both here.
+    torch.manual_seed(0)
+    n, block, n_sms = 1000, 64, 2  # 15 full blocks and a masked tail
+    x, y = torch.randn(n), torch.randn(n)
+    out = torch.full((n,), float("nan"))
+    n_blocks = -(-n // block)
+    grid = (n_blocks if progs_per_sm == 0 else min(n_blocks, progs_per_sm * n_sms),)
+    mod._vector_add_fwd_kernel[grid](x, y, out, n, 16, BLOCK=block, PROGS_PER_SM=progs_per_sm)
+    torch.testing.assert_close(out, x + y)
+
+
 def test_non_contiguous_inputs_keep_their_shape_and_values():
     x, y = torch.randn(30, 7).t(), torch.randn(7, 30)
     out = mod.vector_add_stage2(x, y)
@@ -62,9 +77,25 @@ def test_launcher_rejects_bad_input_with_actionable_text(x, y, match):
             stage(x, y)
 
 
+def _case(label: str):
+    return next(c for c in SPEC.cases if c.label == label)
+
+
+BF16, FP16, FP32 = SPEC.dtypes
+# The GPU run: every case through stage 2 in bf16 (two autotune keys: the size class below 2^16 elements
+# and 2^24), fp16 and fp32 on one small odd-sized case (each dtype is a key of its own), and stage 1 once
+# at scale with a masked tail.
+GPU_PARAMS = [
+    *((2, c, BF16) for c in SPEC.cases),
+    (2, _case("odd size, unaligned tail"), FP16),
+    (2, _case("odd size, unaligned tail"), FP32),
+    (1, _case("2^24 + 7: masked tail at scale"), BF16),
+]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    ("stage", "case", "dtype"), _params(SPEC.cases, lambda c: SPEC.dtypes if c.small else SPEC.dtypes[:1])
+    ("stage", "case", "dtype"), [pytest.param(s, c, d, id=_id(s, c, d)) for (s, c, d) in GPU_PARAMS]
 )
 def test_each_stage_matches_torch_add_on_gpu(stage, case, dtype, check):
     check(SPEC, stage, case, dtype, "cuda")
