@@ -21,12 +21,15 @@ inputs are copied once to contiguous memory.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.autotuner import Autotuner
 
 from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
 
@@ -77,6 +80,23 @@ def _tuning_bench(kernel_call: Callable[[], None], quantiles: Any) -> Any:
     return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
 
 
+class _PrecompilingAutotuner(Autotuner):
+    """``triton.autotune`` that, on a new key, first compiles every config it will time concurrently
+    (Triton's AsyncCompileMode on a thread pool: the MLIR passes and ptxas run outside the GIL), then
+    times them as usual. Tuning a key then costs about one compile of wall time instead of one per
+    config (6 configs: 3.6 s serial, 1.5 s on a 2-core machine)."""
+
+    def prune_configs(self, kwargs: dict) -> list[triton.Config]:
+        configs = super().prune_configs(kwargs)
+        # The launch proxy passes its grid and warmup flag through kwargs; the rest are kernel arguments.
+        meta = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
+        workers = max(1, min(len(configs), os.cpu_count() or 1))
+        with ThreadPoolExecutor(workers) as pool, triton.AsyncCompileMode(pool, ignore_errors=True):
+            for config in configs:
+                self.fn.warmup(*self.nargs.values(), grid=(1,), **meta, **config.all_kwargs())
+        return configs
+
+
 # ----------------------------------------------------------------------------------------------- kernels
 
 
@@ -119,8 +139,14 @@ def _vector_add_fwd_kernel(
             tl.store(out_ptr + offs, (x + y).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-_vector_add_fwd_tuned = triton.autotune(configs=_configs(), key=["size_class"], do_bench=_tuning_bench)(
-    _vector_add_fwd_kernel
+_vector_add_fwd_tuned = _PrecompilingAutotuner(
+    _vector_add_fwd_kernel,
+    _vector_add_fwd_kernel.arg_names,
+    _configs(),
+    ["size_class"],
+    reset_to_zero=None,
+    restore_value=None,
+    do_bench=_tuning_bench,
 )
 
 
