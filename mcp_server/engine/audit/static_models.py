@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_server.models import Location, Severity
+from mcp_server.models import FindingKind, Location, Severity
 
 Category = Literal["correctness", "performance", "memory", "numerics", "practice"]
 CATEGORIES: tuple[Category, ...] = ("correctness", "performance", "memory", "numerics", "practice")
@@ -35,6 +35,9 @@ class AuditFinding(BaseModel):
     fix: str  # the concrete change
     where: Location
     kernel: str | None = None  # the @triton.jit function concerned (the launched one, for launcher rules)
+    # Which part of the audit found it: the AST rules, the compiled code, the correctness suite or the bench.
+    section: Literal["static", "compiled", "correctness", "performance"] = "static"
+    kind: FindingKind | None = None  # for findings of validate/bench: their kind
 
     def __str__(self) -> str:
         return f"{self.where}: {self.severity.value} [{self.rule}] {self.message}"

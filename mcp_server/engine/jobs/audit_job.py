@@ -237,6 +237,7 @@ class Capture:
         unsupported: list[str] = []
         aligned = True
         ints_div16 = True
+        degenerate = False  # a size folded to 1: one row, one column…
         pointer_dtypes: list[str] = []
         for name in names:
             if name in skip:
@@ -271,6 +272,8 @@ class Capture:
                     # Triton's JIT folds an integer argument equal to 1 into a constant.
                     signature[name] = kind
                     constexprs[name] = 1
+                    ints_div16 = False
+                    degenerate = True
                 elif value % 16 == 0 and value != 0 and name not in no_spec:
                     signature[name] = f"{kind}:16"
                 else:
@@ -279,7 +282,9 @@ class Capture:
             elif isinstance(value, float):
                 signature[name] = "fp32"
             elif value is None:
-                unsupported.append(f"`{name}` is None")
+                # Triton's JIT folds None into a constant (an optional pointer left out).
+                signature[name] = "i32"
+                constexprs[name] = None
             else:
                 unsupported.append(f"`{name}` is a {type(value).__name__}")
         options = {k: kwargs[k] for k in LAUNCH_OPTIONS if isinstance(kwargs.get(k), int)}
@@ -290,6 +295,7 @@ class Capture:
             "unsupported": unsupported,
             "aligned": aligned,
             "ints_div16": ints_div16,
+            "degenerate": degenerate,
             "pointer_dtypes": sorted(set(pointer_dtypes)),
         }
 
@@ -383,6 +389,7 @@ class Capture:
                 "unsupported": described["unsupported"],
                 "aligned": described["aligned"],
                 "ints_div16": described["ints_div16"],
+                "degenerate": described["degenerate"],
                 "pointer_dtypes": described["pointer_dtypes"],
             }
             self.records[key] = entry

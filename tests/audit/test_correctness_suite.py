@@ -1,0 +1,140 @@
+"""The audit's correctness suite (tiers strict / loose / fail), its performance section, and the report.
+
+Fixtures in tests/fixtures/audit/suite/: three row sums of fp16 data — one accumulating in fp32 (passes at
+the default tolerance), one accumulating in fp16 (passes only at 10× the default atol/rtol), one that drops
+a column (fails at any tolerance).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcp_server.engine.audit import SUITE, AuditReport, audit, render_markdown
+from mcp_server.engine.audit.dynamic import LOOSE_FACTOR, bench_section
+from mcp_server.engine.errors import UsageError
+from mcp_server.models import BenchResult, BenchRow, Finding, FindingKind, ProviderTiming, Severity
+
+SUITE_FX = Path(__file__).resolve().parents[1] / "fixtures" / "audit" / "suite"
+CATEGORY_TITLES = ("Correctness", "Performance", "Memory access", "Numerical stability", "Best practices")
+
+
+def _spec(tier: str) -> str:
+    return f"{SUITE_FX / f'rowsum_{tier}.py'}:candidate"
+
+
+@pytest.fixture(scope="module")
+def strict(runner) -> AuditReport:
+    """Every section, the whole suite: the kernel that is as accurate as PyTorch."""
+    return audit(_spec("strict"), runner=runner)
+
+
+def test_a_kernel_as_accurate_as_pytorch_passes_every_run_at_the_default_tolerance(strict):
+    runs = {r.name: r for r in strict.correctness.runs}
+    assert set(SUITE) | {"size variations"} == set(runs)
+    assert {r.tier for r in runs.values()} == {"strict"}, [(r.name, r.tier, r.reason) for r in runs.values()]
+    assert runs["base"].cases_judged == 3 and runs["size variations"].cases_judged >= 4
+    assert strict.correctness.determinism == "bitwise identical"
+    assert strict.correctness.tolerances["float16"] == (1e-5, 1e-3)
+    assert strict.ok and strict.correctness.status == "passed"
+
+
+def test_a_kernel_accumulating_in_fp16_passes_only_at_the_loose_tolerance(runner):
+    report = audit(_spec("loose"), sections=["correctness"], suite=["base"], runner=runner)
+    tiers = {r.name: r.tier for r in report.correctness.runs}
+    assert "loose" in tiers.values() and "fail" not in tiers.values(), tiers
+    (loose,) = [f for f in report.findings if f.rule == "loose-tolerance-only"]
+    assert loose.severity is Severity.warning and f"{LOOSE_FACTOR:g}×" in loose.message and loose.where.line
+    assert report.ok and report.correctness.status == "warnings"
+    numerics = {c.category: c for c in report.categories}["numerics"]
+    assert numerics.status == "warn" and numerics.warnings == 1
+
+
+def test_a_wrong_kernel_fails_even_at_the_loose_tolerance_and_is_not_timed(runner):
+    report = audit(_spec("fail"), sections=["correctness", "performance"], suite=["base"], runner=runner)
+    assert {r.tier for r in report.correctness.runs} == {"fail"}
+    run = report.correctness.runs[0]
+    assert run.cases_passed == 0 and run.cases_passed_loose == 0 and run.kinds == ["mismatch"]
+    errors = [f for f in report.findings if f.severity is Severity.error]
+    assert errors and {f.rule for f in errors} == {"mismatch"} and all(f.fix for f in errors)
+    assert not report.ok and {c.category: c.status for c in report.categories}["correctness"] == "fail"
+    assert report.performance.status == "skipped" and "failed the correctness suite" in report.performance.reason
+
+
+def test_without_a_gpu_performance_says_so_and_is_never_counted_as_passed(strict):
+    if strict.device != "cpu-interpreter":
+        pytest.skip("a GPU is present: the performance section ran")
+    assert strict.performance.status == "skipped" and "needs a CUDA GPU" in strict.performance.reason
+    performance = {c.category: c for c in strict.categories}["performance"]
+    assert performance.status != "pass" and "needs a CUDA GPU" in (performance.note or "")
+    assert not strict.complete
+
+
+def test_the_report_covers_five_categories_findings_and_the_commands_to_reproduce(strict):
+    assert [c.title for c in strict.categories] == list(CATEGORY_TITLES)
+    text = render_markdown(strict)
+    for title in CATEGORY_TITLES:
+        assert f"| {title} |" in text
+    for heading in ("## Summary", "## Correctness suite", "## Compiled kernels", "## Performance", "## Findings"):
+        assert heading in text
+    assert "## Recommendations" in text and "## Reproduce" in text
+    reproduce = text.split("## Reproduce", 1)[1]
+    assert "ptt audit" in reproduce and "ptt validate" in reproduce and "ptt compile" in reproduce
+    assert any(line.startswith("ptt compile") and "_rowsum_kernel" in line for line in strict.reproduce)
+    assert AuditReport.model_validate_json(strict.model_dump_json()) == strict
+
+
+def test_bench_results_become_the_seed_table_and_its_red_flags():
+    def timing(provider: str, ms: float, spread: float = 0.02) -> ProviderTiming:
+        return ProviderTiming(
+            provider=provider, median_ms=ms, p20_ms=ms, p80_ms=ms, min_ms=ms, spread=spread, samples=100
+        )
+
+    rows = [
+        BenchRow(
+            case="4096×1024",
+            timings=[timing("candidate", 0.05, 0.2), timing("eager", 0.04), timing("compile", 0.03)],
+            bytes=1 << 25,
+            flops=0,
+            model="SPEC",
+            pct_of_roofline=31.0,
+            bound="memory",
+            speedup_vs_eager=0.8,
+            speedup_vs_compile=0.6,
+        )
+    ]
+    flags = [
+        Finding(kind=FindingKind.slower_than_eager, severity=Severity.warning, message="4096×1024: 0.80× eager"),
+        Finding(kind=FindingKind.low_efficiency, severity=Severity.warning, message="4096×1024: 31 % of the roofline"),
+        Finding(kind=FindingKind.high_spread, severity=Severity.warning, message="4096×1024: spread 20 %"),
+    ]
+    result = BenchResult(
+        ok=True, device="NVIDIA H200", findings=flags, candidate="k.py:f", reference="k.py:ref", mode="events",
+        l2_flush=True, input_sets=4, reps=100, rows=rows,
+    )  # fmt: skip
+    section, findings = bench_section(result, f"{SUITE_FX / 'rowsum_strict.py'}:candidate")
+    (row,) = section.rows
+    assert (row.triton_ms, row.eager_ms, row.compile_ms) == (0.05, 0.04, 0.03)
+    assert row.speedup_vs_eager == 0.8 and row.pct_of_peak == 31.0 and row.spread == 0.2
+    assert {f.rule for f in findings} == {"slower_than_eager", "low_efficiency", "high_spread"}
+    assert all(f.category == "performance" and f.section == "performance" and f.fix for f in findings)
+    assert section.status == "warnings"
+
+
+def test_misuse_is_a_usage_error_that_names_the_choices(runner):
+    with pytest.raises(UsageError, match="choose from static"):
+        audit(_spec("strict"), sections=["static", "speed"], runner=runner)
+    with pytest.raises(UsageError, match="does not exist"):
+        audit("no/such/file.py", runner=runner)
+    with pytest.raises(UsageError, match="choose from base"):
+        audit(_spec("strict"), sections=["correctness"], suite=["base", "huge"], runner=runner)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_performance_section_times_the_kernel_against_both_baselines(runner):
+    root = Path(__file__).resolve().parents[2]
+    report = audit(str(root / "reference_kernels" / "softmax.py"), sections=["performance"], runner=runner)
+    assert report.performance.status in ("passed", "warnings"), report.performance.reason
+    row = report.performance.rows[0]
+    assert row.triton_ms and row.eager_ms and row.compile_ms and row.pct_of_peak is not None
