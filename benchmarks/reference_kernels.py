@@ -232,6 +232,8 @@ def run_kernel(name: str, out_dir: Path, runner: Any, tmp: Path) -> dict:
                 backward=spec.has_backward,
                 runner=runner,
                 timeout_s=900,
+                # Early stages may declare a size limit (a ValueError naming the stage that handles it).
+                refusals_ok=stage != max(spec.stages),
             )
             report["validation"][f"{dtype} stage{stage}"] = {
                 "ok": result.ok,

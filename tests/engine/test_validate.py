@@ -186,3 +186,11 @@ def test_value_transforms_expose_a_kernel_that_forgets_the_max_shift(runner, fx)
     ref, cand = fx("softmax_problem.py", "reference"), fx("softmax_unshifted.py", "candidate")
     assert validate(ref, cand, runner=runner, seeds=1).ok
     assert not validate(ref, cand, runner=runner, seeds=1, transform="large").ok
+
+
+def test_declared_refusals_on_listed_cases_are_warnings_only_when_allowed(runner, fx):
+    ref, cand = fx("add_problem.py", "reference"), fx("add_refuses_odd.py", "candidate")
+    strict = validate(ref, cand, runner=runner, derive_shapes=False)
+    assert FindingKind.exception in kinds(strict)  # 1000 is not a multiple of 256: refused on a listed case
+    lenient = validate(ref, cand, runner=runner, derive_shapes=False, refusals_ok=True)
+    assert lenient.ok and FindingKind.unsupported_shape in kinds(lenient, Severity.warning)

@@ -218,7 +218,7 @@ class _Timer:
         # Read, not write: a write leaves L2 full of dirty lines that the next kernel pays to write back, which
         # no real predecessor guarantees and Nsight Compute's cache control does not do either.
         if self.cache is not None:
-            torch.sum(self.cache, dtype=torch.int64, out=self.sink)
+            torch.sum(self.cache, dim=0, dtype=torch.int64, out=self.sink)
 
     def flush_ms(self, n: int = 20) -> float:
         """GPU time of one flush, to subtract from graph timings."""
