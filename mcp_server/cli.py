@@ -22,6 +22,7 @@ FEATURE_MODULES: tuple[str, ...] = (
     "mcp_server.stages_adapters",
     "mcp_server.audit_adapters",
     "mcp_server.docs_adapters",
+    "mcp_server.serve_adapters",
 )
 
 
@@ -216,7 +217,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from mcp_server.server import run_server
 
-    run_server(transport=args.transport, host=args.host, port=args.port)
+    http = {
+        "token": args.token,
+        "allow_origins": args.allow_origin or [],
+        "max_concurrency": args.max_concurrency,
+        "max_request_bytes": args.max_request_bytes,
+    }
+    run_server(transport=args.transport, host=args.host, port=args.port, **(http if args.transport == "http" else {}))
     return EXIT_OK
 
 
@@ -301,6 +308,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
+    p.add_argument(
+        "--token",
+        choices=["auto", "require", "none"],
+        default="auto",
+        help="http: bearer token — auto: required off loopback (from PTT_SERVE_TOKEN, else generated and "
+        "printed once); require: also on loopback; none: no token (loopback only)",
+    )
+    p.add_argument(
+        "--allow-origin",
+        action="append",
+        metavar="URL",
+        help="http: an extra allowed Origin (and Host), e.g. https://gpu-box:8765 (repeatable)",
+    )
+    p.add_argument("--max-concurrency", type=int, help="http: tool calls at once (default 2 per GPU, or 4)")
+    p.add_argument("--max-request-bytes", type=int, default=1 << 20, help="http: largest request body (1 MiB)")
     p.set_defaults(fn=cmd_serve)
 
     p = sub.add_parser("demo", help="the whole pipeline on a bundled example kernel")

@@ -293,13 +293,17 @@ def build_server() -> MCPServer:
     return server
 
 
-def run_server(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -> None:
+def run_server(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765, **http_options: Any) -> None:
+    """stdio (one client, this process), or streamable HTTP (many clients; see mcp_server.http_serve)."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    server = build_server()
-    if transport == "stdio":
-        server.run("stdio")
-    else:
-        raise UsageError("Only --transport stdio is available in this version.")
+    if transport == "http":
+        from mcp_server.http_serve import run_http
+
+        run_http(host=host, port=port, **http_options)
+        return
+    if transport != "stdio":
+        raise UsageError(f"--transport must be stdio or http, not {transport!r}.")
+    build_server().run("stdio")
 
 
 def project_root() -> Path:
