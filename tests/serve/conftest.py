@@ -1,5 +1,8 @@
 """Shared for the serving tests: one runner and one worker pool (starting fork servers costs seconds), and
-one HTTP server on 127.0.0.1 in a thread of this process, with a bearer token."""
+one HTTP server on 127.0.0.1 in a thread of this process, with a bearer token.
+
+The runner hides every GPU from its jobs (CUDA_VISIBLE_DEVICES=""), so these tests judge the same way on a
+GPU machine as in CI; the GPU pool has its own tests (test_gpu_pool.py, marked gpu)."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ EVAL_FX = ROOT / "tests" / "fixtures" / "eval"
 
 @pytest.fixture(scope="session")
 def runner() -> Iterator[Runner]:
-    with Runner() as r:
+    with Runner(base_env={"CUDA_VISIBLE_DEVICES": ""}) as r:
         yield r
 
 

@@ -20,11 +20,14 @@ EVAL_FX = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
+    # CPU tasks under the interpreter, also on a GPU machine (the workers inherit this environment).
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PTT_DEVICE", "interpreter")
+        ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False)
+        try:
+            yield
+        finally:
+            ray.shutdown()
 
 
 def test_the_ray_backend_gives_the_same_verdicts_and_resumes(local_ray, tmp_path):

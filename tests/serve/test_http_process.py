@@ -27,6 +27,7 @@ def test_the_http_server_process_prints_its_token_once_and_serves_with_it():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k != "PTT_SERVE_TOKEN"}
+    env["PTT_DEVICE"] = "interpreter"  # the same on a GPU machine
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     proc = subprocess.Popen(
         [
