@@ -335,7 +335,9 @@ def _forward_backward(fn: Any, grad_idx: list[int] | None) -> Any:
             raise UsageProblem(
                 "backward timing needs outputs that require grad (wrap the kernel in a torch.autograd.Function)"
             )
-        key = id(args[0]) if args else 0
+        # One fixed upstream gradient per input set; keyed by identity and shape, since a freed set's id can
+        # be reused by the next case's tensors.
+        key = (id(args[0]) if args else 0, tuple(tuple(o.shape) for o in outs))
         if key not in upstream:
             upstream[key] = [torch.randn_like(o) for o in outs]
         torch.autograd.backward(outs, upstream[key])
@@ -386,9 +388,10 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     compiled = None
     if reference is not None and params.get("baselines", True):
         providers.append(("eager", reference))
-        torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
-        compiled = torch.compile(reference, dynamic=False)
-        providers.append(("compile", compiled))
+        if params.get("compile_baseline", True):
+            torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
+            compiled = torch.compile(reference, dynamic=False)
+            providers.append(("compile", compiled))
     if params.get("backward"):
         grad_idx = params.get("grad_inputs")
         providers = [(name, _forward_backward(fn, grad_idx)) for name, fn in providers]
