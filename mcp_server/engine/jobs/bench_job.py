@@ -213,6 +213,8 @@ class _Timer:
         torch.cuda.synchronize()
         self.cycles_per_ms = 1_000_000 / max(start.elapsed_time(end), 1e-3)
         self.host_ms: dict[int, float] = {}
+        # Rounds where the host could not stay ahead of the GPU and the round was redone.
+        self.starved_rounds = 0
 
     def do_flush(self) -> None:
         # Read, not write: a write leaves L2 full of dirty lines that the next kernel pays to write back, which
@@ -235,20 +237,24 @@ class _Timer:
     def events_round(self, fn: Any, sets: list[list[Any]], n: int, offset: int) -> list[float]:
         """n calls enqueued behind a GPU-side sleep, so each starts the moment the GPU is free: the events
         then measure the GPU's time, not the Python launch path (which is measured apart, as host_launch_ms).
-        If the host still fell behind (the GPU sat idle inside the round), the round is redone with a
-        longer head start."""
-        estimate = self.host_ms.get(id(fn), 0.05)
-        for _attempt in range(3):
-            flush_starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+
+        The round counts only if the host finished enqueueing before the sleep ended (then the GPU never
+        waited for the host inside a timed interval); otherwise it is redone with a longer sleep. The sleep
+        is calibrated against its measured length every round, since clocks change under load."""
+        head_ms = max(1.0, 1.5 * n * self.host_ms.get(id(fn), 0.05))
+        times: list[float] = []
+        for _attempt in range(4):
             starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
             ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+            sleep_start, sleep_end = _events()
             torch.cuda.synchronize()
-            head_start = min(500.0, max(1.0, 2.0 * n * estimate))
-            torch.cuda._sleep(int(head_start * self.cycles_per_ms))
+            cycles = int(min(head_ms, 2000.0) * self.cycles_per_ms)
+            sleep_start.record()
+            torch.cuda._sleep(cycles)
+            sleep_end.record()
             host0 = time.perf_counter()
             for i in range(n):
                 args = sets[(offset + i) % len(sets)]
-                flush_starts[i].record()
                 self.do_flush()
                 starts[i].record()
                 fn(*args)
@@ -256,12 +262,15 @@ class _Timer:
                 ends[i].record()
             enqueue_ms = (time.perf_counter() - host0) * 1e3
             torch.cuda.synchronize()
-            self.host_ms[id(fn)] = estimate = enqueue_ms / n
+            slept_ms = sleep_start.elapsed_time(sleep_end)
+            if slept_ms > 0:
+                self.cycles_per_ms = cycles / slept_ms
+            self.host_ms[id(fn)] = enqueue_ms / n
             times = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
-            busy = sum(times) + sum(f.elapsed_time(s) for f, s in zip(flush_starts, starts, strict=True))
-            span = flush_starts[0].elapsed_time(ends[-1])
-            if enqueue_ms < head_start or span <= 1.05 * busy + 0.01 * n:
+            if enqueue_ms < slept_ms:
                 return times
+            self.starved_rounds += 1
+            head_ms = 1.5 * enqueue_ms * (2 + _attempt)
         return times
 
     def host_check(self, fn: Any, sets: list[list[Any]], k: int = 7) -> float:
