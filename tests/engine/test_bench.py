@@ -197,7 +197,7 @@ def test_bench_times_a_correct_kernel_against_both_baselines(runner):
 
 
 @pytest.mark.gpu
-def test_a_side_stream_candidate_is_timed_by_the_host_clock(runner):
+def test_a_side_stream_candidate_is_timed_honestly(runner):
     bench_fx = FX / "bench"
     hidden = B.bench(
         f"{bench_fx / 'side_stream.py'}:candidate",
@@ -215,10 +215,11 @@ def test_a_side_stream_candidate_is_timed_by_the_host_clock(runner):
         baselines=False,
         validate_first=False,
     )
-    assert FindingKind.timer_disagreement in kinds(hidden.findings)
-    big_hidden = B.honest_ms(next(t for t in hidden.rows[-1].timings if t.provider == "candidate"))
-    big_plain = next(t for t in plain.rows[-1].timings if t.provider == "candidate").median_ms
-    assert big_hidden == pytest.approx(big_plain, rel=0.25)
+    # The end event waits for the stream the kernel was launched on: the side-stream time is the real one.
+    for side, same in zip(hidden.rows, plain.rows, strict=True):
+        got = B.honest_ms(next(t for t in side.timings if t.provider == "candidate"))
+        want = next(t for t in same.timings if t.provider == "candidate").median_ms
+        assert got == pytest.approx(want, rel=0.2)
 
 
 @pytest.mark.gpu
