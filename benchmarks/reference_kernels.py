@@ -156,7 +156,7 @@ def judge(name: str, spec: Any, fwd: dict, fb: dict | None, extra: dict) -> tupl
     parts: list[str] = []
     ok = True
 
-    def need(label: str, value: float | None, floor: float, fmt: str = "{:.2f}×") -> None:
+    def need(label: str, value: float | None, floor: float, fmt: str = "{:.3f}×") -> None:
         nonlocal ok
         if value is None:
             parts.append(f"{label}: not measured")

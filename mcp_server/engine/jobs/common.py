@@ -212,9 +212,9 @@ TRANSFORMS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "large": lambda t: _scaled(t, min(1e6, _finfo(t).max / 1e3)),
     "small": lambda t: _scaled(t, max(1e-6, _finfo(t).tiny * 1e4)),
     "negative": lambda t: -t.abs(),
-    "alternating": lambda t: (t.abs().reshape(-1) * (1 - 2 * (torch.arange(t.numel(), device=t.device) % 2)))
-    .reshape(t.shape)
-    .to(t.dtype),
+    "alternating": lambda t: (
+        (t.abs().reshape(-1) * (1 - 2 * (torch.arange(t.numel(), device=t.device) % 2))).reshape(t.shape).to(t.dtype)
+    ),
     "near_overflow": lambda t: _scaled(t, _finfo(t).max / 4),
     "near_underflow": lambda t: _scaled(t, _finfo(t).tiny * 8),
     "inf": lambda t: _inject(t, float("inf")),
