@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -63,7 +64,16 @@ def test_the_http_server_process_prints_its_token_once_and_serves_with_it():
         assert len(token) >= 40 and token not in text  # printed on its own line, once (checked again below)
 
         url = f"http://127.0.0.1:{port}/mcp"
-        assert httpx.post(url, json={}, timeout=10).status_code == 401
+        # The banner is printed while the server starts; wait until it accepts connections.
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                first = httpx.post(url, json={}, timeout=10)
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline, "the server never started listening"
+                time.sleep(0.2)
+        assert first.status_code == 401
 
         async def call():
             http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})

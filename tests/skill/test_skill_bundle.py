@@ -115,13 +115,16 @@ def test_audit_guide_covers_every_finding_kind_and_only_real_ones() -> None:
 
 
 def test_audit_rule_ids_named_in_the_bundle_exist() -> None:
-    from mcp_server.engine.audit.static_rules import RULES_BY_ID
+    from mcp_server.engine.audit import ALL_RULES
 
+    rule_ids = {rule.id for rule in ALL_RULES}
+    # The generated tool catalogue quotes parameter values (`cuda-graph`), not rule ids.
     named = {
         rule
         for path in markdown_files()
+        if path.name != "tools.md"
         for rule in re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`", path.read_text(encoding="utf-8"))
         if rule not in NOT_RULE_IDS
     }
     assert len(named) >= 10
-    assert named <= set(RULES_BY_ID), sorted(named - set(RULES_BY_ID))
+    assert named <= rule_ids, sorted(named - rule_ids)
