@@ -52,10 +52,20 @@ def run_demo() -> int:
         timed = bench(f"{kernel}:softmax", f"{problem}:reference", validate_first=False)
         print(render_bench(timed))
 
+    _step("audit: static rules, the compiled kernel, a correctness suite" + ("" if device.interpreter else ", timings"))
+    from mcp_server.engine.audit import audit
+
+    review = audit(f"{kernel}:softmax", reference=f"{problem}:reference", suite=("base", "zeros", "large", "nan"))
+    print(review.summary)
+    for finding in review.findings:
+        if finding.severity.value != "info":
+            print(f"  {finding.severity.value:<7} {finding.rule} [{finding.where}]: {finding.message}")
+
     _step("summary")
     print(f"docs      {docs}")
     print(f"compile   {'ok' if compiled.ok else 'FAILED'}")
     print(f"validate  {verdict.summary}")
     print(f"bench     {timed.summary if timed else 'skipped (no GPU)'}")
-    ok = compiled.ok and verdict.ok and (timed is None or timed.ok)
+    print(f"audit     {review.summary}")
+    ok = compiled.ok and verdict.ok and (timed is None or timed.ok) and review.ok
     return 0 if ok else 1
