@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 from mcp_server.engine.audit.models import CorrectnessSection, PerformanceSection, PerfRow, SuiteRun, Tier
 from mcp_server.engine.audit.static_models import AuditFinding, Category
-from mcp_server.engine.device import DeviceInfo
+from mcp_server.engine.device import DeviceInfo, probe
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
 from mcp_server.engine.runner import Runner
 from mcp_server.models import BenchResult, Finding, FindingKind, Location, Severity, ValidateResult
@@ -202,17 +203,38 @@ def correctness_section(
             cwd=cwd,
         )
 
-    for n, name in enumerate(suite):
-        transform = None if name == "base" else name
-        if progress:
-            progress(f"correctness {n + 1}/{len(suite)}: {name}")
+    def evaluate(name: str) -> tuple[ValidateResult | UsageError, ValidateResult | None, float]:
+        """The strict run of one suite entry, and the loose rerun when only values were off."""
         t0 = time.perf_counter()
-        what = TRANSFORMS.get(name, f"the reference's cases, {BASE_SEEDS} seeds")
+        transform = None if name == "base" else name
         try:
             strict = check(transform, None)
         except UsageError as exc:
+            return exc, None, t0
+        loose = None
+        if not strict.ok and {f.kind for f in strict.errors} <= VALUE_KINDS:
+            loose = check(transform, _loose(strict))
+        return strict, loose, t0
+
+    # The runs are independent isolated jobs: run several at once (on a GPU the children share it; the
+    # parent's float64 comparisons use the CPU), then read them in the suite's order.
+    workers = 2 if probe(runner).interpreter else 4
+    results: dict[str, tuple[ValidateResult | UsageError, ValidateResult | None, float]] = {}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(evaluate, name): name for name in suite}
+        for future in as_completed(futures):
+            results[futures[future]] = future.result()
+            if progress:
+                progress(f"correctness {len(results)}/{len(suite)}: {futures[future]} done")
+
+    for name in suite:
+        transform = None if name == "base" else name
+        what = TRANSFORMS.get(name, f"the reference's cases, {BASE_SEEDS} seeds")
+        outcome, loose, t0 = results[name]
+        if isinstance(outcome, UsageError):
+            exc = outcome
             if name == "base":
-                raise
+                raise exc
             runs.append(
                 SuiteRun(
                     name=name,
@@ -224,13 +246,10 @@ def correctness_section(
                 )
             )
             continue
+        strict = outcome
         for row in strict.rows:
             if row.atol is not None and row.rtol is not None:
                 tolerances.setdefault(row.dtype, (row.atol, row.rtol))
-        loose = None
-        error_kinds = {f.kind for f in strict.errors}
-        if not strict.ok and error_kinds <= VALUE_KINDS:
-            loose = check(transform, _loose(strict))
         final = loose if loose is not None else strict
         subsets: list[tuple[str, str, bool | None]] = [(name, what, False if name == "base" else None)]
         if name == "base" and any(c.derived for c in strict.cases):
