@@ -44,16 +44,15 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
-from triton.runtime.autotuner import Autotuner
 
+from reference_kernels._autotune import parallel_autotune
+from reference_kernels._common import interpreting, sm_count
 from reference_kernels._spec import Case, KernelSpec, Tolerance
 
 try:
@@ -123,15 +122,10 @@ def _fwd_configs(pre_hook: Any = None) -> list[triton.Config]:
     ]
 
 
-@functools.cache
-def _num_sms(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def _fills_gpu(t: torch.Tensor, seq: int, head_dim: int) -> bool:
     """Whether 128-row blocks over ``t`` ([batch, heads, seq, head_dim]) make at least one full wave."""
     heads = t.numel() // max(1, seq * head_dim)
-    return heads * triton.cdiv(seq, 128) >= _num_sms(t.device.index or 0)
+    return heads * triton.cdiv(seq, 128) >= sm_count(t.device.index or 0)
 
 
 def _pointer_safe(tile: tuple) -> bool:
@@ -150,40 +144,6 @@ def _prune_fwd(configs: list[triton.Config], named_args: dict, **kwargs: Any) ->
     if not kwargs.get("USE_DESC", False):
         wanted = {t for t in wanted if _pointer_safe(t)}
     return [c for c in configs if _tile_of(c) in wanted]
-
-
-class _ParallelAutotuner(Autotuner):
-    """``triton.autotune`` that compiles the configs it is about to time on a thread pool first
-    (Triton's AsyncCompileMode; compiles release the GIL), and does not time a lone survivor of the
-    pruning. Tuning a new key costs one compile's wall time instead of one per config."""
-
-    _lone = False
-
-    def prune_configs(self, kwargs: dict) -> list[triton.Config]:
-        configs = super().prune_configs(kwargs)
-        self._lone = len(configs) == 1
-        if len(configs) > 1:
-            args = list(self.nargs.values())
-            # kwargs also carries the launch's grid and warmup flag.
-            meta = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
-            workers = min(len(configs), os.cpu_count() or 1)
-            with ThreadPoolExecutor(workers) as pool, triton.AsyncCompileMode(pool, ignore_errors=True):
-                for c in configs:
-                    if c.pre_hook is not None:  # descriptor block shapes are part of the signature
-                        c.pre_hook({**self.nargs, **meta, **c.all_kwargs()})
-                    # Failures are dropped here; timing recompiles them and scores them inf.
-                    self.fn.warmup(*args, grid=(1,), **meta, **c.all_kwargs())
-        return configs
-
-    def _bench(self, *args: Any, config: triton.Config, **meta: Any) -> list[float]:
-        if self._lone:
-            return [0.0, 0.0, 0.0]
-        return super()._bench(*args, config=config, **meta)
-
-
-def _autotune(configs: list[triton.Config], key: list[str], prune: Any = None) -> Any:
-    prune_by = {"early_config_prune": prune} if prune else None
-    return lambda fn: _ParallelAutotuner(fn, fn.arg_names, configs, key, None, None, prune_configs_by=prune_by)
 
 
 # The interpreter cannot autotune (no timer) and is slow on big tiles: one small config whose BLOCK_M
@@ -401,7 +361,9 @@ def _attn_fwd_split_kernel(
         tl.store(lse_ptr + bh * N_CTX + offs_m, m_i + tl.log2(l_i), mask=offs_m < N_CTX)
 
 
-_attn_fwd_tuned = _autotune(_fwd_configs(), key=["N_CTX", "HEAD_DIM", "CAUSAL"], prune=_prune_fwd)(_attn_fwd_kernel)
+_attn_fwd_tuned = parallel_autotune(_fwd_configs(), key=["N_CTX", "HEAD_DIM", "CAUSAL"], prune=_prune_fwd)(
+    _attn_fwd_kernel
+)
 
 
 def _set_descriptor_blocks(nargs: dict) -> None:
@@ -414,7 +376,7 @@ def _set_descriptor_blocks(nargs: dict) -> None:
     nargs["v_src"].block_shape = [nargs["BLOCK_N"], d]
 
 
-_attn_fwd_split_tuned = _autotune(
+_attn_fwd_split_tuned = parallel_autotune(
     _fwd_configs(pre_hook=_set_descriptor_blocks), key=["N_CTX", "HEAD_DIM", "CAUSAL", "USE_DESC"], prune=_prune_fwd
 )(_attn_fwd_split_kernel)
 
@@ -559,21 +521,17 @@ def _prune_dq(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> 
     return [c for c in configs if _tile_of(c)[:4] in wanted]
 
 
-_attn_bwd_dkdv_tuned = _autotune(_bwd_configs(_BWD_DKDV_TILES), key=["N_CTX", "HEAD_DIM", "CAUSAL"], prune=_prune_dkdv)(
-    _attn_bwd_dkdv_kernel
-)
-_attn_bwd_dq_tuned = _autotune(_bwd_configs(_BWD_DQ_TILES), key=["N_CTX", "HEAD_DIM", "CAUSAL"], prune=_prune_dq)(
-    _attn_bwd_dq_kernel
-)
+_attn_bwd_dkdv_tuned = parallel_autotune(
+    _bwd_configs(_BWD_DKDV_TILES), key=["N_CTX", "HEAD_DIM", "CAUSAL"], prune=_prune_dkdv
+)(_attn_bwd_dkdv_kernel)
+_attn_bwd_dq_tuned = parallel_autotune(
+    _bwd_configs(_BWD_DQ_TILES), key=["N_CTX", "HEAD_DIM", "CAUSAL"], prune=_prune_dq
+)(_attn_bwd_dq_kernel)
 
 
 # ------------------------------------------------------------------------------------------------
 # Launchers
 # ------------------------------------------------------------------------------------------------
-
-
-def _interpreting() -> bool:
-    return bool(triton.knobs.runtime.interpret)
 
 
 def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: object) -> None:
@@ -593,7 +551,7 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: obj
         raise ValueError(f"attention: head_dim must be one of {_HEAD_DIMS}; got {q.shape[-1]} (pad it)")
     if not (q.device == k.device == v.device):
         raise ValueError(f"attention: q, k, v are on different devices ({q.device}, {k.device}, {v.device})")
-    if q.device.type != "cuda" and not _interpreting():
+    if q.device.type != "cuda" and not interpreting():
         raise ValueError(
             f"attention: tensors are on {q.device}; Triton needs a CUDA device, or TRITON_INTERPRET=1 for CPU tensors"
         )
@@ -629,9 +587,9 @@ def _attention_stage12(
     flags = {"HEAD_DIM": D, "CAUSAL": causal, "STORE_LSE": store_lse}
     grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)
     if not tuned:
-        cfg = _INTERPRETER_CONFIG if _interpreting() else _STAGE1_CONFIG
+        cfg = _INTERPRETER_CONFIG if interpreting() else _STAGE1_CONFIG
         _attn_fwd_kernel[grid](*args, **flags, **cfg, num_warps=_STAGE1_WARPS, num_stages=_STAGE1_STAGES)
-    elif _interpreting():
+    elif interpreting():
         _attn_fwd_tuned.fn[grid](*args, **flags, **_INTERPRETER_CONFIG)
     elif config is not None:
         _attn_fwd_tuned.fn[grid](*args, **flags, **config.all_kwargs())
@@ -649,7 +607,7 @@ def _descriptors_usable(*ts: torch.Tensor) -> bool:
     """TMA: sm_90+, contiguous [B, H, S, D] (viewed as [B·H·S, D]), 16-byte aligned base pointers."""
     if _TensorDescriptor is None:
         return False
-    if not _interpreting() and (ts[0].device.type != "cuda" or _capability(ts[0].device.index or 0)[0] < 9):
+    if not interpreting() and (ts[0].device.type != "cuda" or _capability(ts[0].device.index or 0)[0] < 9):
         return False
     return all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in ts)
 
@@ -681,7 +639,7 @@ def _attention_stage3(
     args = (*srcs, o, lse, 1.0 / math.sqrt(D), H, S, *_strides(q, k, v, o))
     flags = {"HEAD_DIM": D, "CAUSAL": causal, "USE_DESC": use_desc, "STORE_LSE": store_lse}
     grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)
-    if _interpreting():
+    if interpreting():
         config = triton.Config(_INTERPRETER_CONFIG)
     if config is not None:
         _set_descriptor_blocks({"q_src": srcs[0], "k_src": srcs[1], "v_src": srcs[2], **flags, **config.kwargs})
@@ -715,7 +673,7 @@ def _attention_backward(
     dq_args = (q, k, v, do, dq, lse, delta, sm_scale, S)
     dkdv_grid = lambda meta: (triton.cdiv(S, meta["BLOCK_N"]), B * H)
     dq_grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)
-    if _interpreting():
+    if interpreting():
         configs = (triton.Config(_INTERPRETER_BWD_DKDV), triton.Config(_INTERPRETER_BWD_DQ))
     if configs is not None:
         _attn_bwd_dkdv_tuned.fn[dkdv_grid](*dkdv_args, **flags, **configs[0].all_kwargs())

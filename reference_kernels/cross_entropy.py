@@ -38,13 +38,14 @@ long rows uses only a handful of SMs.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
+from reference_kernels._autotune import launch_tuned, tuning_bench
+from reference_kernels._common import FLOAT_DTYPES, cdiv, interpreting, sm_count
 from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
 
 IGNORE_INDEX = -100
@@ -72,20 +73,11 @@ _SCALE_PROGS_PER_SM = 4
 # small enough that persistent row loops and multi-chunk rows with tails run on the small cases.
 _INTERPRETER_SMS = 2
 _INTERPRETER_CHUNK = 4096
-_SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-
-def _interpreting() -> bool:
-    return bool(triton.knobs.runtime.interpret)
-
-
-@functools.cache
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
+_INTERPRETER_META = {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1, "STAGES": 2}
 
 
 def _num_sms(t: torch.Tensor) -> int:
-    return _sm_count(t.device.index or 0) if t.is_cuda else _INTERPRETER_SMS
+    return sm_count(t.device.index or 0) if t.is_cuda else _INTERPRETER_SMS
 
 
 def _configs() -> list[triton.Config]:
@@ -100,13 +92,6 @@ def _configs() -> list[triton.Config]:
             (8192, 16, 1, 3),
         )
     ]
-
-
-def _tuning_bench(kernel_call: Callable[[], None], quantiles: Any) -> Any:
-    # Stage 2's autotuner times each config for 5 + 25 ms (triton's default is 25 + 100): thousands of
-    # runs of a µs-scale kernel, tens of a 0.5 ms one, enough for a median; a new shape costs a quarter
-    # of the tuning time.
-    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
 
 
 # ----------------------------------------------------------------------------------------------- kernels
@@ -278,10 +263,10 @@ def _scale_inplace_kernel(x_ptr, scale_ptr, n, BLOCK: tl.constexpr):
             tl.store(x_ptr + offs, (x * scale).to(x_ptr.dtype.element_ty), mask=mask)
 
 
-_cross_entropy_fwd_tuned = triton.autotune(configs=_configs(), key=["n_cols"], do_bench=_tuning_bench)(
+_cross_entropy_fwd_tuned = triton.autotune(configs=_configs(), key=["n_cols"], do_bench=tuning_bench)(
     _cross_entropy_fwd_kernel
 )
-_cross_entropy_bwd_tuned = triton.autotune(configs=_configs(), key=["n_cols"], do_bench=_tuning_bench)(
+_cross_entropy_bwd_tuned = triton.autotune(configs=_configs(), key=["n_cols"], do_bench=tuning_bench)(
     _cross_entropy_bwd_kernel
 )
 
@@ -292,7 +277,7 @@ _cross_entropy_bwd_tuned = triton.autotune(configs=_configs(), key=["n_cols"], d
 def _check_inputs(logits: Any, targets: Any, ignore_index: Any) -> None:
     if not isinstance(logits, torch.Tensor) or not isinstance(targets, torch.Tensor):
         raise ValueError("cross_entropy: logits and targets must be torch.Tensors")
-    if logits.dtype not in _SUPPORTED_DTYPES:
+    if logits.dtype not in FLOAT_DTYPES:
         raise ValueError(
             f"cross_entropy: logits have dtype {logits.dtype}; supported are float32, float16 and bfloat16 "
             "(cast with logits.float() first)"
@@ -303,7 +288,7 @@ def _check_inputs(logits: Any, targets: Any, ignore_index: Any) -> None:
             "(probability targets are not supported)"
         )
     for name, t in (("logits", logits), ("targets", targets)):
-        if not t.is_cuda and not (_interpreting() and t.device.type == "cpu"):
+        if not t.is_cuda and not (interpreting() and t.device.type == "cpu"):
             raise ValueError(
                 f"cross_entropy: {name} are on {t.device}; move them to a CUDA device, or set "
                 "TRITON_INTERPRET=1 before importing triton to run CPU tensors through the interpreter"
@@ -327,16 +312,9 @@ def _plan(n_rows: int, n_cols: int, elem_bytes: int, write_grad: bool, n_sms: in
         # Pass 2 re-reads each row from L2: keep the rows in flight inside the budget.
         progs_per_sm = max(1, min(progs_per_sm, _L2_BUDGET_BYTES // (n_sms * n_cols * elem_bytes)))
     meta = dict(_WIDE if progs_per_sm == 1 else _NARROW)
-    if _interpreting():
+    if interpreting():
         meta["CHUNK"] = _INTERPRETER_CHUNK
     return min(n_rows, progs_per_sm * n_sms), {**meta, "PROGS_PER_SM": progs_per_sm, "WRITE_GRAD": write_grad}
-
-
-def _launch_tuned(tuned: Any, grid: Any, args: tuple, **meta: Any) -> None:
-    if _interpreting():
-        tuned.fn[grid](*args, **meta, CHUNK=_INTERPRETER_CHUNK, PROGS_PER_SM=1, STAGES=2)
-    else:
-        tuned[grid](*args, **meta)
 
 
 def _fwd(
@@ -368,7 +346,7 @@ def _fwd(
         else:
             n_sm = _num_sms(logits)
             grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
-            _launch_tuned(_cross_entropy_fwd_tuned, grid, args, WRITE_GRAD=write_grad)
+            launch_tuned(_cross_entropy_fwd_tuned, grid, args, _INTERPRETER_META, WRITE_GRAD=write_grad)
     else:
         row_loss.zero_()
     _mean_loss_kernel[(1,)](row_loss, counts, loss, n_rows, BLOCK=_SMALL_BLOCK)
@@ -396,14 +374,14 @@ def _bwd(
     args = (
         logits, targets, lse, grad_out, counts, grad, n_rows, n_cols, logits.stride(0), grad.stride(0), ignore_index,
     )  # fmt: skip
-    _launch_tuned(_cross_entropy_bwd_tuned, grid, args)
+    launch_tuned(_cross_entropy_bwd_tuned, grid, args, _INTERPRETER_META)
     return grad
 
 
 def _scale_inplace(x: torch.Tensor, scale: torch.Tensor) -> None:
     n = x.numel()
     if n:
-        n_programs = max(1, min(-(-n // _SCALE_BLOCK), _SCALE_PROGS_PER_SM * _num_sms(x)))
+        n_programs = max(1, min(cdiv(n, _SCALE_BLOCK), _SCALE_PROGS_PER_SM * _num_sms(x)))
         _scale_inplace_kernel[(n_programs,)](x, scale, n, BLOCK=_SCALE_BLOCK, num_warps=8)
 
 

@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
+from reference_kernels._autotune import launch_tuned, tuning_bench
+from reference_kernels._common import as_rows, cdiv, check_float_tensor, interpreting, next_power_of_2, sm_count
 from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
 
 # Whole-row kernels hold x as fp32 in registers: 32768 columns over 16 warps is 64 values per thread,
@@ -89,20 +90,10 @@ _INTERPRETER_ROWS = 2
 _INTERPRETER_CHUNK = 4096
 # Interpreted programs cost ~ms each whatever their size: fewer, wider reduction programs there.
 _INTERPRETER_REDUCE_BLOCK_C = 1024
-_SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-
-def _interpreting() -> bool:
-    return bool(triton.knobs.runtime.interpret)
-
-
-@functools.cache
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
 def _num_sms(t: torch.Tensor) -> int:
-    return _sm_count(t.device.index or 0) if t.is_cuda else _INTERPRETER_SMS
+    return sm_count(t.device.index or 0) if t.is_cuda else _INTERPRETER_SMS
 
 
 def _warps_for(block: int) -> int:
@@ -139,13 +130,6 @@ def _bwd_one_block_configs() -> list[triton.Config]:
         for w in (4, 8, 16)
         for s in (1, 2)
     ]
-
-
-def _tuning_bench(kernel_call: Callable[[], None], quantiles: Any) -> Any:
-    # Stage 2's autotuner times each config for 5 + 25 ms (triton's default is 25 + 100): thousands of
-    # runs of a µs-scale kernel, tens of a 0.5 ms one, enough for a median; a new shape costs a quarter
-    # of the tuning time.
-    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
 
 
 # ----------------------------------------------------------------------------------------------- kernels
@@ -394,14 +378,14 @@ _layernorm_fwd_tuned = triton.autotune(
     configs=_one_block_configs(),
     key=["n_cols"],
     prune_configs_by={"early_config_prune": _prune(16, 32)},
-    do_bench=_tuning_bench,
+    do_bench=tuning_bench,
 )(_layernorm_fwd_kernel)
 # The backward holds ~5 row-sized values per thread: aim lower, 8-16 each.
 _layernorm_bwd_tuned = triton.autotune(
     configs=_bwd_one_block_configs(),
     key=["n_cols"],
     prune_configs_by={"early_config_prune": _prune(8, 16)},
-    do_bench=_tuning_bench,
+    do_bench=tuning_bench,
 )(_layernorm_bwd_kernel)
 
 
@@ -410,18 +394,7 @@ _layernorm_bwd_tuned = triton.autotune(
 
 def _check_inputs(x: Any, weight: Any, bias: Any, max_cols: int | None) -> None:
     for name, t in (("x", x), ("weight", weight), ("bias", bias)):
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"layernorm: {name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dtype not in _SUPPORTED_DTYPES:
-            raise ValueError(
-                f"layernorm: {name} has dtype {t.dtype}; supported are float32, float16 and bfloat16 "
-                f"(cast with {name}.float() first)"
-            )
-        if not t.is_cuda and not (_interpreting() and t.device.type == "cpu"):
-            raise ValueError(
-                f"layernorm: {name} is on {t.device}; move it to a CUDA device, or set TRITON_INTERPRET=1 "
-                "before importing triton to run CPU tensors through the interpreter"
-            )
+        check_float_tensor("layernorm", name, t)
     if x.dim() == 0:
         raise ValueError("layernorm: x is 0-d; LayerNorm normalises the last dimension of a ≥ 1-d tensor")
     n = x.shape[-1]
@@ -442,19 +415,8 @@ def _check_inputs(x: Any, weight: Any, bias: Any, max_cols: int | None) -> None:
         )
 
 
-def _rows(t: torch.Tensor) -> torch.Tensor:
-    """[..., N] → [M, N] with unit column stride (a view when the layout allows)."""
-    t2 = t if t.dim() == 2 else t.reshape(-1, t.shape[-1])
-    return t2 if t2.stride(-1) == 1 else t2.contiguous()
-
-
 def _block_n(n_cols: int) -> int:
-    # Plain integer arithmetic: triton.next_power_of_2 is a constexpr function, several µs per host call.
-    return max(MIN_BLOCK_N, 1 << (n_cols - 1).bit_length())
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+    return max(MIN_BLOCK_N, next_power_of_2(n_cols))
 
 
 @functools.lru_cache(maxsize=256)
@@ -462,10 +424,10 @@ def _fwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[tuple[int], dict[st
     """Stage 3's forward tile for a shape: (grid, launch meta). Cached: a call costs a dict lookup."""
     block = _block_n(n_cols)
     rows = max(1, _FWD_MIN_TILE // block)
-    while rows > 1 and _cdiv(n_rows, rows) < _MIN_PROGRAMS_PER_SM * n_sms:
+    while rows > 1 and cdiv(n_rows, rows) < _MIN_PROGRAMS_PER_SM * n_sms:
         rows //= 2
     warps = max(4, min(16, rows * block // (32 * _FWD_VALUES_PER_THREAD)))
-    return (_cdiv(n_rows, rows),), {"BLOCK_N": block, "ROWS": rows, "num_warps": warps}
+    return (cdiv(n_rows, rows),), {"BLOCK_N": block, "ROWS": rows, "num_warps": warps}
 
 
 @functools.lru_cache(maxsize=256)
@@ -476,25 +438,18 @@ def _bwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[int, dict[str, int]
     warps = max(4, min(16, rows * block // (32 * _BWD_VALUES_PER_THREAD)))
     # ~120 registers per thread (ptxas -v): two 8-warp programs fit an SM's 64K registers, one 16-warp.
     progs_per_sm = 2 if warps <= 8 else 1
-    n_parts = max(1, min(_cdiv(n_rows, rows), progs_per_sm * n_sms))
+    n_parts = max(1, min(cdiv(n_rows, rows), progs_per_sm * n_sms))
     return n_parts, {"BLOCK_N": block, "ROWS": rows, "STAGES": _BWD_STAGES, "num_warps": warps}
 
 
-def _launch(tuned: Any, grid: Any, args: tuple, interpreter_meta: dict[str, int], **meta: int) -> None:
-    if _interpreting():
-        tuned.fn[grid](*args, **meta, **interpreter_meta)
-    else:
-        tuned[grid](*args, **meta)
-
-
 def _looped_meta(meta: dict[str, int]) -> dict[str, int]:
-    return {**meta, "CHUNK": _INTERPRETER_CHUNK} if _interpreting() else meta
+    return {**meta, "CHUNK": _INTERPRETER_CHUNK} if interpreting() else meta
 
 
 def _fwd(
     x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float, path: str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    x2 = _rows(x)
+    x2 = as_rows(x)
     w = w if w.stride(0) == 1 else w.contiguous()
     b = b if b.stride(0) == 1 else b.contiguous()
     n_rows, n_cols = x2.shape
@@ -512,7 +467,7 @@ def _fwd(
         _layernorm_fwd_looped_kernel[(min(n_rows, _num_sms(x)),)](*args, **_looped_meta(_LOOPED))
     elif path == "tuned":
         grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
-        _launch(_layernorm_fwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
+        launch_tuned(_layernorm_fwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
     else:
         block = _block_n(n_cols)
         _layernorm_fwd_kernel[(n_rows,)](*args, BLOCK_N=block, ROWS=1, num_warps=_warps_for(block))
@@ -522,7 +477,7 @@ def _fwd(
 def _bwd(
     dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor, path: str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    x2, dy2 = _rows(x), _rows(dy)
+    x2, dy2 = as_rows(x), as_rows(dy)
     w = w if w.stride(0) == 1 else w.contiguous()
     n_rows, n_cols = x2.shape
     dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
@@ -539,14 +494,14 @@ def _bwd(
         _layernorm_bwd_row_stats_kernel[(min(n_rows, n_sm),)](*args, **_looped_meta(_LOOPED))
         # Row groups: enough (row group × column chunk) programs for ~4 per SM, never more groups than rows.
         tiled = _looped_meta(_TILED_BWD)
-        n_parts = max(1, min(n_rows, 4 * n_sm // _cdiv(n_cols, tiled["CHUNK"])))
+        n_parts = max(1, min(n_rows, 4 * n_sm // cdiv(n_cols, tiled["CHUNK"])))
         dw_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
         db_part = torch.empty((n_parts, n_cols), dtype=torch.float32, device=x.device)
         args = (
             x2, w, dy2, mean, rstd, c1, c2, dx2, dw_part, db_part,
             n_rows, n_cols, x2.stride(0), dy2.stride(0), n_cols,
         )  # fmt: skip
-        _layernorm_bwd_tiled_kernel[(n_parts, _cdiv(n_cols, tiled["CHUNK"]))](*args, **tiled)
+        _layernorm_bwd_tiled_kernel[(n_parts, cdiv(n_cols, tiled["CHUNK"]))](*args, **tiled)
     else:
         if path == "one_block":
             n_parts, meta = _bwd_plan(n_rows, n_cols, n_sm)
@@ -559,11 +514,13 @@ def _bwd(
         if path == "one_block":
             _layernorm_bwd_kernel[(n_parts,)](*args, **meta)
         elif path == "tuned":
-            _launch(_layernorm_bwd_tuned, (n_parts,), args, {"ROWS": _INTERPRETER_ROWS, "STAGES": 2}, BLOCK_N=block)
+            launch_tuned(
+                _layernorm_bwd_tuned, (n_parts,), args, {"ROWS": _INTERPRETER_ROWS, "STAGES": 2}, BLOCK_N=block
+            )
         else:
             _layernorm_bwd_kernel[(n_parts,)](*args, BLOCK_N=block, ROWS=1, STAGES=1, num_warps=_warps_for(block))
-    block_c = _INTERPRETER_REDUCE_BLOCK_C if _interpreting() else _REDUCE_BLOCK_C
-    _layernorm_dwdb_kernel[(_cdiv(n_cols, block_c),)](
+    block_c = _INTERPRETER_REDUCE_BLOCK_C if interpreting() else _REDUCE_BLOCK_C
+    _layernorm_dwdb_kernel[(cdiv(n_cols, block_c),)](
         dw_part, db_part, dw, db, dw_part.shape[0], n_cols, BLOCK_P=_REDUCE_BLOCK_P, BLOCK_C=block_c
     )
     return dx, dw, db

@@ -29,18 +29,16 @@ rows and base pointers, and falls back to pointers otherwise. Forward only.
 
 from __future__ import annotations
 
-import functools
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
-from triton.runtime.autotuner import Autotuner
 
+from reference_kernels._autotune import parallel_autotune
+from reference_kernels._common import interpreting, sm_count
 from reference_kernels._spec import Case, KernelSpec, Tolerance
 
 # ------------------------------------------------------------------------------------------------
@@ -101,14 +99,9 @@ _SMALL_STAGE2 = (128, 64, 4, 4)
 _SMALL_STAGE3 = (128, 128, 4, 8, False, True)  # (BLOCK_M, BLOCK_N, stages, warps, FLATTEN, EPILOGUE_SUBTILE)
 
 
-@functools.cache
-def _num_sms(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def _fills_gpu(M: int, N: int) -> bool:
     """Whether 128×128 tiles make at least one wave on the current device (where Triton launches)."""
-    return triton.cdiv(M, 128) * triton.cdiv(N, 128) >= _num_sms(torch.cuda.current_device())
+    return triton.cdiv(M, 128) * triton.cdiv(N, 128) >= sm_count(torch.cuda.current_device())
 
 
 def _prune_stage2(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> list[triton.Config]:
@@ -117,40 +110,6 @@ def _prune_stage2(configs: list[triton.Config], named_args: dict, **kwargs: Any)
     return [
         c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_stages, c.num_warps) == _SMALL_STAGE2
     ]
-
-
-class _ParallelAutotuner(Autotuner):
-    """``triton.autotune`` that compiles the configs it is about to time on a thread pool first
-    (Triton's AsyncCompileMode; compiles release the GIL), and does not time a lone survivor of the
-    pruning. Tuning a new key costs one compile's wall time instead of one per config."""
-
-    _lone = False
-
-    def prune_configs(self, kwargs: dict) -> list[triton.Config]:
-        configs = super().prune_configs(kwargs)
-        self._lone = len(configs) == 1
-        if len(configs) > 1:
-            args = list(self.nargs.values())
-            # kwargs also carries the launch's grid and warmup flag.
-            meta = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
-            workers = min(len(configs), os.cpu_count() or 1)
-            with ThreadPoolExecutor(workers) as pool, triton.AsyncCompileMode(pool, ignore_errors=True):
-                for c in configs:
-                    if c.pre_hook is not None:  # descriptor block shapes are part of the signature
-                        c.pre_hook({**self.nargs, **meta, **c.all_kwargs()})
-                    # Failures are dropped here; timing recompiles them and scores them inf.
-                    self.fn.warmup(*args, grid=(1,), **meta, **c.all_kwargs())
-        return configs
-
-    def _bench(self, *args: Any, config: triton.Config, **meta: Any) -> list[float]:
-        if self._lone:
-            return [0.0, 0.0, 0.0]
-        return super()._bench(*args, config=config, **meta)
-
-
-def _autotune(configs: list[triton.Config], key: list[str], prune: Any) -> Any:
-    prune_by = {"early_config_prune": prune}
-    return lambda fn: _ParallelAutotuner(fn, fn.arg_names, configs, key, None, None, prune_configs_by=prune_by)
 
 
 # Under the interpreter (CPU, numpy) autotuning cannot time anything and big tiles are slow, so the
@@ -302,7 +261,7 @@ _EVEN = {
 }
 
 
-@_autotune(_STAGE2_CONFIGS, key=["M", "N", "K", "HAS_BIAS", "ACTIVATION"], prune=_prune_stage2)
+@parallel_autotune(_STAGE2_CONFIGS, key=["M", "N", "K", "HAS_BIAS", "ACTIVATION"], prune=_prune_stage2)
 @triton.heuristics(_EVEN)
 @triton.jit
 def _matmul_grouped_kernel(
@@ -374,7 +333,7 @@ def _stage3_knobs(c: triton.Config) -> tuple:
     return (k["BLOCK_M"], k["BLOCK_N"], c.num_stages, c.num_warps, k["FLATTEN"], k["EPILOGUE_SUBTILE"])
 
 
-@_autotune(
+@parallel_autotune(
     [
         triton.Config(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages, pre_hook=_set_descriptor_blocks)
         for c in _STAGE3_CONFIGS
@@ -447,10 +406,6 @@ def _matmul_persistent_kernel(
 # ------------------------------------------------------------------------------------------------
 
 
-def _interpreting() -> bool:
-    return bool(triton.knobs.runtime.interpret)
-
-
 def _check_inputs(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, activation: str) -> int:
     """Validate a matmul call; returns the activation code."""
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
@@ -477,7 +432,7 @@ def _check_inputs(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, a
             )
     if activation not in ACTIVATIONS:
         raise ValueError(f"matmul: activation must be one of {sorted(ACTIVATIONS)}; got {activation!r}")
-    if a.device.type != "cuda" and not _interpreting():
+    if a.device.type != "cuda" and not interpreting():
         raise ValueError(
             f"matmul: tensors are on {a.device}; Triton kernels need a CUDA device, or TRITON_INTERPRET=1 for CPU tensors"
         )
@@ -515,7 +470,7 @@ def _matmul_stage2(
         return c
     args = (a, b, c, bias, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
     grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-    if _interpreting():
+    if interpreting():
         config = triton.Config({k: _INTERPRETER_CONFIG[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")})
     if config is not None:
         _matmul_grouped_kernel.fn[grid](*args, HAS_BIAS=bias is not None, ACTIVATION=act, **config.all_kwargs())
@@ -528,7 +483,7 @@ def _tma_usable(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> bool:
     """TMA needs sm_90+, unit last stride, 16-byte aligned bases and row strides, and non-empty dims."""
     if _TensorDescriptor is None or a.shape[1] == 0:
         return False
-    if not _interpreting() and (a.device.type != "cuda" or torch.cuda.get_device_capability(a.device)[0] < 9):
+    if not interpreting() and (a.device.type != "cuda" or torch.cuda.get_device_capability(a.device)[0] < 9):
         return False
     return all(
         t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (a, b, c)
@@ -553,7 +508,7 @@ def _matmul_stage3(
         use_tma = _tma_usable(a, b, c)
     elif use_tma and not _tma_usable(a, b, c):
         raise ValueError("matmul: use_tma=True but these tensors cannot use TMA (needs sm_90+, aligned rows)")
-    num_sms = _INTERPRETER_NUM_SMS if _interpreting() else _num_sms(a.device.index or 0)
+    num_sms = _INTERPRETER_NUM_SMS if interpreting() else sm_count(a.device.index or 0)
     if use_tma:
         # Block shapes are placeholders; the autotune pre-hook (or the interpreter branch) sets them.
         a_src = _TensorDescriptor.from_tensor(a, [16, 16])
@@ -565,7 +520,7 @@ def _matmul_stage3(
     args = (*args, c.stride(0), c.stride(1))
     flags = {"HAS_BIAS": bias is not None, "ACTIVATION": act, "USE_TMA": use_tma, "NUM_SMS": num_sms}
     grid = lambda meta: (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
-    if _interpreting():
+    if interpreting():
         config = triton.Config(_INTERPRETER_CONFIG)
     if config is not None:
         _set_descriptor_blocks({"a_src": a_src, "b_src": b_src, "c_src": c_src, **config.kwargs})

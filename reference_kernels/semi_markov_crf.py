@@ -60,15 +60,14 @@ per-step tiles are held in registers).
 from __future__ import annotations
 
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
-from triton.runtime.autotuner import Autotuner
 
+from reference_kernels._autotune import ParallelAutotuner, parallel_autotune
+from reference_kernels._common import interpreting
 from reference_kernels._spec import Case, KernelSpec, Tolerance
 
 # ------------------------------------------------------------------------------------------------
@@ -357,44 +356,14 @@ def _prune_scan(configs: list[triton.Config], named_args: dict, **kwargs: Any) -
     return [c for c in configs if c.num_warps == 1 or tile >= 32 * c.num_warps * _MIN_ELEMENTS_PER_THREAD]
 
 
-class _ParallelAutotuner(Autotuner):
-    """``triton.autotune`` that compiles the configs it is about to time on a thread pool first
-    (Triton's AsyncCompileMode; compiles release the GIL), and does not time a lone survivor of the
-    pruning. Tuning a new key costs one compile's wall time instead of one per config."""
-
-    _lone = False
-
-    def prune_configs(self, kwargs: dict) -> list[triton.Config]:
-        configs = super().prune_configs(kwargs)
-        self._lone = len(configs) == 1
-        if len(configs) > 1:
-            args = list(self.nargs.values())
-            # kwargs also carries the launch's grid and warmup flag.
-            meta = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
-            workers = min(len(configs), os.cpu_count() or 1)
-            with ThreadPoolExecutor(workers) as pool, triton.AsyncCompileMode(pool, ignore_errors=True):
-                for c in configs:
-                    # Failures are dropped here; timing recompiles them and scores them inf.
-                    self.fn.warmup(*args, grid=(1,), **meta, **c.all_kwargs())
-        return configs
-
-    def _bench(self, *args: Any, config: triton.Config, **meta: Any) -> list[float]:
-        if self._lone:
-            return [0.0, 0.0, 0.0]
-        return super()._bench(*args, config=config, **meta)
-
-
 def _time_scan(fn: Any, quantiles: Any) -> Any:
     """Warp counts differ by tens of percent on the scan: 40 ms of repetitions per config suffice."""
     return triton.testing.do_bench(fn, warmup=10, rep=40, quantiles=quantiles)
 
 
-def _autotune_scan(fn: Any) -> _ParallelAutotuner:
+def _autotune_scan(fn: Any) -> ParallelAutotuner:
     key = ["K_PAD", "C_PAD", "SEMIRING", "STORE"]
-    prune_by = {"early_config_prune": _prune_scan}
-    return _ParallelAutotuner(
-        fn, fn.arg_names, _SCAN_CONFIGS, key, None, None, prune_configs_by=prune_by, do_bench=_time_scan
-    )
+    return parallel_autotune(_SCAN_CONFIGS, key, prune=_prune_scan, do_bench=_time_scan)(fn)
 
 
 _crf_scan_tiled_tuned = _autotune_scan(_crf_scan_tiled_kernel)
@@ -550,10 +519,6 @@ def _crf_viterbi_backtrace_kernel(
 # ------------------------------------------------------------------------------------------------
 
 
-def _interpreting() -> bool:
-    return bool(triton.knobs.runtime.interpret)
-
-
 def _pad(n: int) -> int:
     return max(_MIN_PAD, triton.next_power_of_2(n))
 
@@ -587,7 +552,7 @@ def _check_inputs(
         raise ValueError(f"semi_markov_crf: C ≤ {_MAX_C} and K ≤ {_MAX_K} (register tiles); got C={C}, K={K}")
     if semiring not in SEMIRINGS:
         raise ValueError(f"semi_markov_crf: semiring must be one of {sorted(SEMIRINGS)}; got {semiring!r}")
-    if emissions.device.type != "cuda" and not _interpreting():
+    if emissions.device.type != "cuda" and not interpreting():
         raise ValueError(
             f"semi_markov_crf: tensors are on {emissions.device}; Triton needs a CUDA device, "
             "or TRITON_INTERPRET=1 for CPU tensors"
@@ -643,7 +608,7 @@ def _scan(
     kernel = _SCAN_KERNELS[stage]
     if stage == 1:
         kernel[grid](*args, **meta, num_warps=1)
-    elif _interpreting():
+    elif interpreting():
         kernel.fn[grid](*args, **meta)
     else:
         kernel[grid](*args, **meta)

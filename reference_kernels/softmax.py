@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
+from reference_kernels._autotune import launch_tuned, tuning_bench
+from reference_kernels._common import as_rows, cdiv, check_float_tensor, interpreting, next_power_of_2, sm_count
 from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
 
 # Whole-row kernels keep the row in registers as fp32: 32768 columns over 16 warps (512 threads) is 64
@@ -81,20 +82,10 @@ _FP32_LOWEST = tl.constexpr(-3.4028234663852886e38)
 _INTERPRETER_SMS = 2
 _INTERPRETER_ROWS = 2
 _INTERPRETER_CHUNK = 2048
-_SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-
-def _interpreting() -> bool:
-    return bool(triton.knobs.runtime.interpret)
-
-
-@functools.cache
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
 def _num_sms(t: torch.Tensor) -> int:
-    return _INTERPRETER_SMS if not t.is_cuda else _sm_count(t.device.index or 0)
+    return _INTERPRETER_SMS if not t.is_cuda else sm_count(t.device.index or 0)
 
 
 def _warps_for(block: int) -> int:
@@ -117,13 +108,6 @@ def _prune_one_block(configs: list[triton.Config], named_args: dict, **kwargs: A
 
     kept = [c for c in configs if 16 <= per_thread(c) <= 32]
     return kept or [min(configs, key=lambda c: abs(math.log2(per_thread(c) / 24)))]
-
-
-def _tuning_bench(kernel_call: Callable[[], None], quantiles: Any) -> Any:
-    # Stage 2's autotuner times each config for 5 + 25 ms (triton's default is 25 + 100): thousands of
-    # runs of a µs-scale kernel, tens of a 0.5 ms one, enough for a median; a new shape costs a quarter
-    # of the tuning time.
-    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
 
 
 # ----------------------------------------------------------------------------------------------- kernels
@@ -268,13 +252,13 @@ _softmax_fwd_tuned = triton.autotune(
     configs=_one_block_configs(),
     key=["n_cols"],
     prune_configs_by={"early_config_prune": _prune_one_block},
-    do_bench=_tuning_bench,
+    do_bench=tuning_bench,
 )(_softmax_fwd_kernel)
 _softmax_bwd_tuned = triton.autotune(
     configs=_one_block_configs(),
     key=["n_cols"],
     prune_configs_by={"early_config_prune": _prune_one_block},
-    do_bench=_tuning_bench,
+    do_bench=tuning_bench,
 )(_softmax_bwd_kernel)
 
 
@@ -282,18 +266,7 @@ _softmax_bwd_tuned = triton.autotune(
 
 
 def _check_input(x: torch.Tensor, name: str, max_cols: int | None) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise ValueError(f"softmax: {name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype not in _SUPPORTED_DTYPES:
-        raise ValueError(
-            f"softmax: {name} has dtype {x.dtype}; supported are float32, float16 and bfloat16 "
-            f"(cast with {name}.float() first)"
-        )
-    if not x.is_cuda and not (_interpreting() and x.device.type == "cpu"):
-        raise ValueError(
-            f"softmax: {name} is on {x.device}; move it to a CUDA device, or set TRITON_INTERPRET=1 "
-            "before importing triton to run CPU tensors through the interpreter"
-        )
+    check_float_tensor("softmax", name, x)
     if x.dim() == 0:
         raise ValueError(f"softmax: {name} is a 0-d tensor; softmax runs over the last dimension of ≥ 1-d input")
     if max_cols is not None and x.shape[-1] > max_cols:
@@ -303,15 +276,8 @@ def _check_input(x: torch.Tensor, name: str, max_cols: int | None) -> None:
         )
 
 
-def _rows(t: torch.Tensor) -> torch.Tensor:
-    """[..., N] → [M, N] with unit column stride (a view when the layout allows)."""
-    t2 = t if t.dim() == 2 else t.reshape(-1, t.shape[-1])
-    return t2 if t2.stride(-1) == 1 else t2.contiguous()
-
-
 def _block_n(n_cols: int) -> int:
-    # Plain integer arithmetic: triton.next_power_of_2 is a constexpr function, several µs per host call.
-    return max(MIN_BLOCK_N, 1 << (n_cols - 1).bit_length())
+    return max(MIN_BLOCK_N, next_power_of_2(n_cols))
 
 
 @functools.lru_cache(maxsize=256)
@@ -319,10 +285,10 @@ def _one_block_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[tuple[int], d
     """Stage 3's whole-row tile for a shape: (grid, launch meta). Cached, so a call costs a dict lookup."""
     block = _block_n(n_cols)
     rows = max(1, _MIN_TILE // block)
-    while rows > 1 and -(-n_rows // rows) < _MIN_PROGRAMS_PER_SM * n_sms:
+    while rows > 1 and cdiv(n_rows, rows) < _MIN_PROGRAMS_PER_SM * n_sms:
         rows //= 2
     warps = max(4, min(16, rows * block // (32 * _VALUES_PER_THREAD)))
-    return (-(-n_rows // rows),), {"BLOCK_N": block, "ROWS": rows, "num_warps": warps}
+    return (cdiv(n_rows, rows),), {"BLOCK_N": block, "ROWS": rows, "num_warps": warps}
 
 
 @functools.lru_cache(maxsize=256)
@@ -335,21 +301,14 @@ def _looped_plan(
         meta = dict(_FWD_WIDE if progs_per_sm == 1 else _FWD_NARROW)
     else:
         meta = dict(_BWD_WIDE if progs_per_sm == 1 else _BWD_NARROW)
-    if _interpreting():
+    if interpreting():
         # One program per interpreted SM: the small cases then walk several rows per program.
         meta["CHUNK"], progs_per_sm = _INTERPRETER_CHUNK, 1
     return (min(n_rows, progs_per_sm * n_sms),), meta
 
 
-def _launch_tuned(tuned: Any, grid: Any, args: tuple, block_n: int) -> None:
-    if _interpreting():
-        tuned.fn[grid](*args, BLOCK_N=block_n, ROWS=_INTERPRETER_ROWS)
-    else:
-        tuned[grid](*args, BLOCK_N=block_n)
-
-
 def _fwd(x: torch.Tensor, path: str) -> torch.Tensor:
-    x2 = _rows(x)
+    x2 = as_rows(x)
     n_rows, n_cols = x2.shape
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if y.numel() == 0:
@@ -364,7 +323,7 @@ def _fwd(x: torch.Tensor, path: str) -> torch.Tensor:
         _softmax_fwd_looped_kernel[grid](*args, **meta)
     elif path == "tuned":
         grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
-        _launch_tuned(_softmax_fwd_tuned, grid, args, _block_n(n_cols))
+        launch_tuned(_softmax_fwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
     else:
         block = _block_n(n_cols)
         _softmax_fwd_row_kernel[(n_rows,)](
@@ -374,7 +333,7 @@ def _fwd(x: torch.Tensor, path: str) -> torch.Tensor:
 
 
 def _bwd(y: torch.Tensor, dy: torch.Tensor, path: str) -> torch.Tensor:
-    y2, dy2 = _rows(y), _rows(dy)
+    y2, dy2 = as_rows(y), as_rows(dy)
     n_rows, n_cols = y2.shape
     dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)
     if dx.numel() == 0:
@@ -389,7 +348,7 @@ def _bwd(y: torch.Tensor, dy: torch.Tensor, path: str) -> torch.Tensor:
         _softmax_bwd_looped_kernel[grid](*args, **meta)
     elif path == "tuned":
         grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
-        _launch_tuned(_softmax_bwd_tuned, grid, args, _block_n(n_cols))
+        launch_tuned(_softmax_bwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
     else:
         block = _block_n(n_cols)
         _softmax_bwd_row_kernel[(n_rows,)](

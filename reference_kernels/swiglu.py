@@ -18,16 +18,14 @@ non-contiguous inputs are copied once.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
-from triton.runtime.autotuner import Autotuner
 
+from reference_kernels._autotune import parallel_autotune, tuning_bench
+from reference_kernels._common import cdiv, check_float_tensor, check_same_dtype_and_device, interpreting
 from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
 
 # The CPU interpreter cannot autotune (no driver to time with); it runs this block, small enough that the
@@ -36,11 +34,6 @@ _INTERPRETER_BLOCK = 64
 # Sizes below 2^16 elements share one autotune result: the config barely matters there, and every new
 # key costs a full search (a compile and a timing per config).
 _MIN_SIZE_CLASS = 16
-_SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-
-def _interpreting() -> bool:
-    return bool(triton.knobs.runtime.interpret)
 
 
 def _configs() -> list[triton.Config]:
@@ -50,29 +43,6 @@ def _configs() -> list[triton.Config]:
         triton.Config({"BLOCK": b}, num_warps=w)
         for (b, w) in ((1024, 4), (2048, 4), (4096, 4), (4096, 8), (8192, 8), (8192, 16))
     ]
-
-
-def _tuning_bench(kernel_call: Callable[[], None], quantiles: Any) -> Any:
-    # 5 + 25 ms per config (triton's default is 25 + 100): thousands of runs of a µs-scale kernel, tens
-    # of a 0.5 ms one, enough for a median; a new shape costs a quarter of the tuning time.
-    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
-
-
-class _PrecompilingAutotuner(Autotuner):
-    """``triton.autotune`` that, on a new key, first compiles every config it will time concurrently
-    (Triton's AsyncCompileMode on a thread pool: the MLIR passes and ptxas run outside the GIL), then
-    times them as usual. Tuning a key then costs about one compile of wall time instead of one per
-    config (6 configs: 3.6 s serial, 1.5 s on a 2-core machine)."""
-
-    def prune_configs(self, kwargs: dict) -> list[triton.Config]:
-        configs = super().prune_configs(kwargs)
-        # The launch proxy passes its grid and warmup flag through kwargs; the rest are kernel arguments.
-        meta = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
-        workers = max(1, min(len(configs), os.cpu_count() or 1))
-        with ThreadPoolExecutor(workers) as pool, triton.AsyncCompileMode(pool, ignore_errors=True):
-            for config in configs:
-                self.fn.warmup(*self.nargs.values(), grid=(1,), **meta, **config.all_kwargs())
-        return configs
 
 
 # ----------------------------------------------------------------------------------------------- kernels
@@ -131,24 +101,9 @@ def _swiglu_bwd_kernel(a_ptr, b_ptr, dc_ptr, da_ptr, db_ptr, n, size_class, BLOC
         tl.store(db_ptr + offs, db.to(db_ptr.dtype.element_ty), mask=mask)
 
 
-_swiglu_fwd_tuned = _PrecompilingAutotuner(
-    _swiglu_fwd_kernel,
-    _swiglu_fwd_kernel.arg_names,
-    _configs(),
-    ["size_class"],
-    reset_to_zero=None,
-    restore_value=None,
-    do_bench=_tuning_bench,
-)
-_swiglu_bwd_tuned = _PrecompilingAutotuner(
-    _swiglu_bwd_kernel,
-    _swiglu_bwd_kernel.arg_names,
-    _configs(),
-    ["size_class"],
-    reset_to_zero=None,
-    restore_value=None,
-    do_bench=_tuning_bench,
-)
+# Configs of a new size class compile in parallel before they are timed (5 + 25 ms each).
+_swiglu_fwd_tuned = parallel_autotune(_configs(), ["size_class"], do_bench=tuning_bench)(_swiglu_fwd_kernel)
+_swiglu_bwd_tuned = parallel_autotune(_configs(), ["size_class"], do_bench=tuning_bench)(_swiglu_bwd_kernel)
 
 
 # --------------------------------------------------------------------------------------------- launchers
@@ -156,36 +111,21 @@ _swiglu_bwd_tuned = _PrecompilingAutotuner(
 
 def _check_inputs(a: torch.Tensor, b: torch.Tensor) -> None:
     for name, t in (("a", a), ("b", b)):
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"swiglu: {name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dtype not in _SUPPORTED_DTYPES:
-            raise ValueError(
-                f"swiglu: {name} has dtype {t.dtype}; supported are float32, float16 and bfloat16 "
-                f"(cast with {name}.float() first)"
-            )
-        if not t.is_cuda and not (_interpreting() and t.device.type == "cpu"):
-            raise ValueError(
-                f"swiglu: {name} is on {t.device}; move it to a CUDA device, or set TRITON_INTERPRET=1 "
-                "before importing triton to run CPU tensors through the interpreter"
-            )
+        check_float_tensor("swiglu", name, t)
     if a.shape != b.shape:
         raise ValueError(
             f"swiglu: a (gate) has shape {tuple(a.shape)} and b (up) {tuple(b.shape)}; they must match "
             "(split a fused [.., 2·H] projection with .chunk(2, dim=-1) and pass both halves)"
         )
-    if a.dtype != b.dtype:
-        raise ValueError(f"swiglu: a is {a.dtype} and b is {b.dtype}; cast one so both match")
-    if a.device != b.device:
-        raise ValueError(f"swiglu: a is on {a.device} and b on {b.device}; put both on one device")
+    check_same_dtype_and_device("swiglu", ("a", a), ("b", b))
 
 
 def _launch(tuned: Any, kernel: Any, n: int, *args: Any) -> None:
     size_class = max(_MIN_SIZE_CLASS, n.bit_length())
-    if _interpreting():
-        kernel[(-(-n // _INTERPRETER_BLOCK),)](*args, n, size_class, BLOCK=_INTERPRETER_BLOCK)
+    if interpreting():
+        kernel[(cdiv(n, _INTERPRETER_BLOCK),)](*args, n, size_class, BLOCK=_INTERPRETER_BLOCK)
     else:
-        # Plain integer arithmetic in the grid: triton.cdiv is a constexpr function, µs per host call.
-        tuned[lambda meta: (-(-n // meta["BLOCK"]),)](*args, n, size_class)
+        tuned[lambda meta: (cdiv(n, meta["BLOCK"]),)](*args, n, size_class)
 
 
 def _contiguous(t: torch.Tensor) -> torch.Tensor:

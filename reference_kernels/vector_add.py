@@ -20,17 +20,14 @@ inputs are copied once to contiguous memory.
 
 from __future__ import annotations
 
-import functools
-import os
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
-from triton.runtime.autotuner import Autotuner
 
+from reference_kernels._autotune import parallel_autotune, tuning_bench
+from reference_kernels._common import cdiv, check_float_tensor, check_same_dtype_and_device, interpreting, sm_count
 from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
 
 # Stage 1 block: 1024 elements over 4 warps = 8 per thread, the tutorial default.
@@ -43,20 +40,10 @@ _INTERPRETER_SMS = 2
 # Sizes below 2^16 elements share one autotune result: the config barely matters there, and every new
 # key costs a full search (a compile and a timing per config).
 _MIN_SIZE_CLASS = 16
-_SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-
-def _interpreting() -> bool:
-    return bool(triton.knobs.runtime.interpret)
-
-
-@functools.cache
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
 def _num_sms(t: torch.Tensor) -> int:
-    return _sm_count(t.device.index or 0) if t.is_cuda else _INTERPRETER_SMS
+    return sm_count(t.device.index or 0) if t.is_cuda else _INTERPRETER_SMS
 
 
 def _configs() -> list[triton.Config]:
@@ -72,29 +59,6 @@ def _configs() -> list[triton.Config]:
         triton.Config({"BLOCK": 2048, "PROGS_PER_SM": 16}, num_warps=4),
     ]
     return one_per_block + persistent
-
-
-def _tuning_bench(kernel_call: Callable[[], None], quantiles: Any) -> Any:
-    # 5 + 25 ms per config (triton's default is 25 + 100): thousands of runs of a µs-scale kernel, tens
-    # of a 0.5 ms one, enough for a median; a new shape costs a quarter of the tuning time.
-    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
-
-
-class _PrecompilingAutotuner(Autotuner):
-    """``triton.autotune`` that, on a new key, first compiles every config it will time concurrently
-    (Triton's AsyncCompileMode on a thread pool: the MLIR passes and ptxas run outside the GIL), then
-    times them as usual. Tuning a key then costs about one compile of wall time instead of one per
-    config (6 configs: 3.6 s serial, 1.5 s on a 2-core machine)."""
-
-    def prune_configs(self, kwargs: dict) -> list[triton.Config]:
-        configs = super().prune_configs(kwargs)
-        # The launch proxy passes its grid and warmup flag through kwargs; the rest are kernel arguments.
-        meta = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
-        workers = max(1, min(len(configs), os.cpu_count() or 1))
-        with ThreadPoolExecutor(workers) as pool, triton.AsyncCompileMode(pool, ignore_errors=True):
-            for config in configs:
-                self.fn.warmup(*self.nargs.values(), grid=(1,), **meta, **config.all_kwargs())
-        return configs
 
 
 # ----------------------------------------------------------------------------------------------- kernels
@@ -139,15 +103,8 @@ def _vector_add_fwd_kernel(
             tl.store(out_ptr + offs, (x + y).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-_vector_add_fwd_tuned = _PrecompilingAutotuner(
-    _vector_add_fwd_kernel,
-    _vector_add_fwd_kernel.arg_names,
-    _configs(),
-    ["size_class"],
-    reset_to_zero=None,
-    restore_value=None,
-    do_bench=_tuning_bench,
-)
+# Configs of a new size class compile in parallel before they are timed (5 + 25 ms each).
+_vector_add_fwd_tuned = parallel_autotune(_configs(), ["size_class"], do_bench=tuning_bench)(_vector_add_fwd_kernel)
 
 
 # --------------------------------------------------------------------------------------------- launchers
@@ -155,32 +112,13 @@ _vector_add_fwd_tuned = _PrecompilingAutotuner(
 
 def _check_inputs(x: torch.Tensor, y: torch.Tensor) -> None:
     for name, t in (("x", x), ("y", y)):
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"vector_add: {name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dtype not in _SUPPORTED_DTYPES:
-            raise ValueError(
-                f"vector_add: {name} has dtype {t.dtype}; supported are float32, float16 and bfloat16 "
-                f"(cast with {name}.float() first)"
-            )
-        if not t.is_cuda and not (_interpreting() and t.device.type == "cpu"):
-            raise ValueError(
-                f"vector_add: {name} is on {t.device}; move it to a CUDA device, or set TRITON_INTERPRET=1 "
-                "before importing triton to run CPU tensors through the interpreter"
-            )
+        check_float_tensor("vector_add", name, t)
     if x.shape != y.shape:
         raise ValueError(
             f"vector_add: x has shape {tuple(x.shape)} and y {tuple(y.shape)}; this kernel does not "
             "broadcast, expand them to one shape first (y.expand_as(x).contiguous())"
         )
-    if x.dtype != y.dtype:
-        raise ValueError(f"vector_add: x is {x.dtype} and y is {y.dtype}; cast one so both match")
-    if x.device != y.device:
-        raise ValueError(f"vector_add: x is on {x.device} and y on {y.device}; put both on one device")
-
-
-def _cdiv(a: int, b: int) -> int:
-    # Plain integer arithmetic: triton.cdiv is a constexpr function, several µs per host call.
-    return -(-a // b)
+    check_same_dtype_and_device("vector_add", ("x", x), ("y", y))
 
 
 def _add(x: torch.Tensor, y: torch.Tensor, stage: int) -> torch.Tensor:
@@ -194,16 +132,16 @@ def _add(x: torch.Tensor, y: torch.Tensor, stage: int) -> torch.Tensor:
     if n == 0:
         return out
     if stage == 1:
-        _vector_add_simple_kernel[(_cdiv(n, STAGE1_BLOCK),)](x, y, out, n, BLOCK=STAGE1_BLOCK, num_warps=4)
+        _vector_add_simple_kernel[(cdiv(n, STAGE1_BLOCK),)](x, y, out, n, BLOCK=STAGE1_BLOCK, num_warps=4)
         return out
     n_sm = _num_sms(x)
 
     def grid(meta: dict[str, Any]) -> tuple[int]:
-        n_blocks = _cdiv(n, meta["BLOCK"])
+        n_blocks = cdiv(n, meta["BLOCK"])
         return (n_blocks if meta["PROGS_PER_SM"] == 0 else min(n_blocks, meta["PROGS_PER_SM"] * n_sm),)
 
     size_class = max(_MIN_SIZE_CLASS, n.bit_length())
-    if _interpreting():
+    if interpreting():
         # Two programs per interpreted SM: the persistent loop runs several blocks per program.
         meta = {"BLOCK": _INTERPRETER_BLOCK, "PROGS_PER_SM": 2}
         _vector_add_fwd_kernel[grid(meta)](x, y, out, n, size_class, **meta)

@@ -101,3 +101,16 @@ def check_stage(
 def check() -> Callable[..., None]:
     """The stage-vs-reference checker (see ``check_stage``)."""
     return check_stage
+
+
+@pytest.fixture
+def untimed(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """Makes autotuners run each config once instead of timing it. They still compile every config of a
+    new key in parallel first: the config sweeps of the GPU tests need the compiled kernels, not the
+    timings."""
+
+    def apply(*tuners: Any) -> None:
+        for tuner in tuners:
+            monkeypatch.setattr(tuner, "do_bench", lambda fn, quantiles: (fn(), [1.0, 1.0, 1.0])[1])
+
+    return apply

@@ -4,11 +4,11 @@ paths, every autotuned tile on the GPU, input checks."""
 from __future__ import annotations
 
 import math
-import re
 
 import pytest
 import torch
 import triton
+from kernel_cases import label_ids
 
 from reference_kernels import attention as at
 
@@ -22,12 +22,8 @@ ALL_CASES = list(SPEC.cases)
 OTHER_DTYPE_CASES = [c for c in SPEC.cases if c.label in ("seq 40, causal → diagonal + tail", "d 128, seq 48, causal")]
 
 
-def _ids(cases) -> list[str]:
-    return [re.sub(r"[^0-9A-Za-z]+", "-", c.label).strip("-") for c in cases]
-
-
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
-@pytest.mark.parametrize("case", SMALL_CASES, ids=_ids(SMALL_CASES))
+@pytest.mark.parametrize("case", SMALL_CASES, ids=label_ids(SMALL_CASES))
 @pytest.mark.parametrize("dtype", SPEC.interpreter_dtypes, ids=str)
 def test_every_stage_matches_the_reference_on_the_small_cases(check, stage, case, dtype):
     check(SPEC, stage, case, dtype, DEVICE)
@@ -35,24 +31,17 @@ def test_every_stage_matches_the_reference_on_the_small_cases(check, stage, case
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
-@pytest.mark.parametrize("case", ALL_CASES, ids=_ids(ALL_CASES))
+@pytest.mark.parametrize("case", ALL_CASES, ids=label_ids(ALL_CASES))
 def test_every_stage_matches_the_reference_on_the_gpu_for_every_case(check, stage, case):
     check(SPEC, stage, case, SPEC.dtypes[0], "cuda")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
-@pytest.mark.parametrize("case", OTHER_DTYPE_CASES, ids=_ids(OTHER_DTYPE_CASES))
+@pytest.mark.parametrize("case", OTHER_DTYPE_CASES, ids=label_ids(OTHER_DTYPE_CASES))
 @pytest.mark.parametrize("dtype", SPEC.dtypes[1:], ids=str)
 def test_every_stage_matches_the_reference_on_the_gpu_in_the_other_dtypes(check, stage, case, dtype):
     check(SPEC, stage, case, dtype, "cuda")
-
-
-def _untimed(monkeypatch, *tuners) -> None:
-    """The autotuners still compile every config of a new key in parallel, then run each once instead
-    of timing it: the tile sweeps need the compiled kernels, not the timings."""
-    for tuner in tuners:
-        monkeypatch.setattr(tuner, "do_bench", lambda fn, quantiles: (fn(), [1.0, 1.0, 1.0])[1])
 
 
 def _sweep_inputs(head_dim: int):
@@ -75,11 +64,11 @@ def _assert_matches(got: torch.Tensor, expected: torch.Tensor, what: str) -> Non
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim", sorted(at._FWD_TILES))
-def test_every_forward_tile_matches_the_reference_on_the_gpu(monkeypatch, head_dim):
+def test_every_forward_tile_matches_the_reference_on_the_gpu(monkeypatch, untimed, head_dim):
     # Pretend the small sweep problem fills the GPU: the autotuners then compile the head-dim class's
     # whole tile list in parallel, and each tile below runs from the compile cache.
     monkeypatch.setattr(at, "_fills_gpu", lambda *_: True)
-    _untimed(monkeypatch, at._attn_fwd_split_tuned, at._attn_fwd_tuned)
+    untimed(at._attn_fwd_split_tuned, at._attn_fwd_tuned)
     q, k, v, expected = _sweep_inputs(head_dim)
     named = {"o_ptr": q, "N_CTX": q.shape[2]}
     # Stage 3 on the path the GPU gives it (descriptors on Hopper); the pointer path's tiles are a subset
@@ -97,9 +86,9 @@ def test_every_forward_tile_matches_the_reference_on_the_gpu(monkeypatch, head_d
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim", sorted(at._BWD_DKDV_TILES))
-def test_every_backward_tile_matches_the_reference_gradients_on_the_gpu(monkeypatch, head_dim):
+def test_every_backward_tile_matches_the_reference_gradients_on_the_gpu(monkeypatch, untimed, head_dim):
     monkeypatch.setattr(at, "_fills_gpu", lambda *_: True)
-    _untimed(monkeypatch, at._attn_bwd_dkdv_tuned, at._attn_bwd_dq_tuned)
+    untimed(at._attn_bwd_dkdv_tuned, at._attn_bwd_dq_tuned)
     q, k, v, _ = _sweep_inputs(head_dim)
     leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
     ref = at.reference_attention(*leaves, True)

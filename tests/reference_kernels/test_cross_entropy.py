@@ -3,10 +3,9 @@ path's contract, and its input checks."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
+from kernel_cases import as_params, case_named, stage_params
 
 from reference_kernels import cross_entropy as mod
 
@@ -21,21 +20,7 @@ pytestmark = [
 ]
 
 
-def _id(stage: int, case, dtype: torch.dtype) -> str:
-    label = re.sub(r"[^0-9A-Za-z]+", "-", case.label).strip("-")
-    return f"stage{stage}-{label}-{str(dtype).removeprefix('torch.')}"
-
-
-def _params(cases, dtypes_of):
-    return [
-        pytest.param(stage, case, dtype, id=_id(stage, case, dtype))
-        for case in cases
-        for stage in sorted(SPEC.stages)
-        for dtype in dtypes_of(case)
-    ]
-
-
-@pytest.mark.parametrize(("stage", "case", "dtype"), _params(SMALL, lambda c: SPEC.interpreter_dtypes))
+@pytest.mark.parametrize(("stage", "case", "dtype"), stage_params(SPEC, SMALL, SPEC.interpreter_dtypes))
 def test_each_stage_matches_torch_cross_entropy_and_its_gradient(stage, case, dtype, check):
     check(SPEC, stage, case, dtype, "cpu", scale_floor=SCALE_FLOOR)
 
@@ -43,13 +28,13 @@ def test_each_stage_matches_torch_cross_entropy_and_its_gradient(stage, case, dt
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
 def test_unit_upstream_gradient_as_from_loss_backward(stage, check):
     # Stage 3 returns its forward-computed gradient untouched when g = 1, and scales it otherwise.
-    case = next(c for c in SMALL if c.label == "ignore_index rows")
+    case = case_named(SMALL, "ignore_index rows")
     check(SPEC, stage, case, torch.float32, "cpu", upstream="ones", scale_floor=SCALE_FLOOR)
 
 
 def test_bfloat16_matches_within_an_ulp_under_the_interpreter(check):
     # The interpreter rounds fp32 → bf16 toward zero, so bf16 is checked once at the SPEC tolerance.
-    case = next(c for c in SMALL if c.label == "ignore_index rows")
+    case = case_named(SMALL, "ignore_index rows")
     check(SPEC, 3, case, torch.bfloat16, "cpu", scale_floor=SCALE_FLOOR)
 
 
@@ -139,10 +124,6 @@ def test_launcher_rejects_a_non_integer_ignore_index():
         mod.cross_entropy_stage3(torch.ones(2, 4), torch.zeros(2, dtype=torch.int64), ignore_index=-100.0)
 
 
-def _case(label: str):
-    return next(c for c in SPEC.cases if c.label == label)
-
-
 BF16, FP16, FP32 = SPEC.dtypes
 # The GPU run, sized to compile each kernel variant about once (stage 3 tunes nothing; stage 2 autotunes
 # one vocabulary size per kernel). Every case through stage 3 in bf16 covers its configs at every size
@@ -150,16 +131,14 @@ BF16, FP16, FP32 = SPEC.dtypes
 # each; stage 2 (unfused forward, separate backward) runs one multi-chunk case with ignored rows.
 GPU_PARAMS = [
     *((3, c, BF16) for c in SPEC.cases),
-    (3, _case("multi-chunk vocabulary with tail"), FP16),
-    (3, _case("ignore_index rows"), FP32),
-    (2, _case("multi-chunk vocabulary with tail"), BF16),
+    (3, case_named(SPEC.cases, "multi-chunk vocabulary with tail"), FP16),
+    (3, case_named(SPEC.cases, "ignore_index rows"), FP32),
+    (2, case_named(SPEC.cases, "multi-chunk vocabulary with tail"), BF16),
 ]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(
-    ("stage", "case", "dtype"), [pytest.param(s, c, d, id=_id(s, c, d)) for (s, c, d) in GPU_PARAMS]
-)
+@pytest.mark.parametrize(("stage", "case", "dtype"), as_params(GPU_PARAMS))
 def test_each_stage_matches_torch_cross_entropy_on_gpu(stage, case, dtype, check):
     check(SPEC, stage, case, dtype, "cuda", scale_floor=SCALE_FLOOR)
 

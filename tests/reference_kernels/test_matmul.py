@@ -3,10 +3,9 @@ autotuned config on the GPU, input checks."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
+from kernel_cases import label_ids
 
 from reference_kernels import matmul as mm
 
@@ -20,12 +19,8 @@ ALL_CASES = list(SPEC.cases)
 OTHER_DTYPE_CASES = [c for c in SPEC.cases if c.label in ("64³ whole tiles, no epilogue", "bias + gelu(tanh)")]
 
 
-def _ids(cases) -> list[str]:
-    return [re.sub(r"[^0-9A-Za-z]+", "-", c.label).strip("-") for c in cases]
-
-
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
-@pytest.mark.parametrize("case", SMALL_CASES, ids=_ids(SMALL_CASES))
+@pytest.mark.parametrize("case", SMALL_CASES, ids=label_ids(SMALL_CASES))
 @pytest.mark.parametrize("dtype", SPEC.interpreter_dtypes, ids=str)
 def test_every_stage_matches_the_reference_on_the_small_cases(check, stage, case, dtype):
     check(SPEC, stage, case, dtype, DEVICE)
@@ -33,29 +28,22 @@ def test_every_stage_matches_the_reference_on_the_small_cases(check, stage, case
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
-@pytest.mark.parametrize("case", ALL_CASES, ids=_ids(ALL_CASES))
+@pytest.mark.parametrize("case", ALL_CASES, ids=label_ids(ALL_CASES))
 def test_every_stage_matches_the_reference_on_the_gpu_for_every_case(check, stage, case):
     check(SPEC, stage, case, SPEC.dtypes[0], "cuda")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
-@pytest.mark.parametrize("case", OTHER_DTYPE_CASES, ids=_ids(OTHER_DTYPE_CASES))
+@pytest.mark.parametrize("case", OTHER_DTYPE_CASES, ids=label_ids(OTHER_DTYPE_CASES))
 @pytest.mark.parametrize("dtype", SPEC.dtypes[1:], ids=str)
 def test_every_stage_matches_the_reference_on_the_gpu_in_the_other_dtypes(check, stage, case, dtype):
     check(SPEC, stage, case, dtype, "cuda")
 
 
-def _untimed(monkeypatch, *tuners) -> None:
-    """The autotuners still compile every config of a new key in parallel, then run each once instead
-    of timing it: the config sweeps need the compiled kernels, not the timings."""
-    for tuner in tuners:
-        monkeypatch.setattr(tuner, "do_bench", lambda fn, quantiles: (fn(), [1.0, 1.0, 1.0])[1])
-
-
 @pytest.mark.gpu
-def test_every_autotuned_config_matches_the_reference_on_the_gpu(monkeypatch):
-    _untimed(monkeypatch, mm._matmul_grouped_kernel, mm._matmul_persistent_kernel)
+def test_every_autotuned_config_matches_the_reference_on_the_gpu(untimed):
+    untimed(mm._matmul_grouped_kernel, mm._matmul_persistent_kernel)
     torch.manual_seed(0)
     # 2056 × 2312 × 136: enough 128×128 tiles to fill the GPU (the whole config list is tuned), more
     # tiles than SMs for every tile shape (persistent programs loop), and tails in M, N and K; rows

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
+from kernel_cases import as_params, case_named, stage_params
 
 from reference_kernels import rmsnorm as mod
 
@@ -18,29 +17,14 @@ def _fits(stage: int, case) -> bool:
     return stage == 3 or case.dims["N"] <= mod.ONE_BLOCK_MAX_COLS
 
 
-def _id(stage: int, case, dtype: torch.dtype) -> str:
-    label = re.sub(r"[^0-9A-Za-z]+", "-", case.label).strip("-")
-    return f"stage{stage}-{label}-{str(dtype).removeprefix('torch.')}"
-
-
-def _params(cases, dtypes_of):
-    return [
-        pytest.param(stage, case, dtype, id=_id(stage, case, dtype))
-        for case in cases
-        for stage in sorted(SPEC.stages)
-        if _fits(stage, case)
-        for dtype in dtypes_of(case)
-    ]
-
-
-@pytest.mark.parametrize(("stage", "case", "dtype"), _params(SMALL, lambda c: SPEC.interpreter_dtypes))
+@pytest.mark.parametrize(("stage", "case", "dtype"), stage_params(SPEC, SMALL, SPEC.interpreter_dtypes, _fits))
 def test_each_stage_matches_torch_rms_norm_and_its_gradients(stage, case, dtype, check):
     check(SPEC, stage, case, dtype, "cpu")
 
 
 def test_bfloat16_matches_within_an_ulp_under_the_interpreter(check):
     # The interpreter rounds fp32 → bf16 toward zero, so bf16 is checked once at the SPEC tolerance.
-    case = next(c for c in SMALL if c.label == "non-pow2 tail")
+    case = case_named(SMALL, "non-pow2 tail")
     check(SPEC, 3, case, torch.bfloat16, "cpu")
 
 
@@ -91,10 +75,6 @@ def test_launcher_rejects_bad_input_with_actionable_text(x, w, match):
         mod.rmsnorm_stage3(x, w)
 
 
-def _case(label: str):
-    return next(c for c in SPEC.cases if c.label == label)
-
-
 BF16, FP16, FP32 = SPEC.dtypes
 # The GPU run, sized to compile each kernel variant about once (stage 3 tunes nothing; stage 2 autotunes
 # one row length per kernel). Every case through stage 3 in bf16 covers every stage-3 path at every size
@@ -103,17 +83,15 @@ BF16, FP16, FP32 = SPEC.dtypes
 # one small masked case.
 GPU_PARAMS = [
     *((3, c, BF16) for c in SPEC.cases),
-    (3, _case("multi-row tiles, more rows than backward programs"), FP16),
-    (3, _case("long row → looped path"), FP16),
-    (3, _case("one-block forward, looped backward"), FP32),
-    (2, _case("multi-row tiles, more rows than backward programs"), BF16),
+    (3, case_named(SPEC.cases, "multi-row tiles, more rows than backward programs"), FP16),
+    (3, case_named(SPEC.cases, "long row → looped path"), FP16),
+    (3, case_named(SPEC.cases, "one-block forward, looped backward"), FP32),
+    (2, case_named(SPEC.cases, "multi-row tiles, more rows than backward programs"), BF16),
 ]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(
-    ("stage", "case", "dtype"), [pytest.param(s, c, d, id=_id(s, c, d)) for (s, c, d) in GPU_PARAMS]
-)
+@pytest.mark.parametrize(("stage", "case", "dtype"), as_params(GPU_PARAMS))
 def test_each_stage_matches_torch_rms_norm_on_gpu(stage, case, dtype, check):
     check(SPEC, stage, case, dtype, "cuda")
 

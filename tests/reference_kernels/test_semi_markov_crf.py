@@ -3,10 +3,9 @@ properties of the marginals and of the Viterbi path, input checks."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
+from kernel_cases import label_ids
 
 from reference_kernels import semi_markov_crf as crf
 
@@ -17,17 +16,13 @@ SMALL_CASES = [c for c in SPEC.cases if c.small]
 ALL_CASES = list(SPEC.cases)
 
 
-def _ids(cases) -> list[str]:
-    return [re.sub(r"[^0-9A-Za-z]+", "-", c.label).strip("-") for c in cases]
-
-
 def _inputs(case, dtype: torch.dtype, device: str):
     torch.manual_seed(0)
     return SPEC.make_inputs(case.dims, dtype, device), SPEC.call_kwargs(case.dims)
 
 
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
-@pytest.mark.parametrize("case", SMALL_CASES, ids=_ids(SMALL_CASES))
+@pytest.mark.parametrize("case", SMALL_CASES, ids=label_ids(SMALL_CASES))
 @pytest.mark.parametrize("dtype", SPEC.interpreter_dtypes, ids=str)
 def test_every_stage_matches_the_reference_and_its_gradients_on_the_small_cases(check, stage, case, dtype):
     check(SPEC, stage, case, dtype, DEVICE)
@@ -35,7 +30,7 @@ def test_every_stage_matches_the_reference_and_its_gradients_on_the_small_cases(
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
-@pytest.mark.parametrize("case", ALL_CASES, ids=_ids(ALL_CASES))
+@pytest.mark.parametrize("case", ALL_CASES, ids=label_ids(ALL_CASES))
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=str)
 def test_every_stage_matches_the_reference_and_its_gradients_on_the_gpu(check, stage, case, dtype):
     check(SPEC, stage, case, dtype, "cuda")

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
+from kernel_cases import as_params, case_named, stage_params
 
 from reference_kernels import swiglu as mod
 
@@ -13,28 +12,14 @@ SPEC = mod.SPEC
 SMALL = [c for c in SPEC.cases if c.small]
 
 
-def _id(stage: int, case, dtype: torch.dtype) -> str:
-    label = re.sub(r"[^0-9A-Za-z]+", "-", case.label).strip("-")
-    return f"stage{stage}-{label}-{str(dtype).removeprefix('torch.')}"
-
-
-def _params(cases, dtypes_of):
-    return [
-        pytest.param(stage, case, dtype, id=_id(stage, case, dtype))
-        for case in cases
-        for stage in sorted(SPEC.stages)
-        for dtype in dtypes_of(case)
-    ]
-
-
-@pytest.mark.parametrize(("stage", "case", "dtype"), _params(SMALL, lambda c: SPEC.interpreter_dtypes))
+@pytest.mark.parametrize(("stage", "case", "dtype"), stage_params(SPEC, SMALL, SPEC.interpreter_dtypes))
 def test_swiglu_matches_torch_and_its_gradients(stage, case, dtype, check):
     check(SPEC, stage, case, dtype, "cpu")
 
 
 def test_bfloat16_matches_within_an_ulp_under_the_interpreter(check):
     # The interpreter rounds fp32 → bf16 toward zero, so bf16 is checked once at the SPEC tolerance.
-    case = next(c for c in SMALL if c.label == "full blocks + masked tail")
+    case = case_named(SMALL, "full blocks + masked tail")
     check(SPEC, 2, case, torch.bfloat16, "cpu")
 
 
@@ -72,24 +57,18 @@ def test_launcher_rejects_bad_input_with_actionable_text(a, b, match):
         mod.swiglu_stage2(a, b)
 
 
-def _case(label: str):
-    return next(c for c in SPEC.cases if c.label == label)
-
-
 BF16, FP16, FP32 = SPEC.dtypes
 # The GPU run: every case in bf16 (two autotune keys per kernel: the size class below 2^16 elements and
 # the LLaMA-sized one), and fp16 and fp32 on one small case with full blocks and a masked tail (each
 # dtype is a key of its own).
 GPU_PARAMS = [
     *((2, c, BF16) for c in SPEC.cases),
-    (2, _case("full blocks + masked tail"), FP16),
-    (2, _case("full blocks + masked tail"), FP32),
+    (2, case_named(SPEC.cases, "full blocks + masked tail"), FP16),
+    (2, case_named(SPEC.cases, "full blocks + masked tail"), FP32),
 ]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(
-    ("stage", "case", "dtype"), [pytest.param(s, c, d, id=_id(s, c, d)) for (s, c, d) in GPU_PARAMS]
-)
+@pytest.mark.parametrize(("stage", "case", "dtype"), as_params(GPU_PARAMS))
 def test_swiglu_matches_torch_on_gpu(stage, case, dtype, check):
     check(SPEC, stage, case, dtype, "cuda")

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
+from kernel_cases import as_params, case_named, stage_params
 
 from reference_kernels import vector_add as mod
 
@@ -15,28 +14,14 @@ SMALL = [c for c in SPEC.cases if c.small]
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 
 
-def _id(stage: int, case, dtype: torch.dtype) -> str:
-    label = re.sub(r"[^0-9A-Za-z]+", "-", case.label).strip("-")
-    return f"stage{stage}-{label}-{str(dtype).removeprefix('torch.')}"
-
-
-def _params(cases, dtypes_of):
-    return [
-        pytest.param(stage, case, dtype, id=_id(stage, case, dtype))
-        for case in cases
-        for stage in sorted(SPEC.stages)
-        for dtype in dtypes_of(case)
-    ]
-
-
-@pytest.mark.parametrize(("stage", "case", "dtype"), _params(SMALL, lambda c: SPEC.interpreter_dtypes))
+@pytest.mark.parametrize(("stage", "case", "dtype"), stage_params(SPEC, SMALL, SPEC.interpreter_dtypes))
 def test_each_stage_matches_torch_add(stage, case, dtype, check):
     check(SPEC, stage, case, dtype, "cpu")
 
 
 def test_bfloat16_matches_within_an_ulp_under_the_interpreter(check):
     # The interpreter rounds fp32 → bf16 toward zero, so bf16 is checked once at the SPEC tolerance.
-    case = next(c for c in SMALL if c.label == "full blocks + masked tail")
+    case = case_named(SMALL, "full blocks + masked tail")
     check(SPEC, 2, case, torch.bfloat16, "cpu")
 
 
@@ -77,25 +62,19 @@ def test_launcher_rejects_bad_input_with_actionable_text(x, y, match):
             stage(x, y)
 
 
-def _case(label: str):
-    return next(c for c in SPEC.cases if c.label == label)
-
-
 BF16, FP16, FP32 = SPEC.dtypes
 # The GPU run: every case through stage 2 in bf16 (two autotune keys: the size class below 2^16 elements
 # and 2^24), fp16 and fp32 on one small odd-sized case (each dtype is a key of its own), and stage 1 once
 # at scale with a masked tail.
 GPU_PARAMS = [
     *((2, c, BF16) for c in SPEC.cases),
-    (2, _case("odd size, unaligned tail"), FP16),
-    (2, _case("odd size, unaligned tail"), FP32),
-    (1, _case("2^24 + 7: masked tail at scale"), BF16),
+    (2, case_named(SPEC.cases, "odd size, unaligned tail"), FP16),
+    (2, case_named(SPEC.cases, "odd size, unaligned tail"), FP32),
+    (1, case_named(SPEC.cases, "2^24 + 7: masked tail at scale"), BF16),
 ]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(
-    ("stage", "case", "dtype"), [pytest.param(s, c, d, id=_id(s, c, d)) for (s, c, d) in GPU_PARAMS]
-)
+@pytest.mark.parametrize(("stage", "case", "dtype"), as_params(GPU_PARAMS))
 def test_each_stage_matches_torch_add_on_gpu(stage, case, dtype, check):
     check(SPEC, stage, case, dtype, "cuda")
