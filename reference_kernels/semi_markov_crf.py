@@ -47,6 +47,16 @@ loops over t; state is a ring buffer of the last K vectors ``u[s] − S[s]`` (O(
            step ahead; everything runs in base 2 (inputs pre-scaled by log2 e, exp2/log2 = MUFU ops).
 Padding: C_PAD, K_PAD are powers of two; padded labels carry -inf scores, padded ring slots hold -inf.
 
+Offsets: left alone, alpha and u grow by a few units per step (log Z ≈ 1000 at T = 256), so each step
+rounds them at ulp(1000) ≈ 6e-5 in float32. Those rounding errors random-walk along the scan, and the
+backward's exp(alpha + beta − log Z) turns an absolute error in the exponent into the same relative
+error in a marginal: ≈ 1e-3 at T = 256, ten times autograd through the float32 PyTorch recursion. So
+each run carries an integer-valued offset: at step t it grows by floor(max_c u[t−1]) (the previous
+step's u, so this reduction overlaps the step's k-reduction); alpha and u are kept, and saved, relative
+to it, and each ring slot remembers the offset it was written under. Integers below 2^24 add exactly in
+float32, so the backward and the Viterbi backtrace combine offsets without rounding and only numbers of
+order one are ever rounded.
+
 Bytes moved (forward floor): emissions, transitions, durations and lengths read once, result written
 once: ``(B·T·C + C² + K·C + B)·4 + 8·B`` bytes. The scan is latency-bound (T dependent steps, each a
 couple of reductions), so it runs far from this floor; the forward with gradients also writes alpha, u
@@ -151,8 +161,8 @@ def _online_result(m, s, SEMIRING: tl.constexpr):
 
 
 @triton.jit
-def _scan_setup(len_ptr, out_ptr, alpha_ptr, u_ptr, ring_ptr, stride_tf, stride_tt,
-                stride_dir_s, stride_sb, ring_stride_dir, ring_stride_b):  # fmt: skip
+def _scan_setup(len_ptr, out_ptr, alpha_ptr, u_ptr, off_ptr, ring_ptr, stride_tf, stride_tt,
+                stride_dir_s, stride_sb, stride_od, stride_ob, ring_stride_dir, ring_stride_b):  # fmt: skip
     """Per-program pointers: (b, direction) → its length, result slot, saved rows and scratch ring.
 
     Direction 1 is the time-reversed run: it reads emissions back to front and transitions transposed.
@@ -163,10 +173,11 @@ def _scan_setup(len_ptr, out_ptr, alpha_ptr, u_ptr, ring_ptr, stride_tf, stride_
     out_ptr += rev * tl.num_programs(0) + b
     alpha_ptr += rev * stride_dir_s + b * stride_sb
     u_ptr += rev * stride_dir_s + b * stride_sb
+    off_ptr += rev * stride_od + b * stride_ob
     ring_ptr += rev * ring_stride_dir + b * ring_stride_b
     s_from = tl.where(rev == 1, stride_tt, stride_tf)
     s_to = tl.where(rev == 1, stride_tf, stride_tt)
-    return b, rev, L, out_ptr, alpha_ptr, u_ptr, ring_ptr, s_from, s_to
+    return b, rev, L, out_ptr, alpha_ptr, u_ptr, off_ptr, ring_ptr, s_from, s_to
 
 
 # ------------------------------------------------------------------------------------------------
@@ -176,16 +187,16 @@ def _scan_setup(len_ptr, out_ptr, alpha_ptr, u_ptr, ring_ptr, stride_tf, stride_
 
 @triton.jit
 def _crf_scan_simple_kernel(
-    em_ptr, trans_ptr, dur_ptr, len_ptr, out_ptr, alpha_ptr, u_ptr, prefix_ptr, ring_ptr,
+    em_ptr, trans_ptr, dur_ptr, len_ptr, out_ptr, alpha_ptr, u_ptr, off_ptr, prefix_ptr, ring_ptr,
     C, K,
     stride_eb, stride_et, stride_ec, stride_tf, stride_tt, stride_dk, stride_dc,
-    stride_dir_s, stride_sb, stride_st, ring_stride_dir, ring_stride_b,
+    stride_dir_s, stride_sb, stride_st, stride_od, stride_ob, ring_stride_dir, ring_stride_b,
     SEMIRING: tl.constexpr, STORE: tl.constexpr, K_PAD: tl.constexpr, C_PAD: tl.constexpr,
 ):  # fmt: skip
     """Stage 1: vectors over c only; scalar loops over k and c'; ring rows [K_PAD] + alpha row in scratch."""
-    b, rev, L, out_ptr, alpha_ptr, u_ptr, ring_ptr, s_from, s_to = _scan_setup(
-        len_ptr, out_ptr, alpha_ptr, u_ptr, ring_ptr, stride_tf, stride_tt,
-        stride_dir_s, stride_sb, ring_stride_dir, ring_stride_b,
+    b, rev, L, out_ptr, alpha_ptr, u_ptr, off_ptr, ring_ptr, s_from, s_to = _scan_setup(
+        len_ptr, out_ptr, alpha_ptr, u_ptr, off_ptr, ring_ptr, stride_tf, stride_tt,
+        stride_dir_s, stride_sb, stride_od, stride_ob, ring_stride_dir, ring_stride_b,
     )  # fmt: skip
     cs = tl.arange(0, C_PAD)
     c_ok = cs < C
@@ -195,23 +206,33 @@ def _crf_scan_simple_kernel(
     if STORE:
         tl.store(u_ptr + cs, tl.zeros((C_PAD,), tl.float32), mask=c_ok)
         tl.store(alpha_ptr + cs, tl.full((C_PAD,), float("-inf"), tl.float32), mask=c_ok)
+        tl.store(off_ptr, 0.0)
         if rev == 0:
             tl.store(prefix_ptr + b * stride_sb + cs, tl.zeros((C_PAD,), tl.float32), mask=c_ok)
     tl.debug_barrier()
 
     S = tl.zeros((C_PAD,), tl.float32)
     alpha = tl.full((C_PAD,), float("-inf"), tl.float32)
+    u = tl.where(c_ok, 0.0, float("-inf"))
+    # Offsets (see "Offsets" in the module docstring): the current one, and each ring slot's.
+    slots = tl.arange(0, K_PAD)
+    offset = tl.sum(tl.zeros((C_PAD,), tl.float32), 0)
+    slot_offsets = tl.zeros((K_PAD,), tl.float32)
     for t in range(1, L + 1):
         pos = tl.where(rev == 1, L - t, t - 1)
         # other=0: padded labels add nothing to the prefix sum (their scores are -inf anyway).
         S += tl.load(em_ptr + b * stride_eb + pos * stride_et + cs * stride_ec, mask=c_ok, other=0.0)
+        step = tl.floor(tl.max(u, 0))
         m = tl.full((C_PAD,), float("-inf"), tl.float32)
         s = tl.zeros((C_PAD,), tl.float32)
         for k in range(1, tl.minimum(K, t) + 1):
-            r = tl.load(ring_ptr + ((t - k) % K) * C_PAD + cs)
+            slot = (t - k) % K
+            r = tl.load(ring_ptr + slot * C_PAD + cs)
             d = tl.load(dur_ptr + (k - 1) * stride_dk + cs * stride_dc, mask=c_ok, other=0.0)
-            m, s = _online_add(m, s, r + d, SEMIRING)
-        alpha = S + _online_result(m, s, SEMIRING)
+            shift = tl.sum(tl.where(slots == slot, slot_offsets, 0.0), 0) - offset
+            m, s = _online_add(m, s, r + d + shift, SEMIRING)
+        alpha = S + _online_result(m, s, SEMIRING) - step
+        offset += step
         tl.store(alpha_row + cs, alpha)
         tl.debug_barrier()  # every thread reads every alpha[c'] below
 
@@ -224,28 +245,30 @@ def _crf_scan_simple_kernel(
             m, s = _online_add(m, s, a + tr, SEMIRING)
         u = _online_result(m, s, SEMIRING)
         tl.store(ring_ptr + (t % K) * C_PAD + cs, u - S)
+        slot_offsets = tl.where(slots == t % K, offset, slot_offsets)
         if STORE:
             tl.store(alpha_ptr + t * stride_st + cs, alpha, mask=c_ok)
             tl.store(u_ptr + t * stride_st + cs, u, mask=c_ok)
+            tl.store(off_ptr + t, offset)
             if rev == 0:
                 tl.store(prefix_ptr + b * stride_sb + t * stride_st + cs, S, mask=c_ok)
         tl.debug_barrier()  # ring slot t % K is read by other threads next step
 
-    tl.store(out_ptr, _reduce(alpha, 0, SEMIRING))
+    tl.store(out_ptr, offset + _reduce(alpha, 0, SEMIRING))
 
 
 @triton.jit
 def _crf_scan_tiled_kernel(
-    em_ptr, trans_ptr, dur_ptr, len_ptr, out_ptr, alpha_ptr, u_ptr, prefix_ptr, ring_ptr,
+    em_ptr, trans_ptr, dur_ptr, len_ptr, out_ptr, alpha_ptr, u_ptr, off_ptr, prefix_ptr, ring_ptr,
     C, K,
     stride_eb, stride_et, stride_ec, stride_tf, stride_tt, stride_dk, stride_dc,
-    stride_dir_s, stride_sb, stride_st, ring_stride_dir, ring_stride_b,
+    stride_dir_s, stride_sb, stride_st, stride_od, stride_ob, ring_stride_dir, ring_stride_b,
     SEMIRING: tl.constexpr, STORE: tl.constexpr, K_PAD: tl.constexpr, C_PAD: tl.constexpr,
 ):  # fmt: skip
     """Stage 2: one [K_PAD, C_PAD] tile per k-reduction, one [C_PAD, C_PAD] tile per c'-reduction."""
-    b, rev, L, out_ptr, alpha_ptr, u_ptr, ring_ptr, s_from, s_to = _scan_setup(
-        len_ptr, out_ptr, alpha_ptr, u_ptr, ring_ptr, stride_tf, stride_tt,
-        stride_dir_s, stride_sb, ring_stride_dir, ring_stride_b,
+    b, rev, L, out_ptr, alpha_ptr, u_ptr, off_ptr, ring_ptr, s_from, s_to = _scan_setup(
+        len_ptr, out_ptr, alpha_ptr, u_ptr, off_ptr, ring_ptr, stride_tf, stride_tt,
+        stride_dir_s, stride_sb, stride_od, stride_ob, ring_stride_dir, ring_stride_b,
     )  # fmt: skip
     cs = tl.arange(0, C_PAD)
     slots = tl.arange(0, K_PAD)
@@ -262,12 +285,16 @@ def _crf_scan_tiled_kernel(
     if STORE:
         tl.store(u_ptr + cs, tl.zeros((C_PAD,), tl.float32), mask=c_ok)
         tl.store(alpha_ptr + cs, tl.full((C_PAD,), float("-inf"), tl.float32), mask=c_ok)
+        tl.store(off_ptr, 0.0)
         if rev == 0:
             tl.store(prefix_ptr + b * stride_sb + cs, tl.zeros((C_PAD,), tl.float32), mask=c_ok)
     tl.debug_barrier()
 
     S = tl.zeros((C_PAD,), tl.float32)
     alpha = tl.full((C_PAD,), float("-inf"), tl.float32)
+    u = tl.where(c_ok, 0.0, float("-inf"))
+    offset = tl.sum(tl.zeros((C_PAD,), tl.float32), 0)
+    slot_offsets = tl.zeros((K_PAD,), tl.float32)
     for t in range(1, L + 1):
         pos = tl.where(rev == 1, L - t, t - 1)
         S += tl.load(em_ptr + b * stride_eb + pos * stride_et + cs * stride_ec, mask=c_ok, other=0.0)
@@ -276,33 +303,38 @@ def _crf_scan_tiled_kernel(
         # other=0: padded slots/labels are -inf in the ring already.
         dur = tl.load(dur_ptr + k_minus_1[:, None] * stride_dk + cs[None, :] * stride_dc, mask=tile_ok, other=0.0)
         ring = tl.load(ring_tile)
-        alpha = S + _reduce(ring + dur, 0, SEMIRING)
+        # The new offset comes from the previous u, so its reduction overlaps the k-reduction.
+        step = tl.floor(tl.max(u, 0))
+        alpha = S + _reduce(ring + dur + (slot_offsets - offset)[:, None], 0, SEMIRING) - step
+        offset += step
         u = _reduce(alpha[:, None] + trans, 0, SEMIRING)
         tl.store(ring_ptr + (t % K) * C_PAD + cs, u - S)
+        slot_offsets = tl.where(slots == t % K, offset, slot_offsets)
         if STORE:
             tl.store(alpha_ptr + t * stride_st + cs, alpha, mask=c_ok)
             tl.store(u_ptr + t * stride_st + cs, u, mask=c_ok)
+            tl.store(off_ptr + t, offset)
             if rev == 0:
                 tl.store(prefix_ptr + b * stride_sb + t * stride_st + cs, S, mask=c_ok)
         # Makes the new ring row visible to every thread before the next step's tile load. (The
         # overwritten slot was read this step, but u depends on all of it through the reductions.)
         tl.debug_barrier()
 
-    tl.store(out_ptr, _reduce(alpha, 0, SEMIRING))
+    tl.store(out_ptr, offset + _reduce(alpha, 0, SEMIRING))
 
 
 @triton.jit
 def _crf_scan_register_kernel(
-    em_ptr, trans_ptr, dur_ptr, len_ptr, out_ptr, alpha_ptr, u_ptr, prefix_ptr, ring_ptr,
+    em_ptr, trans_ptr, dur_ptr, len_ptr, out_ptr, alpha_ptr, u_ptr, off_ptr, prefix_ptr, ring_ptr,
     C, K,
     stride_eb, stride_et, stride_ec, stride_tf, stride_tt, stride_dk, stride_dc,
-    stride_dir_s, stride_sb, stride_st, ring_stride_dir, ring_stride_b,
+    stride_dir_s, stride_sb, stride_st, stride_od, stride_ob, ring_stride_dir, ring_stride_b,
     SEMIRING: tl.constexpr, STORE: tl.constexpr, K_PAD: tl.constexpr, C_PAD: tl.constexpr,
 ):  # fmt: skip
     """Stage 3: ring buffer in registers, next step's inputs prefetched, base-2 arithmetic."""
-    b, rev, L, out_ptr, alpha_ptr, u_ptr, ring_ptr, s_from, s_to = _scan_setup(
-        len_ptr, out_ptr, alpha_ptr, u_ptr, ring_ptr, stride_tf, stride_tt,
-        stride_dir_s, stride_sb, ring_stride_dir, ring_stride_b,
+    b, rev, L, out_ptr, alpha_ptr, u_ptr, off_ptr, ring_ptr, s_from, s_to = _scan_setup(
+        len_ptr, out_ptr, alpha_ptr, u_ptr, off_ptr, ring_ptr, stride_tf, stride_tt,
+        stride_dir_s, stride_sb, stride_od, stride_ob, ring_stride_dir, ring_stride_b,
     )  # fmt: skip
     cs = tl.arange(0, C_PAD)
     slots = tl.arange(0, K_PAD)
@@ -319,6 +351,7 @@ def _crf_scan_register_kernel(
     if STORE:
         tl.store(u_ptr + cs, tl.zeros((C_PAD,), tl.float32), mask=c_ok)
         tl.store(alpha_ptr + cs, tl.full((C_PAD,), float("-inf"), tl.float32), mask=c_ok)
+        tl.store(off_ptr, 0.0)
         if rev == 0:
             tl.store(prefix_ptr + b * stride_sb + cs, tl.zeros((C_PAD,), tl.float32), mask=c_ok)
 
@@ -329,6 +362,9 @@ def _crf_scan_register_kernel(
     d_next = tl.load(dur_tile + ((K - slots) % K)[:, None] * stride_dk, mask=tile_ok, other=0.0) * LOG2E
     S = tl.zeros((C_PAD,), tl.float32)
     alpha = tl.full((C_PAD,), float("-inf"), tl.float32)
+    u = tl.where(c_ok, 0.0, float("-inf"))
+    offset = tl.sum(tl.zeros((C_PAD,), tl.float32), 0)  # in base-2 units, like everything in the loop
+    slot_offsets = tl.zeros((K_PAD,), tl.float32)
     for t in range(1, L + 1):
         e_cur = e_next
         d_cur = d_next
@@ -339,16 +375,20 @@ def _crf_scan_register_kernel(
         d_next = tl.load(dur_tile + k_minus_1[:, None] * stride_dk, mask=tile_ok, other=0.0) * LOG2E
 
         S += e_cur
-        alpha = S + _reduce2(ring + d_cur, 0, SEMIRING)
+        step = tl.floor(tl.max(u, 0))
+        alpha = S + _reduce2(ring + d_cur + (slot_offsets - offset)[:, None], 0, SEMIRING) - step
+        offset += step
         u = _reduce2(alpha[:, None] + trans, 0, SEMIRING)
         ring = tl.where(slots[:, None] == t % K, (u - S)[None, :], ring)
+        slot_offsets = tl.where(slots == t % K, offset, slot_offsets)
         if STORE:
             tl.store(alpha_ptr + t * stride_st + cs, alpha * LN2, mask=c_ok)
             tl.store(u_ptr + t * stride_st + cs, u * LN2, mask=c_ok)
+            tl.store(off_ptr + t, offset)  # base-2 units: the backward scales by ln 2
             if rev == 0:
                 tl.store(prefix_ptr + b * stride_sb + t * stride_st + cs, S * LN2, mask=c_ok)
 
-    tl.store(out_ptr, _reduce2(alpha, 0, SEMIRING) * LN2)
+    tl.store(out_ptr, (offset + _reduce2(alpha, 0, SEMIRING)) * LN2)
 
 
 def _prune_scan(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> list[triton.Config]:
@@ -377,11 +417,11 @@ _crf_scan_register_tuned = _autotune_scan(_crf_scan_register_kernel)
 
 @triton.jit
 def _crf_marginals_kernel(
-    alpha_ptr, u_ptr, prefix_ptr, trans_ptr, dur_ptr, len_ptr, logz_ptr, gout_ptr,
+    alpha_ptr, u_ptr, off_ptr, prefix_ptr, trans_ptr, dur_ptr, len_ptr, gout_ptr,
     grad_em_ptr, grad_dur_ptr, grad_trans_ptr,
-    C, K,
+    C, K, off_scale,
     stride_tf, stride_tt, stride_dk, stride_dc,
-    stride_dir_s, stride_sb, stride_st, stride_gb, stride_gt,
+    stride_dir_s, stride_sb, stride_st, stride_od, stride_ob, stride_gb, stride_gt,
     K_PAD: tl.constexpr, C_PAD: tl.constexpr, BLOCK_T: tl.constexpr,
 ):  # fmt: skip
     """Log-semiring gradients of one batch element from both directions' saved alpha/u.
@@ -393,10 +433,14 @@ def _crf_marginals_kernel(
       d/d transitions[c', c] = Σ_{s=1}^{L−1} exp(A[s,c'] + trans[c',c] + Ar[L−s,c] − z)
       d/d durations[k−1, c] = Σ_t exp(U[t−k,c] − S[t−k,c] + dur[k−1,c] + S[t,c] + Ur[L−t,c] − z)
     Positions are walked in blocks of BLOCK_T; the emission gradient is a running prefix sum.
+
+    Every saved row is relative to its run's offset at that boundary (module docstring, "Offsets"), and
+    log Z = offset[L] + z of the forward run. Each exponent is assembled as (sum of offsets, exact in
+    float32 because they are integers) · off_scale + (sum of small normalised values), so no large
+    magnitudes cancel.
     """
     b = tl.program_id(0).to(tl.int64)
     L = tl.load(len_ptr + b).to(tl.int32)
-    z = tl.load(logz_ptr + b)
     g = tl.load(gout_ptr + b)
     cs = tl.arange(0, C_PAD)
     ks = tl.arange(0, K_PAD)  # k − 1
@@ -404,6 +448,10 @@ def _crf_marginals_kernel(
     c_ok = cs < C
     fwd = b * stride_sb
     bwd = stride_dir_s + b * stride_sb
+    off_f = off_ptr + b * stride_ob
+    off_r = off_ptr + stride_od + b * stride_ob
+    z_off = tl.load(off_f + L)
+    z = _reduce(tl.load(alpha_ptr + fwd + L * stride_st + cs, mask=c_ok, other=float("-inf")), 0, 0)
     # other=-inf / 0: padded labels and lengths get zero probability below.
     trans = tl.load(
         trans_ptr + cs[:, None] * stride_tf + cs[None, :] * stride_tt,
@@ -429,8 +477,11 @@ def _crf_marginals_kernel(
         U = tl.load(u_ptr + fwd + rows, mask=is_start, other=float("-inf"))
         Ar = tl.load(alpha_ptr + bwd + rows_rev, mask=is_start, other=float("-inf"))
         St = tl.load(prefix_ptr + b * stride_sb + rows, mask=is_end, other=0.0)
-        end = tl.exp(A + Ur - z)
-        start = tl.exp(U + Ar - z)
+        # Boundary p pairs the forward run at p with the reversed run at L − p in all three terms below.
+        o_r = tl.load(off_r + L - p, mask=p <= L, other=0.0)
+        base = (tl.load(off_f + p, mask=p <= L, other=0.0) + o_r - z_off) * off_scale - z
+        end = tl.exp(A + Ur + base[:, None])
+        start = tl.exp(U + Ar + base[:, None])
 
         covered_p = covered[None, :] + tl.cumsum(start - end, axis=0)
         covered += tl.sum(start - end, axis=0)
@@ -438,16 +489,18 @@ def _crf_marginals_kernel(
         tl.store(g_ptrs, g * covered_p, mask=(p < L)[:, None] & c_ok[None, :])
 
         # Transitions at boundaries 1 … L−1 (A is -inf at 0, Ar at L and beyond: zero terms).
-        xi = tl.exp(A[:, :, None] + trans[None, :, :] + Ar[:, None, :] - z)
+        xi = tl.exp(A[:, :, None] + trans[None, :, :] + Ar[:, None, :] + base[:, None, None])
         g_trans += tl.sum(xi, axis=0)
 
         # Segments (p − k, p] for k = 1 … K.
         s_idx = p[:, None] - 1 - ks[None, :]
-        seg_ok = ((s_idx >= 0) & (ks[None, :] < K))[:, :, None] & is_end[:, None, :]
+        pair_ok = (s_idx >= 0) & (ks[None, :] < K) & (p <= L)[:, None]
+        seg_ok = pair_ok[:, :, None] & is_end[:, None, :]
         s_rows = s_idx[:, :, None] * stride_st + cs[None, None, :]
         U_s = tl.load(u_ptr + fwd + s_rows, mask=seg_ok, other=float("-inf"))
         S_s = tl.load(prefix_ptr + b * stride_sb + s_rows, mask=seg_ok, other=0.0)
-        seg = tl.exp(U_s - S_s + dur[None, :, :] + (St + Ur - z)[:, None, :])
+        seg_base = (tl.load(off_f + s_idx, mask=pair_ok, other=0.0) + o_r[:, None] - z_off) * off_scale - z
+        seg = tl.exp(U_s - S_s + dur[None, :, :] + seg_base[:, :, None] + (St + Ur)[:, None, :])
         g_dur += tl.sum(seg, axis=0)
 
     kc_ok = (ks[:, None] < K) & c_ok[None, :]
@@ -458,11 +511,11 @@ def _crf_marginals_kernel(
 
 @triton.jit
 def _crf_viterbi_backtrace_kernel(
-    alpha_ptr, u_ptr, prefix_ptr, trans_ptr, dur_ptr, len_ptr, gout_ptr,
+    alpha_ptr, u_ptr, off_ptr, prefix_ptr, trans_ptr, dur_ptr, len_ptr, gout_ptr,
     grad_em_ptr, grad_dur_ptr, grad_trans_ptr,
-    C, K,
+    C, K, off_scale,
     stride_tf, stride_tt, stride_dk, stride_dc,
-    stride_sb, stride_st, stride_gb, stride_gt,
+    stride_sb, stride_st, stride_ob, stride_gb, stride_gt,
     K_PAD: tl.constexpr, C_PAD: tl.constexpr,
 ):  # fmt: skip
     """Max-semiring gradient: walk the best segmentation back from t = L and mark it.
@@ -470,6 +523,8 @@ def _crf_viterbi_backtrace_kernel(
     Each step re-derives the argmax the forward took: the length k maximising
     ``u[t−k,c] − S[t−k,c] + dur[k−1,c]``, then the previous label c' maximising
     ``alpha[s,c'] + trans[c',c]``. Ties (measure zero for real-valued scores) go to the lowest index.
+    Saved rows are relative to their boundary's offset: the k candidates (different boundaries s) get
+    offset[s] − offset[t] added back; the c' candidates share one boundary and need nothing.
     """
     b = tl.program_id(0).to(tl.int64)
     L = tl.load(len_ptr + b).to(tl.int32)
@@ -478,6 +533,7 @@ def _crf_viterbi_backtrace_kernel(
     ks = tl.arange(0, K_PAD)  # k − 1
     c_ok = cs < C
     base = b * stride_sb
+    off = off_ptr + b * stride_ob
     # other=-inf: padded labels are never the argmax.
     last = tl.load(alpha_ptr + base + L * stride_st + cs, mask=c_ok, other=float("-inf"))
     c = tl.argmax(last, 0).to(tl.int32)
@@ -491,6 +547,7 @@ def _crf_viterbi_backtrace_kernel(
             tl.load(u_ptr + base + s_idx * stride_st + c, mask=k_ok, other=float("-inf"))
             - tl.load(prefix_ptr + base + s_idx * stride_st + c, mask=k_ok, other=0.0)
             + tl.load(dur_ptr + ks * stride_dk + c * stride_dc, mask=k_ok, other=0.0)
+            + (tl.load(off + s_idx, mask=k_ok, other=0.0) - tl.load(off + t)) * off_scale
         )
         k_best = tl.argmax(score, 0).to(tl.int32)  # k − 1
         s = t - 1 - k_best
@@ -568,6 +625,8 @@ def _check_inputs(
 
 
 _SCAN_KERNELS = {1: _crf_scan_simple_kernel, 2: _crf_scan_tiled_tuned, 3: _crf_scan_register_tuned}
+# What one unit of a saved offset is worth in natural-log units: stage 3 scans in base 2.
+_OFFSET_UNITS = {1: 1.0, 2: 1.0, 3: math.log(2.0)}
 
 
 def _scan(
@@ -580,7 +639,8 @@ def _scan(
     directions: int,
     store: bool,
 ) -> tuple[torch.Tensor, ...]:
-    """Run ``directions`` (1: forward; 2: forward and reversed) scans; returns (out, alpha, u, prefix)."""
+    """Run ``directions`` (1: forward; 2: forward and reversed) scans; returns (out, alpha, u, off, prefix):
+    alpha and u relative to the offsets ``off`` (in units of ``_OFFSET_UNITS[stage]``) when ``store``."""
     B, T, C = emissions.shape
     K = durations.shape[0]
     K_PAD, C_PAD = _pad(K), _pad(C)
@@ -589,19 +649,21 @@ def _scan(
     if store:
         alpha = torch.empty((directions, B, T + 1, C), dtype=torch.float32, device=dev)
         u = torch.empty_like(alpha)
+        off = torch.empty((directions, B, T + 1), dtype=torch.float32, device=dev)
         prefix = torch.empty((B, T + 1, C), dtype=torch.float32, device=dev)
     else:  # never written: STORE is a constexpr False
-        alpha = u = prefix = out
+        alpha = u = off = prefix = out
     # Stages 1-2 keep their ring (and stage 1 its alpha row) in this scratch; stage 3 ignores it.
     ring = torch.empty((directions, B, K_PAD + 1, C_PAD), dtype=torch.float32, device=dev) if stage < 3 else out
     stride_dir_s = alpha.stride(0) if store else 0
     stride_sb, stride_st = (alpha.stride(1), alpha.stride(2)) if store else (0, 0)
+    off_strides = (off.stride(0), off.stride(1)) if store else (0, 0)
     ring_strides = (ring.stride(0), ring.stride(1)) if stage < 3 else (0, 0)
     args = (
-        emissions, transitions, durations, lengths, out, alpha, u, prefix, ring,
+        emissions, transitions, durations, lengths, out, alpha, u, off, prefix, ring,
         C, K,
         *emissions.stride(), *transitions.stride(), *durations.stride(),
-        stride_dir_s, stride_sb, stride_st, *ring_strides,
+        stride_dir_s, stride_sb, stride_st, *off_strides, *ring_strides,
     )  # fmt: skip
     meta = {"SEMIRING": semiring, "STORE": store, "K_PAD": K_PAD, "C_PAD": C_PAD}
     grid = (B, directions)
@@ -612,11 +674,11 @@ def _scan(
         kernel.fn[grid](*args, **meta)
     else:
         kernel[grid](*args, **meta)
-    return out, alpha, u, prefix
+    return out, alpha, u, off, prefix
 
 
-def _marginals(saved: tuple[torch.Tensor, ...], grad_out: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    emissions_shape, transitions, durations, lengths, out, alpha, u, prefix = saved
+def _marginals(saved: tuple, grad_out: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    emissions_shape, off_scale, transitions, durations, lengths, alpha, u, off, prefix = saved
     B, _, C = emissions_shape
     K = durations.shape[0]
     grad_em = torch.zeros(emissions_shape, dtype=torch.float32, device=transitions.device)
@@ -625,30 +687,30 @@ def _marginals(saved: tuple[torch.Tensor, ...], grad_out: torch.Tensor) -> tuple
     K_PAD, C_PAD = _pad(K), _pad(C)
     block_t = max(1, min(8, _MARGINAL_TILE_ELEMENTS // (max(K_PAD, C_PAD) * C_PAD)))
     _crf_marginals_kernel[(B,)](
-        alpha, u, prefix, transitions, durations, lengths, out[0], grad_out,
+        alpha, u, off, prefix, transitions, durations, lengths, grad_out,
         grad_em, grad_dur, grad_trans,
-        C, K,
+        C, K, off_scale,
         *transitions.stride(), *durations.stride(),
-        alpha.stride(0), alpha.stride(1), alpha.stride(2), grad_em.stride(0), grad_em.stride(1),
+        *alpha.stride()[:3], *off.stride()[:2], *grad_em.stride()[:2],
         K_PAD=K_PAD, C_PAD=C_PAD, BLOCK_T=block_t, num_warps=4 if block_t > 1 else 8,
     )  # fmt: skip
     # Per-batch partials summed here: deterministic, unlike atomics.
     return grad_em, grad_trans.sum(0), grad_dur.sum(0)
 
 
-def _viterbi_path_grads(saved: tuple[torch.Tensor, ...], grad_out: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    emissions_shape, transitions, durations, lengths, _out, alpha, u, prefix = saved
+def _viterbi_path_grads(saved: tuple, grad_out: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    emissions_shape, off_scale, transitions, durations, lengths, alpha, u, off, prefix = saved
     B, _, C = emissions_shape
     K = durations.shape[0]
     grad_em = torch.zeros(emissions_shape, dtype=torch.float32, device=transitions.device)
     grad_dur = torch.empty((B, K, C), dtype=torch.float32, device=transitions.device)
     grad_trans = torch.empty((B, C, C), dtype=torch.float32, device=transitions.device)
     _crf_viterbi_backtrace_kernel[(B,)](
-        alpha, u, prefix, transitions, durations, lengths, grad_out,
+        alpha, u, off, prefix, transitions, durations, lengths, grad_out,
         grad_em, grad_dur, grad_trans,
-        C, K,
+        C, K, off_scale,
         *transitions.stride(), *durations.stride(),
-        alpha.stride(1), alpha.stride(2), grad_em.stride(0), grad_em.stride(1),
+        alpha.stride(1), alpha.stride(2), off.stride(1), grad_em.stride(0), grad_em.stride(1),
         K_PAD=_pad(K), C_PAD=_pad(C), num_warps=1,
     )  # fmt: skip
     return grad_em, grad_trans.sum(0), grad_dur.sum(0)
@@ -669,18 +731,19 @@ class _SemiMarkovCRF(torch.autograd.Function):
         # Log semiring: the reversed (outside) scan is independent of the forward one, so both run in
         # one launch on otherwise idle SMs; the backward is then a single parallel pass.
         directions = 2 if needs_grad and semiring == SEMIRINGS["log"] else 1
-        out, alpha, u, prefix = _scan(
+        out, alpha, u, off, prefix = _scan(
             stage, emissions, transitions, durations, lengths, semiring, directions, store=needs_grad
         )
         if needs_grad:
-            ctx.save_for_backward(transitions, durations, lengths, out, alpha, u, prefix)
+            ctx.save_for_backward(transitions, durations, lengths, alpha, u, off, prefix)
             ctx.emissions_shape = emissions.shape
+            ctx.off_scale = _OFFSET_UNITS[stage]
             ctx.semiring = semiring
         return out[0]
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        saved = (ctx.emissions_shape, *ctx.saved_tensors)
+        saved = (ctx.emissions_shape, ctx.off_scale, *ctx.saved_tensors)
         grad_out = grad_out.contiguous().float()
         if ctx.semiring == SEMIRINGS["log"]:
             grad_em, grad_trans, grad_dur = _marginals(saved, grad_out)
