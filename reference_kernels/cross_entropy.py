@@ -3,36 +3,34 @@
 Math: per row ``ℓ_i = lse(x_i) − x_i[t_i]`` with ``lse(x) = m + log Σ_j e^(x_j − m)``, rows whose target is
 ``ignore_index`` contributing nothing; ``loss = Σ ℓ_i / n_valid``. Gradient:
 ``dx_ij = g · (softmax(x_i)_j − [j = t_i]) / n_valid`` on valid rows (g the upstream gradient), 0 on
-ignored rows. The softmax is never materialised.
+ignored rows. The softmax is never materialised; the forward keeps one fp32 ``lse`` per row.
 
-Programs → data: persistent programs walk rows; per row the vocabulary is streamed in CHUNK-wide column
-chunks with an online logsumexp kept *per lane* (running max ``m`` and sum ``s``, ``s ← s·e^(m−m') +
-e^(x−m')`` in a one-exp form), so the chunk loop has no cross-warp reduction and the loads of successive
-chunks overlap (``STAGES``: the next chunks stream into shared memory while this one is folded in); the
-lanes are merged once per row. Three launches per forward: a one-program kernel counts the valid rows
-(the gradient's scale), the row kernel, and a one-program kernel that sums the row losses in a fixed
-order and divides.
-- stage 2: the forward kernel stores ``ℓ_i`` and ``lse_i`` (fp32); the backward kernel re-reads the
-  logits and writes ``dx = g·(e^(x − lse) − onehot)/n_valid``. Configs autotuned per vocabulary size.
-- stage 3: no autotuner: programs per SM from an L2 budget (``_plan``). When the logits need a gradient,
-  the forward kernel takes a second pass over each row right after the first, newest chunk first so the
-  reads hit the L2 lines pass 1 touched last, and writes ``(softmax − onehot)/n_valid`` into a buffer
-  (Liger-Kernel's approach); the backward hands that buffer over, scaled in place by g on the device
-  (a no-op kernel when g = 1, so no host sync). The logits are then read from HBM once for forward and
-  backward together.
+Programs → data:
+- stage 2: persistent programs walk rows; per row the vocabulary is streamed in CHUNK-wide column
+  chunks with an online logsumexp kept *per lane* (running max ``m`` and sum ``s``, ``s ← s·e^(m−m') +
+  e^(x−m')`` in a one-exp form), so the chunk loop has no cross-warp reduction and successive chunks'
+  loads overlap (``STAGES``: the next chunks stream into shared memory while this one is folded in).
+  The backward kernel walks rows the same way, re-reading the logits. Configs autotuned per vocabulary.
+- stage 3: rows are split. Forward: program ``(i, b)`` reduces column block b of row i to a partial
+  ``(max, Σ e^(x − max))`` pair, with no loop and no dependence on any other block, so every SM holds
+  many independent loads in flight (a row-serial program stalls at each row's end, where its reductions
+  and the target's load wait on the whole row); a second kernel merges each row's pairs into ``lse_i``
+  and ``ℓ_i`` (reading the one logit ``x_i[t_i]``). Backward: program ``(i, b)`` writes block b of row i's
+  gradient, an elementwise pass. Block sizes by rule (``_split_plan``), no autotuner.
+Both stages end the forward with one program that counts the valid rows and sums the row losses in a
+fixed order (bitwise reproducible); the backward reads ``g`` and ``1/n_valid`` on the device, so no
+launch waits for the host.
 
-Bytes: forward reads the logits once (``N·V·size``); forward + backward at least reads them once and
-writes the gradient once (``2·N·V·size``), which stage 3 does while its rows in flight fit in L2;
-stage 2 reads them twice. Eager PyTorch writes and re-reads the ``[N, V]`` log-softmax and a ``[N, V]``
-one-hot gradient. Peak extra memory: stage 3 holds one ``[N, V]`` buffer (the gradient, handed to
-autograd without a copy); eager holds three (log-softmax, its gradient, the logits' gradient).
+Bytes: forward reads the logits once (``N·V·size``); forward + backward reads them twice and writes the
+gradient once (``3·N·V·size``), whatever the upstream gradient. Eager PyTorch writes and re-reads the
+``[N, V]`` log-softmax and a ``[N, V]`` one-hot gradient. Peak extra memory: one ``[N, V]`` buffer (the
+gradient); eager holds three (log-softmax, its gradient, the logits' gradient).
 
 Limits: logits ``[N, V]`` float32 / float16 / bfloat16 with unit column stride (other layouts are copied
 once); targets ``[N]`` int32 / int64 in ``[0, V)`` or ``ignore_index`` (an out-of-range target is not
 read; its row's loss is NaN, so the mean is NaN: no host sync to check it); no class weights or label
-smoothing. The loss has the logits' dtype, as in PyTorch. Stage 3's backward can run once per forward
-(its gradient buffer is handed over, not kept). Rows are spread over programs, so a handful of very
-long rows uses only a handful of SMs.
+smoothing. The loss has the logits' dtype, as in PyTorch. The final sum is one program: fine up to a
+few hundred thousand rows, a few µs per 10^4.
 """
 
 from __future__ import annotations
@@ -45,32 +43,27 @@ import triton
 import triton.language as tl
 
 from reference_kernels._autotune import launch_tuned, tuning_bench
-from reference_kernels._common import FLOAT_DTYPES, cdiv, interpreting, sm_count
+from reference_kernels._common import FLOAT_DTYPES, cdiv, interpreting, next_power_of_2, sm_count
 from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
 
 IGNORE_INDEX = -100
 # Lowest finite fp32: the per-lane running max starts here rather than at -inf, so a lane that has only
 # seen -inf (masked tail) computes e^(-inf) = 0, never e^(-inf + inf) = NaN.
 _FP32_LOWEST = tl.constexpr(-3.4028234663852886e38)
-# Stage 3: rows in flight across the GPU may hold this many bytes, so that pass 2 re-reads them from
-# L2 (half the 50 MB L2 of an H100/H200: the gradient being written streams through the other half).
-# At a 128256 bf16 vocabulary (250 KB rows) that is one program per SM; at 32000 (62.5 KB), two.
-_L2_BUDGET_BYTES = 24 * 2**20
-# Stage 3's programs per SM without the gradient pass (nothing to keep in L2): three 8-warp programs
-# (80 registers, 16 KB of pipeline buffers each, ptxas -v) keep loads in flight while each folds chunks.
-_MAX_PROGS_PER_SM = 3
-# One program per SM: 8192-column chunks over 16 warps; several: 4096 over 8 warps. 16 values per
-# thread per chunk either way; three stages keep two chunks in flight (86 / 80 registers, no spills).
-_WIDE = {"CHUNK": 8192, "STAGES": 3, "num_warps": 16}
-_NARROW = {"CHUNK": 4096, "STAGES": 3, "num_warps": 8}
-# Host-side helpers (valid-row count, mean of the row losses, in-place scale by g): one program sums
-# targets / losses in fixed-order 1024-wide blocks; the scale runs a persistent grid of 4 programs per
-# SM over 4096-element blocks, 8 warps (16 elements per thread).
+# Stage 3's column block: 4 KB of logits per program (2048 bf16 values over 2 warps, 32 values per thread:
+# four 128-bit loads in flight per thread). Best of 4-32 KB × 16-32 values per thread on the H200 on 3 of
+# the 4 bench shapes forward and forward + backward, and within 10 % of the best on the 4th
+# (benchmarks/tuning_sweep.py, results/h200/tuning_sweep.txt): small programs and many of them keep
+# every SM's loads independent.
+_BLOCK_BYTES = 4096
+_VALUES_PER_THREAD = 32
+# Stage 3's merge of the per-block pairs: rows per program such that each holds ~2048 pairs.
+_MERGE_PAIRS = 2048
+# The final sum over rows: one program, fixed order, 1024-wide blocks.
 _SMALL_BLOCK = 1024
-_SCALE_BLOCK = 4096
-_SCALE_PROGS_PER_SM = 4
 # The CPU interpreter has no autotuner backend (nothing to time with) and no SM count: one fixed config,
-# small enough that persistent row loops and multi-chunk rows with tails run on the small cases.
+# small enough that persistent row loops, multi-chunk rows with tails and multi-block rows run on the
+# small cases.
 _INTERPRETER_SMS = 2
 _INTERPRETER_CHUNK = 4096
 _INTERPRETER_META = {"CHUNK": _INTERPRETER_CHUNK, "PROGS_PER_SM": 1, "STAGES": 2}
@@ -122,55 +115,29 @@ def _row_logsumexp(row_ptr, n_cols, CHUNK: tl.constexpr, STAGES: tl.constexpr):
 
 
 @triton.jit
-def _write_row_grad(row_ptr, grad_row_ptr, n_cols, target, lse, scale, CHUNK: tl.constexpr, STAGES: tl.constexpr):
-    """grad = scale · (e^(x − lse) − [col = target]) over one row, newest chunk first (right after
-    _row_logsumexp those lines are the likeliest still in L2)."""
-    offs = tl.arange(0, CHUNK)
-    n_chunks = tl.cdiv(n_cols, CHUNK)
-    for i in tl.range(0, n_chunks, num_stages=STAGES):
-        cols = (n_chunks - 1 - i) * CHUNK + offs
-        mask = cols < n_cols
-        x = tl.load(row_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        p = tl.exp(x - lse)
-        g = tl.where(cols == target, p - 1.0, p) * scale
-        tl.store(grad_row_ptr + cols, g.to(grad_row_ptr.dtype.element_ty), mask=mask)
+def _softmax_minus_onehot(x, cols, target, lse, scale, valid):
+    """scale · (e^(x − lse) − [col = target]) on a valid row, 0 on an ignored one; fp32."""
+    p = tl.exp(x - lse)
+    return tl.where(valid, tl.where(cols == target, p - 1.0, p) * scale, 0.0)
 
 
 @triton.jit
-def _zero_row(grad_row_ptr, n_cols, CHUNK: tl.constexpr):
-    offs = tl.arange(0, CHUNK)
-    for start in range(0, n_cols, CHUNK):
-        cols = start + offs
-        tl.store(
-            grad_row_ptr + cols,
-            tl.zeros((CHUNK,), tl.float32).to(grad_row_ptr.dtype.element_ty),
-            mask=cols < n_cols,
-        )
-
-
-@triton.jit
-def _count_valid_kernel(targets_ptr, counts_ptr, n_rows, ignore_index, BLOCK: tl.constexpr):
-    # One program: counts_ptr[0] = 1 / max(n_valid, 1) (the gradient's scale), counts_ptr[1] = n_valid.
-    acc = tl.zeros((BLOCK,), tl.int32)
-    for start in range(0, n_rows, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        t = tl.load(targets_ptr + offs, mask=offs < n_rows, other=ignore_index)
-        acc += (t != ignore_index).to(tl.int32)
-    n_valid = tl.sum(acc, axis=0).to(tl.float32)
-    tl.store(counts_ptr, 1.0 / tl.maximum(n_valid, 1.0))
-    tl.store(counts_ptr + 1, n_valid)
-
-
-@triton.jit
-def _mean_loss_kernel(row_loss_ptr, counts_ptr, loss_ptr, n_rows, BLOCK: tl.constexpr):
-    # One program, fixed summation order (bitwise reproducible). All rows ignored: 0 / 0 = NaN, as
+def _mean_loss_kernel(row_loss_ptr, targets_ptr, counts_ptr, loss_ptr, n_rows, ignore_index, BLOCK: tl.constexpr):
+    # One program, fixed summation order (bitwise reproducible): loss = Σ ℓ_i / n_valid, and
+    # counts_ptr = [1 / max(n_valid, 1), n_valid] for the backward. All rows ignored: 0 / 0 = NaN, as
     # PyTorch gives.
     acc = tl.zeros((BLOCK,), tl.float32)
+    n_valid = tl.zeros((BLOCK,), tl.int32)
     for start in range(0, n_rows, BLOCK):
         offs = start + tl.arange(0, BLOCK)
-        acc += tl.load(row_loss_ptr + offs, mask=offs < n_rows, other=0.0)
-    loss = tl.sum(acc, axis=0) / tl.load(counts_ptr + 1)
-    tl.store(loss_ptr, loss.to(loss_ptr.dtype.element_ty))
+        ok = offs < n_rows
+        acc += tl.load(row_loss_ptr + offs, mask=ok, other=0.0)
+        t = tl.load(targets_ptr + offs, mask=ok, other=ignore_index)
+        n_valid += (t != ignore_index).to(tl.int32)
+    n = tl.sum(n_valid, axis=0).to(tl.float32)
+    tl.store(loss_ptr, (tl.sum(acc, axis=0) / n).to(loss_ptr.dtype.element_ty))
+    tl.store(counts_ptr, 1.0 / tl.maximum(n, 1.0))
+    tl.store(counts_ptr + 1, n)
 
 
 @triton.jit
@@ -179,22 +146,15 @@ def _cross_entropy_fwd_kernel(
     targets_ptr,
     loss_ptr,
     lse_ptr,
-    grad_ptr,
-    counts_ptr,
     n_rows,
     n_cols,
     row_stride,
-    grad_row_stride,
     ignore_index,
-    WRITE_GRAD: tl.constexpr,
     CHUNK: tl.constexpr,
     PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
     STAGES: tl.constexpr,
 ):
-    # Persistent: program p takes rows p, p + P, ... and writes ℓ_i and lse_i (0 for ignored rows); with
-    # WRITE_GRAD it also writes row i of (softmax − onehot) / n_valid right after its lse.
-    if WRITE_GRAD:
-        inv_n_valid = tl.load(counts_ptr)
+    # Stage 2. Persistent: program p takes rows p, p + P, ... and writes ℓ_i and lse_i (0 for ignored rows).
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         r = tl.cast(row, tl.int64)
         row_ptr = logits_ptr + r * row_stride
@@ -206,15 +166,9 @@ def _cross_entropy_fwd_kernel(
             tl.device_assert(in_range, "cross_entropy: target outside [0, V)")
             lse = _row_logsumexp(row_ptr, n_cols, CHUNK, STAGES)
             loss = lse - tl.load(row_ptr + target, mask=in_range, other=float("nan")).to(tl.float32)
-            if WRITE_GRAD:
-                _write_row_grad(
-                    row_ptr, grad_ptr + r * grad_row_stride, n_cols, target, lse, inv_n_valid, CHUNK, STAGES
-                )
         else:
             lse = tl.zeros((), tl.float32)
             loss = tl.zeros((), tl.float32)
-            if WRITE_GRAD:
-                _zero_row(grad_ptr + r * grad_row_stride, n_cols, CHUNK)
         tl.store(loss_ptr + r, loss)
         tl.store(lse_ptr + r, lse)
 
@@ -236,31 +190,107 @@ def _cross_entropy_bwd_kernel(
     PROGS_PER_SM: tl.constexpr,  # read by the launch grid only
     STAGES: tl.constexpr,
 ):
-    # Stage 2's backward: recompute e^(x − lse) from the stored lse; scale g / n_valid read on the device.
+    # Stage 2's backward: per row, recompute e^(x − lse) from the stored lse, chunk by chunk; the scale
+    # g / n_valid is read on the device.
     scale = tl.load(grad_out_ptr).to(tl.float32) * tl.load(counts_ptr)
+    offs = tl.arange(0, CHUNK)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         r = tl.cast(row, tl.int64)
         target = tl.load(targets_ptr + r).to(tl.int64)
-        if target != ignore_index:
-            lse = tl.load(lse_ptr + r)
-            _write_row_grad(
-                logits_ptr + r * row_stride, grad_ptr + r * grad_row_stride, n_cols, target, lse, scale, CHUNK, STAGES
-            )
-        else:
-            _zero_row(grad_ptr + r * grad_row_stride, n_cols, CHUNK)
+        valid = target != ignore_index
+        lse = tl.load(lse_ptr + r)
+        for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
+            cols = start + offs
+            mask = cols < n_cols
+            # An ignored row reads nothing and writes zeros.
+            x = tl.load(logits_ptr + r * row_stride + cols, mask=mask & valid, other=0.0).to(tl.float32)
+            g = _softmax_minus_onehot(x, cols, target, lse, scale, valid)
+            tl.store(grad_ptr + r * grad_row_stride + cols, g.to(grad_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def _scale_inplace_kernel(x_ptr, scale_ptr, n, BLOCK: tl.constexpr):
-    # Stage 3's backward: x *= g with g read on the device, so the host never waits to see whether
-    # g = 1 (loss.backward()); then every program returns at once and nothing is read or written.
-    scale = tl.load(scale_ptr).to(tl.float32)
-    if scale != 1.0:
-        for start in range(tl.program_id(0) * BLOCK, n, tl.num_programs(0) * BLOCK):
-            offs = tl.cast(start, tl.int64) + tl.arange(0, BLOCK)
-            mask = offs < n
-            x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-            tl.store(x_ptr + offs, (x * scale).to(x_ptr.dtype.element_ty), mask=mask)
+def _block_max_sum_kernel(logits_ptr, part_ptr, n_cols, row_stride, n_blocks, BLOCK: tl.constexpr):
+    # Stage 3 forward, step 1: program (i, b) (flattened, b fastest, so a row's blocks are neighbours)
+    # writes block b of row i as (max, Σ e^(x − max)) to part_ptr[i, b, :].
+    pid = tl.program_id(0)
+    row = (pid // n_blocks).to(tl.int64)
+    cols = (pid % n_blocks) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(logits_ptr + row * row_stride + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    # A block of nothing but -inf (a masked vocabulary range) is the pair (-inf, 0), not e^(-inf + inf).
+    m_safe = tl.where(m == float("-inf"), 0.0, m)
+    s = tl.sum(tl.exp(x - m_safe), axis=0)
+    out = part_ptr + pid.to(tl.int64) * 2
+    tl.store(out, m)
+    tl.store(out + 1, s)
+
+
+@triton.jit
+def _merge_rows_kernel(
+    part_ptr,
+    logits_ptr,
+    targets_ptr,
+    loss_ptr,
+    lse_ptr,
+    n_rows,
+    n_cols,
+    row_stride,
+    n_blocks,
+    ignore_index,
+    ROWS: tl.constexpr,
+    NB: tl.constexpr,
+):
+    # Stage 3 forward, step 2: ROWS rows per program merge their n_blocks (max, sum) pairs into lse_i and
+    # write ℓ_i = lse_i − x_i[t_i] (0 and lse 0 on ignored rows).
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    row_ok = rows < n_rows
+    blocks = tl.arange(0, NB)
+    pair = (rows[:, None] * n_blocks + blocks[None, :]) * 2
+    mask = row_ok[:, None] & (blocks[None, :] < n_blocks)
+    # Padding pairs are (-inf, 0): they add nothing and never become the max.
+    m = tl.load(part_ptr + pair, mask=mask, other=float("-inf"))
+    s = tl.load(part_ptr + pair + 1, mask=mask, other=0.0)
+    m_row = tl.max(m, axis=1)
+    m_safe = tl.where(m_row == float("-inf"), 0.0, m_row)
+    lse = m_safe + tl.log(tl.sum(s * tl.exp(m - m_safe[:, None]), axis=1))
+    target = tl.load(targets_ptr + rows, mask=row_ok, other=ignore_index).to(tl.int64)
+    valid = row_ok & (target != ignore_index)
+    # A target outside [0, V) is never read: its loss is NaN (the assert fires only under TRITON_DEBUG=1).
+    in_range = (target >= 0) & (target < n_cols)
+    tl.device_assert(in_range | (target == ignore_index), "cross_entropy: target outside [0, V)")
+    x_t = tl.load(logits_ptr + rows * row_stride + target, mask=valid & in_range, other=float("nan"))
+    tl.store(loss_ptr + rows, tl.where(valid, lse - x_t.to(tl.float32), 0.0), mask=row_ok)
+    tl.store(lse_ptr + rows, tl.where(valid, lse, 0.0), mask=row_ok)
+
+
+@triton.jit
+def _block_grad_kernel(
+    logits_ptr,
+    targets_ptr,
+    lse_ptr,
+    grad_out_ptr,
+    counts_ptr,
+    grad_ptr,
+    n_cols,
+    row_stride,
+    grad_row_stride,
+    n_blocks,
+    ignore_index,
+    BLOCK: tl.constexpr,
+):
+    # Stage 3 backward: program (i, b) writes block b of row i of g · (softmax − onehot) / n_valid.
+    pid = tl.program_id(0)
+    row = (pid // n_blocks).to(tl.int64)
+    cols = (pid % n_blocks) * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    scale = tl.load(grad_out_ptr).to(tl.float32) * tl.load(counts_ptr)
+    target = tl.load(targets_ptr + row).to(tl.int64)
+    valid = target != ignore_index
+    lse = tl.load(lse_ptr + row)
+    # An ignored row reads nothing and writes zeros.
+    x = tl.load(logits_ptr + row * row_stride + cols, mask=mask & valid, other=0.0).to(tl.float32)
+    g = _softmax_minus_onehot(x, cols, target, lse, scale, valid)
+    tl.store(grad_ptr + row * grad_row_stride + cols, g.to(grad_ptr.dtype.element_ty), mask=mask)
 
 
 _cross_entropy_fwd_tuned = triton.autotune(configs=_configs(), key=["n_cols"], do_bench=tuning_bench)(
@@ -305,52 +335,47 @@ def _check_inputs(logits: Any, targets: Any, ignore_index: Any) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def _plan(n_rows: int, n_cols: int, elem_bytes: int, write_grad: bool, n_sms: int) -> tuple[int, dict[str, int]]:
-    """Stage 3's persistent grid and launch meta for a shape. Cached: a call costs a dict lookup."""
-    progs_per_sm = _MAX_PROGS_PER_SM
-    if write_grad:
-        # Pass 2 re-reads each row from L2: keep the rows in flight inside the budget.
-        progs_per_sm = max(1, min(progs_per_sm, _L2_BUDGET_BYTES // (n_sms * n_cols * elem_bytes)))
-    meta = dict(_WIDE if progs_per_sm == 1 else _NARROW)
+def _split_plan(n_rows: int, n_cols: int, elem_bytes: int) -> tuple[int, dict[str, int], int, dict[str, int]]:
+    """Stage 3's launch for a shape: (column blocks per row, block meta, rows per merge program, merge
+    meta). Cached: a call costs a dict lookup."""
+    block = min(_BLOCK_BYTES // elem_bytes, next_power_of_2(max(n_cols, 1)))
     if interpreting():
-        meta["CHUNK"] = _INTERPRETER_CHUNK
-    return min(n_rows, progs_per_sm * n_sms), {**meta, "PROGS_PER_SM": progs_per_sm, "WRITE_GRAD": write_grad}
+        block = min(block, _INTERPRETER_CHUNK)
+    n_blocks = cdiv(n_cols, block)
+    warps = max(1, min(16, block // (32 * _VALUES_PER_THREAD)))
+    nb = next_power_of_2(n_blocks)
+    rows = max(1, min(_MERGE_PAIRS // nb, next_power_of_2(max(n_rows, 1))))
+    return n_blocks, {"BLOCK": block, "num_warps": warps}, rows, {"ROWS": rows, "NB": nb, "num_warps": 4}
 
 
 def _fwd(
-    logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, stage: int, write_grad: bool
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(loss in the logits' dtype, lse [N] fp32, counts [1/max(n_valid, 1), n_valid] fp32, gradient of
-    the mean loss or None)."""
-    if logits.stride(-1) != 1:
-        logits = logits.contiguous()
-    if targets.stride(0) != 1:
-        targets = targets.contiguous()
+    logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, stage: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(loss in the logits' dtype, lse [N] fp32, counts [1/max(n_valid, 1), n_valid] fp32)."""
     n_rows, n_cols = logits.shape
     device = logits.device
     row_loss = torch.empty(n_rows, dtype=torch.float32, device=device)
     lse = torch.empty(n_rows, dtype=torch.float32, device=device)
     counts = torch.empty(2, dtype=torch.float32, device=device)
     loss = torch.empty((), dtype=logits.dtype, device=device)
-    grad = torch.empty_like(logits) if write_grad else None
-    _count_valid_kernel[(1,)](targets, counts, n_rows, ignore_index, BLOCK=_SMALL_BLOCK)
     if n_rows and n_cols:
-        grad_arg = grad if grad is not None else row_loss  # never written when WRITE_GRAD is off
-        args = (
-            logits, targets, row_loss, lse, grad_arg, counts, n_rows, n_cols,
-            logits.stride(0), grad_arg.stride(0), ignore_index,
-        )  # fmt: skip
         if stage >= 3:
-            n_programs, meta = _plan(n_rows, n_cols, logits.element_size(), write_grad, _num_sms(logits))
-            _cross_entropy_fwd_kernel[(n_programs,)](*args, **meta)
+            n_blocks, block_meta, rows, merge_meta = _split_plan(n_rows, n_cols, logits.element_size())
+            parts = torch.empty((n_rows, n_blocks, 2), dtype=torch.float32, device=device)
+            _block_max_sum_kernel[(n_rows * n_blocks,)](logits, parts, n_cols, logits.stride(0), n_blocks, **block_meta)
+            _merge_rows_kernel[(cdiv(n_rows, rows),)](
+                parts, logits, targets, row_loss, lse, n_rows, n_cols, logits.stride(0), n_blocks, ignore_index,
+                **merge_meta,
+            )  # fmt: skip
         else:
             n_sm = _num_sms(logits)
             grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
-            launch_tuned(_cross_entropy_fwd_tuned, grid, args, _INTERPRETER_META, WRITE_GRAD=write_grad)
+            args = (logits, targets, row_loss, lse, n_rows, n_cols, logits.stride(0), ignore_index)
+            launch_tuned(_cross_entropy_fwd_tuned, grid, args, _INTERPRETER_META)
     else:
         row_loss.zero_()
-    _mean_loss_kernel[(1,)](row_loss, counts, loss, n_rows, BLOCK=_SMALL_BLOCK)
-    return loss, lse, counts, grad
+    _mean_loss_kernel[(1,)](row_loss, targets, counts, loss, n_rows, ignore_index, BLOCK=_SMALL_BLOCK)
+    return loss, lse, counts
 
 
 def _bwd(
@@ -360,14 +385,18 @@ def _bwd(
     counts: torch.Tensor,
     grad_out: torch.Tensor,
     ignore_index: int,
+    stage: int,
 ) -> torch.Tensor:
-    if logits.stride(-1) != 1:
-        logits = logits.contiguous()
-    if targets.stride(0) != 1:
-        targets = targets.contiguous()
     n_rows, n_cols = logits.shape
     grad = torch.empty_like(logits)
     if grad.numel() == 0:
+        return grad
+    if stage >= 3:
+        n_blocks, block_meta, _, _ = _split_plan(n_rows, n_cols, logits.element_size())
+        _block_grad_kernel[(n_rows * n_blocks,)](
+            logits, targets, lse, grad_out, counts, grad, n_cols, logits.stride(0), grad.stride(0), n_blocks,
+            ignore_index, **block_meta,
+        )  # fmt: skip
         return grad
     n_sm = _num_sms(logits)
     grid = lambda meta: (min(n_rows, n_sm * meta["PROGS_PER_SM"]),)
@@ -378,64 +407,42 @@ def _bwd(
     return grad
 
 
-def _scale_inplace(x: torch.Tensor, scale: torch.Tensor) -> None:
-    n = x.numel()
-    if n:
-        n_programs = max(1, min(cdiv(n, _SCALE_BLOCK), _SCALE_PROGS_PER_SM * _num_sms(x)))
-        _scale_inplace_kernel[(n_programs,)](x, scale, n, BLOCK=_SCALE_BLOCK, num_warps=8)
-
-
 class _CrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, stage: int) -> torch.Tensor:
-        fused = stage >= 3 and ctx.needs_input_grad[0]
-        loss, lse, counts, grad = _fwd(logits, targets, ignore_index, stage, write_grad=fused)
-        ctx.ignore_index = ignore_index
-        ctx.fused = fused
-        if fused:
-            # Kept off save_for_backward: it is neither an input nor an output, and handing autograd the only
-            # reference lets it adopt the buffer as logits.grad without a copy.
-            ctx.grad = grad
-        else:
-            ctx.save_for_backward(logits, targets, lse, counts)
+        loss, lse, counts = _fwd(logits, targets, ignore_index, stage)
+        ctx.ignore_index, ctx.stage = ignore_index, stage
+        ctx.save_for_backward(logits, targets, lse, counts)
         return loss
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        if not ctx.fused:
-            logits, targets, lse, counts = ctx.saved_tensors
-            return _bwd(logits, targets, lse, counts, grad_out, ctx.ignore_index), None, None, None
-        grad = getattr(ctx, "grad", None)
-        if grad is None:
-            raise RuntimeError(
-                "cross_entropy_stage3 computes its gradient in the forward and hands it over on the first "
-                "backward; a second backward through the same graph (retain_graph=True) is not supported — "
-                "use cross_entropy_stage2 for that"
-            )
-        del ctx.grad
-        # Scaled on the device: no host sync, and no traffic when g = 1 (loss.backward()).
-        _scale_inplace(grad, grad_out)
-        return grad, None, None, None
+        logits, targets, lse, counts = ctx.saved_tensors
+        return _bwd(logits, targets, lse, counts, grad_out, ctx.ignore_index, ctx.stage), None, None, None
 
 
 def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, stage: int) -> torch.Tensor:
     _check_inputs(logits, targets, ignore_index)
+    if logits.stride(-1) != 1:
+        logits = logits.contiguous()
+    if targets.stride(0) != 1:
+        targets = targets.contiguous()
     if logits.requires_grad and torch.is_grad_enabled():
         return _CrossEntropy.apply(logits, targets, ignore_index, stage)
     # No graph to record: skip the autograd.Function (~10 µs of host time per call).
-    return _fwd(logits, targets, ignore_index, stage, write_grad=False)[0]
+    return _fwd(logits, targets, ignore_index, stage)[0]
 
 
 # ---------------------------------------------------------------------------------------- public functions
 
 
 def cross_entropy_stage2(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
-    """Mean cross-entropy, vocabulary streamed with an online logsumexp; backward re-reads the logits."""
+    """Mean cross-entropy, each row streamed by one program with an online logsumexp; autotuned."""
     return _cross_entropy(logits, targets, ignore_index, 2)
 
 
 def cross_entropy_stage3(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
-    """Mean cross-entropy; when the logits need a gradient it is written during the forward pass."""
+    """Mean cross-entropy, rows split into column blocks reduced independently and merged; no autotuner."""
     return _cross_entropy(logits, targets, ignore_index, 3)
 
 

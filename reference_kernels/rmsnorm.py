@@ -58,7 +58,10 @@ _FWD_MIN_TILE = 4096
 # bf16, STAGES 2): 4096 columns at 8 warps 122 registers (two programs per SM fit), 8192 at 16 warps 122
 # (one fits; two would need ≤ 64), no spills. The persistent grid is as many programs as fit at once.
 _BWD_VALUES_PER_THREAD = 16
-_BWD_STAGES = 2
+# STAGES 3 keeps two rows of x and dy streaming into shared memory while one is reduced: backward alone
+# 0.204 ms against 0.298 with STAGES 2 at 16384×8192 bf16, 0.112 against 0.137 at 16384×4096
+# (benchmarks/tuning_sweep.py on the H200, results/h200/tuning_sweep.txt); STAGES 4 gained nothing more.
+_BWD_STAGES = 3
 # Stage 3 stacks short rows only while every SM still gets this many programs.
 _MIN_PROGRAMS_PER_SM = 2
 # Stage 3's looped kernels (rows past the one-block budgets): 8192-column chunks over 16 warps, two

@@ -13,7 +13,7 @@ import torch
 from mcp_server.engine import bench as B
 from mcp_server.engine.device import DeviceInfo
 from mcp_server.engine.errors import EnvironmentUnavailable
-from mcp_server.engine.jobs.bench_job import _substitute, parse_sizes
+from mcp_server.engine.jobs.bench_job import _model, _substitute, parse_sizes
 from mcp_server.models import BenchResult, DevicePeaks, FindingKind
 
 FX = Path(__file__).resolve().parent.parent / "fixtures"
@@ -126,6 +126,37 @@ def test_failed_providers_are_reported_not_hidden():
     row = B._row(raw, PEAKS)
     assert row.speedup_vs_compile is None
     assert next(t for t in row.timings if t.provider == "compile").error.startswith("exception")
+
+
+class _Modules:
+    """Reference modules as bench finds them: no model, a forward model, and a forward + backward one."""
+
+    class bare:
+        pass
+
+    class forward:
+        bytes_moved = staticmethod(lambda x: 10 * x)
+        flops = staticmethod(lambda x: 7 * x)
+
+    class both(forward):
+        bytes_moved_fwd_bwd = staticmethod(lambda x: 25 * x)
+        flops_fwd_bwd = staticmethod(lambda x: 20 * x)
+
+    class broken:
+        bytes_moved = staticmethod(lambda x: 1 / 0)
+
+
+def test_the_roofline_model_counts_the_backward_when_the_timing_includes_it():
+    # Forward: the module's model, else inputs + outputs.
+    assert _model(_Modules.bare, [1], in_bytes=100, out_bytes=40)[:2] == (140, 0)
+    assert _model(_Modules.forward, [1], 100, 40)[:2] == (10, 7)
+    assert _model(_Modules.broken, [1], 100, 40)[:2] == (140, 0)
+    # Forward + backward: the module's own model, else forward + upstream gradients + inputs + gradients.
+    assert _model(_Modules.both, [1], 100, 40, grad_bytes=60)[:2] == (25, 20)
+    nbytes, nflops, source = _model(_Modules.forward, [1], 100, 40, grad_bytes=60)
+    assert (nbytes, nflops) == (10 + 40 + 100 + 60, 21)
+    assert "backward estimate" in source
+    assert _model(_Modules.bare, [1], 100, 40, grad_bytes=60)[:2] == (140 + 40 + 100 + 60, 0)
 
 
 def test_sizes_and_symbolic_inputs_are_parsed():

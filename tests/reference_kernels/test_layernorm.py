@@ -38,8 +38,8 @@ def test_stage3_plans_follow_the_register_budget_rules():
     # The rules behind stage 3's configs (see _fwd_plan / _bwd_plan): checked here so a change is deliberate.
     assert mod._fwd_plan(4096, 8192, 132) == ((4096,), {"BLOCK_N": 8192, "ROWS": 1, "num_warps": 8})
     # Backward: 16 values per thread; two 8-warp programs per SM fit (~120 registers), one 16-warp.
-    assert mod._bwd_plan(4096, 4096, 132) == (264, {"BLOCK_N": 4096, "ROWS": 1, "STAGES": 2, "num_warps": 8})
-    assert mod._bwd_plan(4096, 8192, 132) == (132, {"BLOCK_N": 8192, "ROWS": 1, "STAGES": 2, "num_warps": 16})
+    assert mod._bwd_plan(4096, 4096, 132) == (264, {"BLOCK_N": 4096, "ROWS": 1, "STAGES": 3, "num_warps": 8})
+    assert mod._bwd_plan(4096, 8192, 132) == (132, {"BLOCK_N": 8192, "ROWS": 1, "STAGES": 3, "num_warps": 16})
 
 
 def test_one_block_stages_reject_rows_past_their_limit_and_name_stage3():

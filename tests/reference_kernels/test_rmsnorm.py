@@ -37,7 +37,7 @@ def test_stage3_chooses_one_block_or_looped_kernels_by_row_length():
 def test_stage3_plans_follow_the_register_budget_rules():
     # The rules behind stage 3's configs (see _fwd_plan / _bwd_plan): checked here so a change is deliberate.
     assert mod._fwd_plan(4096, 4096, 132) == ((4096,), {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 4})
-    assert mod._bwd_plan(4096, 8192, 132) == (132, {"BLOCK_N": 8192, "ROWS": 1, "STAGES": 2, "num_warps": 16})
+    assert mod._bwd_plan(4096, 8192, 132) == (132, {"BLOCK_N": 8192, "ROWS": 1, "STAGES": 3, "num_warps": 16})
 
 
 def test_stage2_rejects_rows_past_its_limit_and_names_stage3():

@@ -461,7 +461,10 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             t.update(_stats(t["provider"], samples[t["provider"]], t.get("compile_s")))
             t["host_launch_ms"] = timer.host_ms.get(id(fn))
             t["outside_stream_ms"] = timer.host_check(fn, sets)
-        row["bytes"], row["flops"], row["model"] = _model(model_module, args, set_bytes + out_bytes)
+        grad_bytes = None
+        if params.get("backward"):
+            grad_bytes = sum(t.numel() * t.element_size() for t in common.iter_tensors(args) if t.requires_grad)
+        row["bytes"], row["flops"], row["model"] = _model(model_module, args, set_bytes, out_bytes, grad_bytes)
         row["dtype"] = _first_float_dtype(args)
         rows.append(row)
         ctx.progress(step, total_steps, f"{label}: done")
@@ -488,20 +491,43 @@ def _first_float_dtype(args: list[Any]) -> str | None:
     return None
 
 
-def _model(module: Any, args: list[Any], default_bytes: int) -> tuple[int, int, str]:
-    bytes_fn = getattr(module, "bytes_moved", None)
-    flops_fn = getattr(module, "flops", None)
-    source = "default estimate (inputs read once + outputs written once)"
-    nbytes, nflops = default_bytes, 0
-    if callable(bytes_fn):
-        try:
-            nbytes = int(bytes_fn(*args))
-            source = "bytes_moved()/flops() of the module"
-        except Exception:
-            pass
-    if callable(flops_fn):
-        try:
-            nflops = int(flops_fn(*args))
-        except Exception:
-            nflops = 0
-    return nbytes, nflops, source
+def _model(
+    module: Any, args: list[Any], in_bytes: int, out_bytes: int, grad_bytes: int | None = None
+) -> tuple[int, int, str]:
+    """(bytes, FLOPs, where they came from) for one case. Forward: the module's ``bytes_moved`` /
+    ``flops``, else the inputs read once and the outputs written once. Forward + backward (``grad_bytes``
+    given: the bytes of the gradients the inputs receive): the module's ``bytes_moved_fwd_bwd`` /
+    ``flops_fwd_bwd``, else the forward's model plus a backward that reads the upstream gradients and the
+    inputs once and writes the gradients once, and three times the forward's FLOPs (one matmul-like
+    forward costs two more in its backward)."""
+    fwd_bytes = _module_count(module, "bytes_moved", args)
+    fwd_flops = _module_count(module, "flops", args) or 0
+    source = "bytes_moved()/flops() of the module" if fwd_bytes is not None else "default estimate"
+    if fwd_bytes is None:
+        fwd_bytes = in_bytes + out_bytes
+    if grad_bytes is None:
+        if source == "default estimate":
+            source += " (inputs read once + outputs written once)"
+        return fwd_bytes, fwd_flops, source
+    both_bytes = _module_count(module, "bytes_moved_fwd_bwd", args)
+    both_flops = _module_count(module, "flops_fwd_bwd", args)
+    if both_flops is None:
+        both_flops = 3 * fwd_flops
+    if both_bytes is not None:
+        return both_bytes, both_flops, "bytes_moved_fwd_bwd()/flops_fwd_bwd() of the module"
+    source = (
+        f"forward: {source}; backward estimate: upstream gradients and inputs read once, gradients written "
+        "once, twice the forward's FLOPs"
+    )
+    return fwd_bytes + out_bytes + in_bytes + grad_bytes, both_flops, source
+
+
+def _module_count(module: Any, name: str, args: list[Any]) -> int | None:
+    """``module.name(*args)`` as an int, or None when the module has no such function or it fails."""
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        return None
+    try:
+        return int(fn(*args))
+    except Exception:
+        return None
