@@ -81,14 +81,17 @@ def reference(*args):
     return SPEC.reference(*a, **kw)
 
 
+def _dims(args):
+    a, kw = _split(args)
+    return SPEC.dims_of(*a, *kw.values())  # call_kwargs follow the inputs positionally
+
+
 def bytes_moved(*args):
-    a, _ = _split(args)
-    return int(SPEC.bytes_moved(SPEC.dims_of(*a), DTYPE))
+    return int(SPEC.bytes_moved(_dims(args), DTYPE))
 
 
 def flops(*args):
-    a, _ = _split(args)
-    return int(SPEC.flops(SPEC.dims_of(*a), DTYPE))
+    return int(SPEC.flops(_dims(args), DTYPE))
 '''
 STAGE_FN = """
 

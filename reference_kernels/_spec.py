@@ -63,7 +63,9 @@ class KernelSpec:
     grad_inputs: tuple[int, ...] = ()
     # The bar this kernel is held to on the GPU, in words, for the README table.
     bar: str = ""
-    # Extra keyword arguments a dims mapping implies (e.g. causal=True), passed to every callable.
+    # Extra keyword arguments a dims mapping implies (e.g. causal=True), passed to every callable. They are
+    # the parameters right after the inputs, in this order, so the exported cases pass them positionally
+    # (the ptt tools call with positional arguments), and dims_of reads them back from there.
     call_kwargs: Callable[[Dims], dict[str, Any]] = field(default=lambda dims: {})
 
     @property
@@ -83,15 +85,19 @@ class KernelSpec:
     def inputs_for(self, case: Case, dtype: torch.dtype | None = None, device: str | None = None) -> tuple:
         return self.make_inputs(case.dims, dtype or self.default_dtype(), device or self.default_device())
 
+    def positional_args(self, case: Case) -> list[Any]:
+        """A case as one positional argument list: its inputs, then its call_kwargs' values."""
+        return [*self.inputs_for(case), *self.call_kwargs(case.dims).values()]
+
     def exports(self) -> tuple[Callable[[], dict], Callable[[], dict], Callable[..., int], Callable[..., int]]:
         """Module-level hooks that make the kernel file a reference module for the ptt tools."""
 
         def get_test_cases() -> dict[str, list[Any]]:
             small_only = not torch.cuda.is_available()
-            return {c.label: list(self.inputs_for(c)) for c in self.cases if c.small or not small_only}
+            return {c.label: self.positional_args(c) for c in self.cases if c.small or not small_only}
 
         def get_bench_cases() -> dict[str, list[Any]]:
-            return {c.label: list(self.inputs_for(c)) for c in self.bench_cases}
+            return {c.label: self.positional_args(c) for c in self.bench_cases}
 
         def bytes_moved(*args: Any) -> int:
             return int(self.bytes_moved(self.dims_of(*args), _dtype_of(args)))

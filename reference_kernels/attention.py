@@ -770,9 +770,9 @@ def _make_inputs(dims, dtype: torch.dtype, device: str) -> tuple:
     return tuple(torch.randn(shape, device=device).to(dtype) for _ in range(3))
 
 
-def _dims_of(q: torch.Tensor, *_: object) -> dict:
+def _dims_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> dict:
     B, H, S, D = q.shape
-    return {"B": B, "H": H, "S": S, "D": D}
+    return {"B": B, "H": H, "S": S, "D": D, "causal": int(causal)}
 
 
 def _bytes_moved(dims, dtype: torch.dtype) -> int:

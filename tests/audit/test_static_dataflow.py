@@ -436,3 +436,18 @@ def test_an_early_return_for_the_partial_tile_leaves_whole_tiles_after_it():
         """)
         == []
     )
+
+
+def test_a_max_guarded_by_a_constant_still_shifts_the_exponent_and_one_swapped_for_data_does_not():
+    guarded = """
+        @triton.jit
+        def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            cols = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + cols, mask=cols < n, other=float("-inf"))
+            m = tl.max(x, axis=0)
+            m_safe = tl.where(m == float("-inf"), 0.0, m)
+            tl.store(out_ptr, tl.sum(tl.exp(x - m_safe), axis=0))
+        """
+    assert _rules(guarded) == []
+    swapped = guarded.replace('tl.where(m == float("-inf"), 0.0, m)', "tl.where(m > 0, tl.sum(x, axis=0), m)")
+    assert "exp-without-max-shift" in _rules(swapped)

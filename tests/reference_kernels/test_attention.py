@@ -185,6 +185,7 @@ def test_spec_flops_halve_for_causal_and_bytes_count_q_k_v_and_o():
     assert SPEC.flops({**dims, "causal": 1}, torch.float16) * 2 == SPEC.flops({**dims, "causal": 0}, torch.float16)
     assert SPEC.bytes_moved(dims, torch.bfloat16) == 4 * 2 * 3 * 128 * 64 * 2
     q, k, v = SPEC.make_inputs({**dims, "causal": 0}, torch.float16, "cpu")
-    assert SPEC.dims_of(q, k, v) == dims
+    assert SPEC.dims_of(q, k, v) == {**dims, "causal": 0}
+    assert SPEC.dims_of(q, k, v, True) == {**dims, "causal": 1}
     assert SPEC.call_kwargs({**dims, "causal": 1}) == {"causal": True}
     assert math.isclose(SPEC.flops(dims, torch.float16), 4 * 2 * 3 * 128 * 128 * 64)

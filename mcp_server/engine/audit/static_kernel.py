@@ -984,8 +984,12 @@ class KernelAnalysis:
             pad_axes = _mask_axes(cond, shape)
         shifted = x.shifted and (y.shifted or (not y.data and (y.const is UNKNOWN or _le_zero(y.const))))
         shifted_exp = x.shifted_exp and (y.shifted_exp or y.const == 0)
+        # A max with a constant stand-in (`tl.where(m == -inf, 0.0, m)`, so that -inf − -inf cannot make a
+        # NaN) still shifts what it is subtracted from; a max swapped for data does not.
+        maxed = (x.maxed or y.maxed) and (x.maxed or not x.data) and (y.maxed or not y.data)
         return replace(
             out,
+            maxed=maxed,
             sources=x.sources | y.sources,
             int64=x.int64 or y.int64,  # int32 meeting int64 is promoted to int64
             shape=shape,
