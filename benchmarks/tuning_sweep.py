@@ -1,6 +1,7 @@
 """Tile and backend sweeps behind the reference kernels' stage-3 rules, one GPU run each.
 
-    python benchmarks/tuning_sweep.py [cross_entropy] [rmsnorm_bwd] [attention_backends] [--json out.json]
+    python benchmarks/tuning_sweep.py [cross_entropy] [rmsnorm_bwd] [attention_backends] [semi_markov_crf]
+        [--json out.json]
 
 - cross_entropy: stage 3's split-row kernels over block bytes × values per thread, forward and forward +
   backward (random upstream gradient), against stage 2, eager and torch.compile on the SPEC's bench shapes.
@@ -8,6 +9,8 @@
   backward against torch.compile.
 - attention_backends: stage 3's forward against torch SDPA pinned to each backend torch offers here
   (flash, cuDNN, memory-efficient) and SDPA's own choice.
+- semi_markov_crf: every stage against the PyTorch reference at the bar's shapes, forward and forward +
+  backward, with each first call (compilation) timed apart.
 
 Times are triton.testing.do_bench medians (L2 cleared between reps); every figure in one table comes from
 one run. The full method (rotated inputs, interleaved baselines, host cross-check) is ``ptt bench``.
@@ -188,7 +191,50 @@ def attention_backends() -> dict[str, Any]:
     return out
 
 
-SECTIONS = {"cross_entropy": cross_entropy, "rmsnorm_bwd": rmsnorm_bwd, "attention_backends": attention_backends}
+def semi_markov_crf() -> dict[str, Any]:
+    """The CRF's bar: every stage against its PyTorch reference (a Python loop over T, no torch.compile: it
+    would unroll 1024 steps) at the bench shapes, forward and forward + backward; first calls timed apart."""
+    import time
+
+    from reference_kernels import semi_markov_crf as crf
+
+    spec = crf.SPEC
+    out: dict[str, Any] = {}
+    rows = []
+    for case in spec.bench_cases:
+        torch.manual_seed(0)
+        args = list(spec.make_inputs(case.dims, torch.float32, "cuda"))
+        kwargs = spec.call_kwargs(case.dims)
+        res: dict[str, float] = {}
+        for label, fn in (("eager", spec.reference), *((f"stage{n}", f) for n, f in sorted(spec.stages.items()))):
+            started = time.perf_counter()
+            fn(*args, **kwargs)
+            torch.cuda.synchronize()
+            res[f"{label} first call s"] = time.perf_counter() - started
+            res[f"{label} fwd"] = ms(call(fn, *args, **kwargs), rep=20 if label == "eager" else 100)
+        for label, fn in (("eager", spec.reference), ("stage3", spec.stages[3])):
+            run = fwd_bwd(lambda *a, fn=fn, kw=kwargs: fn(*a, **kw).sum(), args, tuple(spec.grad_inputs))
+            res[f"{label} fb"] = ms(run, rep=20 if label == "eager" else 100)
+        out[case.label] = res
+        rows.append(
+            [case.label, res["eager fwd"], res["stage3 fwd"], res["eager fwd"] / res["stage3 fwd"], res["eager fb"],
+             res["stage3 fb"], res["eager fb"] / res["stage3 fb"]]
+        )  # fmt: skip
+        print({k: round(v, 4) for k, v in res.items()}, flush=True)
+    table(
+        "semi_markov_crf fp32 (ms; × = PyTorch reference / stage 3)",
+        ["case", "eager f", "s3 f", "×", "eager fb", "s3 fb", "×"],
+        rows,
+    )
+    return out
+
+
+SECTIONS = {
+    "cross_entropy": cross_entropy,
+    "rmsnorm_bwd": rmsnorm_bwd,
+    "attention_backends": attention_backends,
+    "semi_markov_crf": semi_markov_crf,
+}
 
 
 def main() -> int:
