@@ -381,7 +381,7 @@ def readme_table(results_dir: Path) -> str:
     for name in NAMES:
         path = results_dir / f"{name}.json"
         if not path.exists():
-            lines.append(f"| {name} | | | | not measured yet | |")
+            lines.append(f"| {name} | | | | no full bench on record (see below) | |")
             continue
         r = json.loads(path.read_text())
         device = r.get("device", device)
