@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mcp_server.models import (
+from mcp_server.engine.models import (
     BenchResult,
     CompileResult,
     Finding,

@@ -23,7 +23,7 @@ from mcp_server.engine.device import DeviceInfo, probe
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
 from mcp_server.engine.runner import Runner, shared_runner
 from mcp_server.engine.specs import parse_spec
-from mcp_server.models import (
+from mcp_server.engine.models import (
     BenchResult,
     BenchRow,
     DevicePeaks,

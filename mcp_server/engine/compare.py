@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mcp_server.models import Finding, FindingKind, Severity
+from mcp_server.engine.models import Finding, FindingKind, Severity
 
 # (atol, rtol) per dtype when the reference module gives none: a little looser than torch.testing's
 # defaults for float32 (kernels reorder reductions and use fast exp/div), the same for 16-bit types.

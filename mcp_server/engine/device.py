@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from mcp_server.engine.errors import EnvironmentUnavailable
 from mcp_server.engine.runner import Runner, shared_runner
-from mcp_server.models import INTERPRETER_DEVICE
+from mcp_server.engine.models import INTERPRETER_DEVICE
 
 _cache: dict[int, DeviceInfo] = {}
 _lock = threading.Lock()

@@ -30,7 +30,7 @@ from mcp_server.engine.errors import UsageError
 from mcp_server.engine.inputs import looks_like_type_list, parse_type_list
 from mcp_server.engine.runner import DEFAULT_TIMEOUT_S, Runner, shared_runner
 from mcp_server.engine.specs import CallableSpec, parse_spec
-from mcp_server.models import (
+from mcp_server.engine.models import (
     BadElement,
     CaseReport,
     ComparisonRow,

@@ -17,7 +17,7 @@ import pytest
 from mcp_server.engine.audit import COMPILED_RULES, RULES, audit
 from mcp_server.engine.audit.compiled import Planned, first_location, plan
 from mcp_server.engine.audit.models import AuditReport
-from mcp_server.models import Severity
+from mcp_server.engine.models import Severity
 
 COMPILED = Path(__file__).resolve().parents[1] / "fixtures" / "audit" / "compiled"
 PAIRED = [r.id for r in COMPILED_RULES]

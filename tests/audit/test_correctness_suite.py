@@ -14,7 +14,7 @@ import pytest
 from mcp_server.engine.audit import SUITE, AuditReport, audit, render_markdown
 from mcp_server.engine.audit.dynamic import LOOSE_FACTOR, bench_section
 from mcp_server.engine.errors import UsageError
-from mcp_server.models import BenchResult, BenchRow, Finding, FindingKind, ProviderTiming, Severity
+from mcp_server.engine.models import BenchResult, BenchRow, Finding, FindingKind, ProviderTiming, Severity
 
 SUITE_FX = Path(__file__).resolve().parents[1] / "fixtures" / "audit" / "suite"
 CATEGORY_TITLES = ("Correctness", "Performance", "Memory access", "Numerical stability", "Best practices")

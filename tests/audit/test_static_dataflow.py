@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 
 from mcp_server.engine.audit import analyze_source
-from mcp_server.models import Severity
+from mcp_server.engine.models import Severity
 
 HEADER = "import triton\nimport triton.language as tl\n\n\n"
 

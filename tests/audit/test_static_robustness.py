@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mcp_server.engine.audit import StaticAnalysisError, analyze_file, analyze_source
-from mcp_server.models import Severity
+from mcp_server.engine.models import Severity
 
 UNMASKED_KERNEL = """
 def _k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):

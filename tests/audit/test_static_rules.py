@@ -15,7 +15,7 @@ import pytest
 
 from mcp_server.engine.audit import RULES, analyze_file
 from mcp_server.engine.audit.static_models import CATEGORIES
-from mcp_server.models import Severity
+from mcp_server.engine.models import Severity
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "audit"
 REFERENCE_KERNELS = Path(__file__).resolve().parents[2] / "reference_kernels"

@@ -14,7 +14,7 @@ from mcp_server.engine import bench as B
 from mcp_server.engine.device import DeviceInfo
 from mcp_server.engine.errors import EnvironmentUnavailable
 from mcp_server.engine.jobs.bench_job import _model, _substitute, parse_sizes
-from mcp_server.models import BenchResult, DevicePeaks, FindingKind
+from mcp_server.engine.models import BenchResult, DevicePeaks, FindingKind
 
 FX = Path(__file__).resolve().parent.parent / "fixtures"
 PEAKS = DevicePeaks(

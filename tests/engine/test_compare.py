@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from mcp_server.engine.compare import compare_tensor, tolerance_for
-from mcp_server.models import FindingKind
+from mcp_server.engine.models import FindingKind
 
 
 def _truth(n=4096, scale=1.0, dtype=torch.float32):

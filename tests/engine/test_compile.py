@@ -8,7 +8,7 @@ import pytest
 
 from mcp_server.engine.compile import compile_kernel, occupancy
 from mcp_server.engine.errors import UsageError
-from mcp_server.models import FindingKind
+from mcp_server.engine.models import FindingKind
 
 HERE = Path(__file__).resolve().parent.parent / "fixtures" / "compile"
 KERNELS = HERE / "kernels.py"

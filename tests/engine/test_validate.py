@@ -7,7 +7,7 @@ import torch
 
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.validate import validate
-from mcp_server.models import FindingKind, Severity
+from mcp_server.engine.models import FindingKind, Severity
 
 HAS_GPU = torch.cuda.is_available()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mcp_server.engine.validate import validate
-from mcp_server.models import FindingKind, Severity
+from mcp_server.engine.models import FindingKind, Severity
 
 pytestmark = pytest.mark.gpu
 

@@ -104,7 +104,7 @@ def test_every_fenced_block_names_its_language() -> None:
 
 
 def test_audit_guide_covers_every_finding_kind_and_only_real_ones() -> None:
-    from mcp_server.models import FindingKind
+    from mcp_server.engine.models import FindingKind
 
     text = (BUNDLE / "references" / "audit.md").read_text(encoding="utf-8")
     table = [line for line in text.splitlines() if line.startswith("| `")]

@@ -12,7 +12,7 @@ from mcp_server.engine.stages import (
     evaluate,
     summarize_audit,
 )
-from mcp_server.models import BenchResult
+from mcp_server.engine.models import BenchResult
 
 SIZES = {"1M": 1.0, "4M": 4.0, "16M": 16.0}
 

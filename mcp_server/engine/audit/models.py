@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from mcp_server.engine.audit.static_models import AuditFinding, Category
-from mcp_server.models import Location, Occupancy, Severity
+from mcp_server.engine.models import Location, Occupancy, Severity
 
 Section = Literal["static", "compiled", "correctness", "performance"]
 SECTIONS: tuple[Section, ...] = ("static", "compiled", "correctness", "performance")

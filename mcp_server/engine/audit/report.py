@@ -15,7 +15,7 @@ from pathlib import Path
 from mcp_server.engine.audit.compiled import occupancy_pct, vector_text
 from mcp_server.engine.audit.models import CATEGORY_TITLES, AuditReport, CategorySummary, SuiteRun
 from mcp_server.engine.audit.static_models import AuditFinding, Category
-from mcp_server.models import Severity
+from mcp_server.engine.models import Severity
 
 STATUS_LABEL = {"pass": "✅ PASS", "warn": "⚠️ WARN", "fail": "❌ FAIL", "not checked": "➖ NOT CHECKED"}
 TIER_LABEL = {

@@ -35,7 +35,7 @@ from mcp_server.engine.audit.static_launcher import (
 from mcp_server.engine.audit.static_models import AuditFinding, StaticAnalysisError, StaticReport
 from mcp_server.engine.audit.static_module import ModuleIndex
 from mcp_server.engine.audit.static_rules import RULES, RULES_BY_ID
-from mcp_server.models import Severity
+from mcp_server.engine.models import Severity
 
 _SUPPRESS = re.compile(r"#\s*ptt-audit:\s*ignore(?:\[([^\]]*)\])?")
 

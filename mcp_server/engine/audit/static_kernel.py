@@ -62,7 +62,7 @@ from mcp_server.engine.audit.static_values import (
     subscript,
     unary_pad,
 )
-from mcp_server.models import Severity
+from mcp_server.engine.models import Severity
 
 Report = Callable[..., None]  # report(rule, node, message, fix, severity=None)
 

@@ -23,7 +23,7 @@ from mcp_server.engine.audit.static_module import (
     ModuleIndex,
     walk_own,
 )
-from mcp_server.models import Severity
+from mcp_server.engine.models import Severity
 
 Report = Callable[..., None]
 

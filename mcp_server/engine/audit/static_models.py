@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_server.models import FindingKind, Location, Severity
+from mcp_server.engine.models import FindingKind, Location, Severity
 
 Category = Literal["correctness", "performance", "memory", "numerics", "practice"]
 CATEGORIES: tuple[Category, ...] = ("correctness", "performance", "memory", "numerics", "practice")

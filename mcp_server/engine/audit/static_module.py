@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from mcp_server.models import Location
+from mcp_server.engine.models import Location
 
 # Names a file may use without importing them (snippets); only used when the file binds them to nothing.
 _FALLBACK_ALIASES = {

@@ -8,7 +8,7 @@ K < 16, which does not compile, and info for M or N < 16, which only wastes the 
 from __future__ import annotations
 
 from mcp_server.engine.audit.static_models import Rule
-from mcp_server.models import Severity
+from mcp_server.engine.models import Severity
 
 _E, _W, _I = Severity.error, Severity.warning, Severity.info
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from mcp_server.models import Failure, FindingKind, Location
+from mcp_server.engine.models import Failure, FindingKind, Location
 
 MESSAGE_LIMIT = 3000
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp_server.models import Failure, FindingKind
+from mcp_server.engine.models import Failure, FindingKind
 
 DEFAULT_TIMEOUT_S = 120.0
 STDERR_TAIL_LINES = 30

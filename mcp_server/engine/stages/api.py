@@ -37,7 +37,7 @@ from mcp_server.engine.stages.models import (
     NextGate,
     SubmitResult,
 )
-from mcp_server.models import INTERPRETER_DEVICE, BenchResult, ValidateResult
+from mcp_server.engine.models import INTERPRETER_DEVICE, BenchResult, ValidateResult
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 M = TypeVar("M", bound=BaseModel)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_server.engine.errors import EnvironmentUnavailable
-from mcp_server.models import BenchResult, ValidateResult
+from mcp_server.engine.models import BenchResult, ValidateResult
 
 
 class AuditUnavailable(Exception):

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from mcp_server.models import BenchResult, ToolResult, ValidateResult
+from mcp_server.engine.models import BenchResult, ToolResult, ValidateResult
 
 CheckState = Literal["met", "unmet", "pending"]
 VerdictState = Literal["passed", "failed", "pending"]
