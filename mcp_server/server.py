@@ -26,9 +26,9 @@ from pydantic import Field
 
 from mcp_server.engine.device import DeviceInfo
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
+from mcp_server.engine.models import BenchResult, CompileResult, DevicePeaks, ValidateResult
 from mcp_server.engine.runner import RunnerError
 from mcp_server.engine.specs import source_to_file
-from mcp_server.engine.models import BenchResult, CompileResult, DevicePeaks, ValidateResult
 
 logger = logging.getLogger("pytorch_to_triton")
 T = TypeVar("T")

@@ -22,6 +22,7 @@ from pydantic import Field
 
 from mcp_server.engine import stages as engine
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
+from mcp_server.engine.models import INTERPRETER_DEVICE
 from mcp_server.engine.stages.models import (
     BestAttempt,
     ConversionDetail,
@@ -29,7 +30,6 @@ from mcp_server.engine.stages.models import (
     LedgerStatus,
     SubmitResult,
 )
-from mcp_server.engine.models import INTERPRETER_DEVICE
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
 _VERDICT_EXIT = {"passed": EXIT_OK, "failed": EXIT_FAILED, "pending": EXIT_ENV}

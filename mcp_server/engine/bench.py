@@ -21,8 +21,6 @@ from typing import Any
 
 from mcp_server.engine.device import DeviceInfo, probe
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
-from mcp_server.engine.runner import Runner, shared_runner
-from mcp_server.engine.specs import parse_spec
 from mcp_server.engine.models import (
     BenchResult,
     BenchRow,
@@ -32,6 +30,8 @@ from mcp_server.engine.models import (
     ProviderTiming,
     Severity,
 )
+from mcp_server.engine.runner import Runner, shared_runner
+from mcp_server.engine.specs import parse_spec
 
 NO_GPU = "bench needs a CUDA GPU; interpreter timings are meaningless (validate and compile work without one)"
 Progress = Callable[[float, float | None, str], None]

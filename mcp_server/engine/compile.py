@@ -13,8 +13,6 @@ from typing import Any
 
 from mcp_server.engine.device import probe
 from mcp_server.engine.errors import UsageError
-from mcp_server.engine.runner import Runner, shared_runner
-from mcp_server.engine.specs import parse_spec
 from mcp_server.engine.models import (
     BoundedText,
     CompiledConfig,
@@ -24,6 +22,8 @@ from mcp_server.engine.models import (
     Occupancy,
     Severity,
 )
+from mcp_server.engine.runner import Runner, shared_runner
+from mcp_server.engine.specs import parse_spec
 
 IR_STAGES = ("ttir", "ttgir", "llir", "ptx", "sass")
 IR_TEXT_LIMIT = 6000

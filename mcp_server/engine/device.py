@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from mcp_server.engine.errors import EnvironmentUnavailable
-from mcp_server.engine.runner import Runner, shared_runner
 from mcp_server.engine.models import INTERPRETER_DEVICE
+from mcp_server.engine.runner import Runner, shared_runner
 
 _cache: dict[int, DeviceInfo] = {}
 _lock = threading.Lock()

@@ -28,8 +28,6 @@ from mcp_server.engine import compare
 from mcp_server.engine.device import DeviceInfo, probe
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.inputs import looks_like_type_list, parse_type_list
-from mcp_server.engine.runner import DEFAULT_TIMEOUT_S, Runner, shared_runner
-from mcp_server.engine.specs import CallableSpec, parse_spec
 from mcp_server.engine.models import (
     BadElement,
     CaseReport,
@@ -40,6 +38,8 @@ from mcp_server.engine.models import (
     Severity,
     ValidateResult,
 )
+from mcp_server.engine.runner import DEFAULT_TIMEOUT_S, Runner, shared_runner
+from mcp_server.engine.specs import CallableSpec, parse_spec
 
 FIRST_SEED = 1234
 # With refusals_ok, these exceptions mean "this shape is not supported", not "this kernel is wrong".

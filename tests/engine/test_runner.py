@@ -8,9 +8,9 @@ import signal
 import time
 from pathlib import Path
 
+from mcp_server.engine.models import FindingKind
 from mcp_server.engine.runner import Runner
 from mcp_server.engine.validate import validate
-from mcp_server.engine.models import FindingKind
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "validate"
 

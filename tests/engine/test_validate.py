@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from mcp_server.engine.errors import UsageError
-from mcp_server.engine.validate import validate
 from mcp_server.engine.models import FindingKind, Severity
+from mcp_server.engine.validate import validate
 
 HAS_GPU = torch.cuda.is_available()
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_server.engine.validate import validate
 from mcp_server.engine.models import FindingKind, Severity
+from mcp_server.engine.validate import validate
 
 pytestmark = pytest.mark.gpu
 

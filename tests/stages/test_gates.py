@@ -5,6 +5,7 @@ from __future__ import annotations
 from stages_fakes import AUTOTUNED_KERNEL, INTERP, PLAIN_KERNEL, bench, validation
 
 from mcp_server.engine.audit import analyze_source
+from mcp_server.engine.models import BenchResult
 from mcp_server.engine.stages import (
     AuditSummary,
     GateEvidence,
@@ -12,7 +13,6 @@ from mcp_server.engine.stages import (
     evaluate,
     summarize_audit,
 )
-from mcp_server.engine.models import BenchResult
 
 SIZES = {"1M": 1.0, "4M": 4.0, "16M": 16.0}
 

@@ -31,8 +31,8 @@ from mcp_server.engine.audit.models import CompiledKernel, CompiledSection
 from mcp_server.engine.audit.static_models import AuditFinding, Rule
 from mcp_server.engine.compile import SM_LIMITS, compile_kernel
 from mcp_server.engine.errors import UsageError
-from mcp_server.engine.runner import Runner
 from mcp_server.engine.models import Location, Severity
+from mcp_server.engine.runner import Runner
 
 _E, _W, _I = Severity.error, Severity.warning, Severity.info
 

@@ -38,9 +38,9 @@ from mcp_server.engine.audit.static import analyze_file
 from mcp_server.engine.audit.static_models import AuditFinding, StaticAnalysisError
 from mcp_server.engine.device import probe
 from mcp_server.engine.errors import UsageError
+from mcp_server.engine.models import Location, Severity
 from mcp_server.engine.runner import Runner, shared_runner
 from mcp_server.engine.specs import parse_spec, read_python
-from mcp_server.engine.models import Location, Severity
 
 Progress = Callable[[float, float | None, str], None]
 _JOB = "mcp_server.engine.jobs.audit_job:run"

@@ -26,8 +26,8 @@ from mcp_server.engine.audit.models import CorrectnessSection, PerformanceSectio
 from mcp_server.engine.audit.static_models import AuditFinding, Category
 from mcp_server.engine.device import DeviceInfo, probe
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
-from mcp_server.engine.runner import Runner
 from mcp_server.engine.models import BenchResult, Finding, FindingKind, Location, Severity, ValidateResult
+from mcp_server.engine.runner import Runner
 
 LOOSE_FACTOR = 10.0
 BASE_SEEDS = 3

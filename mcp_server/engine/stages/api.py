@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
+from mcp_server.engine.models import INTERPRETER_DEVICE, BenchResult, ValidateResult
 from mcp_server.engine.specs import parse_spec
 from mcp_server.engine.stages.evidence import AuditUnavailable, EvidenceFns, real_evidence
 from mcp_server.engine.stages.gates import autotune_info, case_speeds, evaluate, geomean, summarize_audit
@@ -37,7 +38,6 @@ from mcp_server.engine.stages.models import (
     NextGate,
     SubmitResult,
 )
-from mcp_server.engine.models import INTERPRETER_DEVICE, BenchResult, ValidateResult
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 M = TypeVar("M", bound=BaseModel)

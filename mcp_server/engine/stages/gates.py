@@ -27,6 +27,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from mcp_server.engine.models import INTERPRETER_DEVICE, BenchResult, BenchRow, ValidateResult
 from mcp_server.engine.stages.models import (
     AuditSummary,
     AutotuneInfo,
@@ -35,7 +36,6 @@ from mcp_server.engine.stages.models import (
     GateEvidence,
     GateVerdict,
 )
-from mcp_server.engine.models import INTERPRETER_DEVICE, BenchResult, BenchRow, ValidateResult
 
 MIN_GEOMEAN_GAIN = 1.0  # stage 2: geometric-mean speedup over stage 1 must exceed this
 MIN_CASE_RATIO = 0.95  # stage 2: no benchmark size may be more than 5 % slower than stage 1
