@@ -5,14 +5,13 @@
 (``analyze_file``) needs no GPU and runs nothing.
 """
 
-from mcp_server.engine.audit.compiled import COMPILED_RULES, COMPILED_RULES_BY_ID
 from mcp_server.engine.audit.core import audit
 from mcp_server.engine.audit.dynamic import SUITE, TRANSFORMS
 from mcp_server.engine.audit.models import SECTIONS, AuditReport
-from mcp_server.engine.audit.report import render_markdown
+from mcp_server.engine.audit.render import render_markdown
+from mcp_server.engine.audit.rules import COMPILED_RULES, COMPILED_RULES_BY_ID, RULES
 from mcp_server.engine.audit.static import analyze_file, analyze_source
 from mcp_server.engine.audit.static_models import AuditFinding, Rule, StaticAnalysisError, StaticReport
-from mcp_server.engine.audit.static_rules import RULES
 
 # Every rule id an audit finding can carry besides the validate/bench finding kinds.
 ALL_RULES = [*RULES, *COMPILED_RULES]

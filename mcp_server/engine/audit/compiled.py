@@ -4,7 +4,7 @@ No GPU is needed. The launches come from :mod:`mcp_server.engine.jobs.audit_job`
 constexprs, launch options, the autotuner's choice or the configs its pruning keeps). Each chosen variant is
 compiled with :func:`mcp_server.engine.compile.compile_kernel`, and the rules below read ptxas's resource
 report, the occupancy estimate, the instruction counts over the full PTX/SASS, and the TTIR (for ``tl.dot``
-and fp64 operations with their source lines).
+and fp64 operations with their source lines); the rules themselves live in ``rules.compiled``.
 
 Under the interpreter the autotuner cannot time configs, so an autotuned kernel's kept configs are all
 candidates: a rule that holds for every compiled candidate keeps its severity, one that holds for some only
@@ -28,75 +28,21 @@ from pathlib import Path
 from typing import Any
 
 from mcp_server.engine.audit.models import CompiledKernel, CompiledSection
-from mcp_server.engine.audit.static_models import AuditFinding, Rule
-from mcp_server.engine.compile import SM_LIMITS, compile_kernel
+from mcp_server.engine.audit.rules.compiled import check_variant
+from mcp_server.engine.audit.rules.registry import COMPILED
+from mcp_server.engine.audit.static_models import AuditFinding
+from mcp_server.engine.compile import compile_kernel
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.models import Location, Severity
 from mcp_server.engine.runner import Runner
 
-_E, _W, _I = Severity.error, Severity.warning, Severity.info
-
-COMPILED_RULES: list[Rule] = [
-    Rule(
-        id="compile-failed",
-        category="correctness",
-        severity=_E,
-        summary="a kernel the launcher ran does not compile for the target GPU",
-    ),
-    Rule(
-        id="register-spill",
-        category="memory",
-        severity=_W,
-        summary="ptxas spills registers to local memory: each spilled value is a round trip through L1/L2",
-    ),
-    Rule(
-        id="local-memory",
-        category="memory",
-        severity=_W,
-        summary="local memory (ld/st.local, LDL/STL) without spills: a per-thread array indexed at run time",
-    ),
-    Rule(
-        id="low-occupancy",
-        category="performance",
-        severity=_W,
-        summary="under a quarter of the SM's warp slots can be active, limited by registers or shared memory",
-    ),
-    Rule(
-        id="not-vectorized",
-        category="memory",
-        severity=_W,
-        summary="no 64/128-bit global loads or stores although pointers are 16-byte aligned and sizes multiples of 16",
-    ),
-    Rule(
-        id="dot-no-tensor-cores",
-        category="performance",
-        severity=_W,
-        summary="tl.dot not lowered to the target's tensor-core instructions (wgmma on sm_90, mma on sm_80)",
-    ),
-    Rule(
-        id="fp64-math",
-        category="performance",
-        severity=_W,
-        summary="float64 arithmetic in a kernel whose data is not float64 (1/2 to 1/64 of the fp32 rate)",
-    ),
-    Rule(
-        id="shared-memory-near-limit",
-        category="memory",
-        severity=_W,
-        summary="shared memory per program at 90 % or more of the per-block limit (error past it)",
-    ),
-]
-COMPILED_RULES_BY_ID: dict[str, Rule] = {r.id: r for r in COMPILED_RULES}
+_I = Severity.info
 
 # At most this many compiles per audit (each is a child process and a full Triton + ptxas compile).
 MAX_COMPILES = 16
 # Per kernel: the specialisations with the largest tiles, aligned and not, each with its heaviest and
 # lightest autotune candidate.
 MAX_PER_KERNEL = 4
-LOW_OCCUPANCY = 0.25
-SMEM_NEAR = 0.90
-# A thread must own at least 8 contiguous bytes of an access for a 64-bit (v2) instruction to exist.
-VECTOR_BYTES = 8
 COMPILE_TIMEOUT_S = 300.0
 
 
@@ -398,186 +344,6 @@ def compiled_section(
 # --- the rules ----------------------------------------------------------------------------------------
 
 
-def _limits(arch: int) -> tuple[int, int]:
-    """(shared bytes a block may use, registers per SM) on the target."""
-    limits = SM_LIMITS.get(arch) or SM_LIMITS.get(arch // 10 * 10) or SM_LIMITS[90]
-    return limits[3] - limits[4], limits[2]
-
-
-def _check(p: Planned, arch: int) -> list[tuple[str, Severity, str, str, Location | None]]:
-    """(rule, severity, message, fix, place) for one compiled variant."""
-    k = p.result
-    assert k is not None
-    name = f"{k.kernel} [{k.variant}]"
-    out: list[tuple[str, Severity, str, str, Location | None]] = []
-    if not k.ok:
-        if p.extra.get("usage"):
-            return out
-        out.append(
-            (
-                "compile-failed",
-                _E,
-                f"{name} ran under the launcher but does not compile for sm_{arch}: {k.error}",
-                "Fix the construct the message names; it must compile for every GPU the kernel targets "
-                "(`ptt compile` shows the error with its line).",
-                p.extra.get("where"),
-            )
-        )
-        return out
-    counts = k.instructions
-    spill = (k.spill_stores or 0) + (k.spill_loads or 0)
-    if spill:
-        out.append(
-            (
-                "register-spill",
-                _W,
-                f"{name}: ptxas spills {k.spill_stores or 0} B stores / {k.spill_loads or 0} B loads per thread at "
-                f"{k.registers} registers — every spilled value goes to local memory and back",
-                "Give each thread fewer live values: a smaller tile (BLOCK sizes) or more num_warps for the same "
-                "tile, fewer values kept across a loop (recompute instead), or prune the configs that spill.",
-                None,
-            )
-        )
-    local = counts.get("local", 0) + (counts.get("LDL/STL", 0) if not spill else 0)
-    if local and not spill:
-        out.append(
-            (
-                "local-memory",
-                _W,
-                f"{name}: {local} local-memory accesses without register spills — a per-thread array indexed "
-                "at run time lives in (slow) local memory",
-                "Index register tiles only with compile-time positions (tl.static_range, tl.where over a "
-                "constexpr range) and keep per-thread arrays small.",
-                None,
-            )
-        )
-    occ = k.occupancy
-    if occ is not None and occ.fraction < LOW_OCCUPANCY:
-        tensor = k.tensor_cores in ("wgmma", "mma.sync", "tcgen05")
-        by = {
-            "registers": f"{k.registers} registers per thread",
-            "shared memory": f"{k.shared_bytes} B of shared memory per program",
-        }.get(occ.limiter, f"the {occ.limiter} limit")
-        fixes = {
-            "registers": "Lower the registers per thread: a smaller tile or more warps per tile, fewer live "
-            "values, or maxnreg in the autotune Config.",
-            "shared memory": "Use fewer num_stages or smaller tiles so two or more programs fit per SM.",
-        }
-        severity = _I if tensor or occ.limiter not in fixes else _W
-        why = (
-            " (tensor-core tiles often run at low occupancy; check that num_stages hides the latency)" if tensor else ""
-        )
-        out.append(
-            (
-                "low-occupancy",
-                severity,
-                f"{name}: {occ.blocks_per_sm} program(s) × {k.num_warps} warps fit per SM = {occ.fraction:.0%} of "
-                f"its warp slots, limited by {by}{why}",
-                fixes.get(occ.limiter, "Launch more warps per program or more programs per SM."),
-                None,
-            )
-        )
-    rec = p.record
-    threads = 32 * max(1, k.num_warps)
-    access = p.extra.get("access") or {}
-    if rec.get("aligned") and rec.get("ints_div16"):
-        narrow = []
-        for what, n, wide, key in (
-            (
-                "loads",
-                counts.get("ld.global", 0),
-                counts.get("ld.global.v4", 0) + counts.get("ld.global.v2", 0),
-                "load",
-            ),
-            (
-                "stores",
-                counts.get("st.global", 0),
-                counts.get("st.global.v4", 0) + counts.get("st.global.v2", 0),
-                "store",
-            ),
-        ):
-            # Only where a thread owns enough bytes of one access for a vector instruction to exist.
-            if n and not wide and access.get(key, 0) / threads >= VECTOR_BYTES:
-                narrow.append(what)
-        if narrow:
-            loads, stores = counts.get("ld.global", 0), counts.get("st.global", 0)
-            out.append(
-                (
-                    "not-vectorized",
-                    _W,
-                    f"{name}: all {' and '.join(narrow)} are scalar ({loads} ld.global, {stores} st.global, none "
-                    "64/128-bit) although every pointer is 16-byte aligned, every integer argument a multiple of 16 "
-                    "and each thread owns several elements — the compiler could not prove the lanes contiguous",
-                    "Give each program a contiguous block: offsets `start + tl.arange(0, BLOCK)` with unit stride "
-                    "in the last dimension (no `% n`, no lanes strided by the grid); for offsets computed from "
-                    "data, state what holds with tl.multiple_of / tl.max_contiguous.",
-                    None,
-                )
-            )
-    if k.dots:
-        tc = k.tensor_cores
-        place = p.extra.get("dot_where")
-        where = Location(file=place[0], line=place[1], column=place[2]) if place else None
-        if arch >= 90 and tc in ("none", "mma.sync") and arch < 100:
-            fell = (
-                "mma.sync (Ampere's tensor-core path, a fraction of Hopper's wgmma rate)"
-                if tc == "mma.sync"
-                else ("FMA units (no tensor cores)")
-            )
-            out.append(
-                (
-                    "dot-no-tensor-cores",
-                    _W,
-                    f"{name}: {k.dots} tl.dot lowered to {fell}, not wgmma, on sm_{arch}",
-                    "For wgmma: fp16/bf16/fp8 operands (or tf32 for fp32: input_precision='tf32'), a tile M of at "
-                    "least 64 per 4 warps (num_warps a multiple of 4), N and K multiples of 16.",
-                    where,
-                )
-            )
-        elif tc == "none":
-            out.append(
-                (
-                    "dot-no-tensor-cores",
-                    _W,
-                    f"{name}: {k.dots} tl.dot lowered to FMA units, no tensor-core instructions on sm_{arch}",
-                    "Feed tl.dot fp16/bf16 operands (or fp32 with input_precision='tf32', not 'ieee') and tiles of "
-                    "at least 16 in every dimension.",
-                    where,
-                )
-            )
-    fp64 = counts.get("fp64", 0) + counts.get("DFMA/DADD/DMUL", 0)
-    if fp64 and "fp64" not in rec.get("pointer_dtypes", []):
-        place = p.extra.get("f64_where")
-        where = Location(file=place[0], line=place[1], column=place[2]) if place else None
-        out.append(
-            (
-                "fp64-math",
-                _W,
-                f"{name}: {counts.get('fp64', 0)} fp64 PTX instructions ({counts.get('DFMA/DADD/DMUL', 0)} DFMA/DADD/"
-                "DMUL in SASS) in a kernel whose tensors are not float64 — fp64 runs at 1/2 (H100) to 1/64 "
-                "(consumer GPUs) of the fp32 rate",
-                "Keep the math in fp32: remove .to(tl.float64) casts and tl.float64 constants/accumulators; "
-                "accumulate in tl.float32.",
-                where,
-            )
-        )
-    smem_limit, _ = _limits(arch)
-    if k.shared_bytes >= SMEM_NEAR * smem_limit:
-        over = k.shared_bytes > smem_limit
-        out.append(
-            (
-                "shared-memory-near-limit",
-                _E if over else _W,
-                f"{name}: {k.shared_bytes} B of shared memory per program, {k.shared_bytes / smem_limit:.0%} of "
-                f"sm_{arch}'s {smem_limit} B per block"
-                + (" — the launch fails with OutOfResources" if over else ": one program per SM, no headroom"),
-                "Lower num_stages (each stage holds a copy of the input tiles) or the tile sizes.",
-                None,
-            )
-        )
-    return out
-
-
 def judge(planned: list[Planned], arch: int, file: str) -> list[AuditFinding]:
     """Findings over all compiled variants, one per (rule, launch record) with the variants it holds for."""
     per_group: dict[int, list[Planned]] = {}
@@ -589,7 +355,7 @@ def judge(planned: list[Planned], arch: int, file: str) -> list[AuditFinding]:
     for members in per_group.values():
         hits: dict[str, list[tuple[Planned, Severity, str, str, Location | None]]] = {}
         for p in members:
-            for rule, severity, message, fix, where in _check(p, arch):
+            for rule, severity, message, fix, where in check_variant(p, arch):
                 hits.setdefault(rule, []).append((p, severity, message, fix, where))
         candidates = [m for m in members if m.variant["source"] == "autotune candidate"]
         for rule, items in hits.items():
@@ -603,7 +369,7 @@ def judge(planned: list[Planned], arch: int, file: str) -> list[AuditFinding]:
                 severity = _I
             elif candidates:
                 message = f"{message}. Every autotune candidate compiled here ({len(members)}) does"
-            rule_spec = COMPILED_RULES_BY_ID[rule]
+            rule_spec = COMPILED.rules[rule]
             assert p.result is not None
             key = (rule, p.result.kernel, message)
             if key in seen:

@@ -33,7 +33,7 @@ from mcp_server.engine.audit.models import (
     Section,
     StaticSection,
 )
-from mcp_server.engine.audit.report import categories, recommendations, reproduce, sort_findings, summary_line
+from mcp_server.engine.audit.render import categories, recommendations, reproduce, sort_findings, summary_line
 from mcp_server.engine.audit.static import analyze_file
 from mcp_server.engine.audit.static_models import AuditFinding, StaticAnalysisError
 from mcp_server.engine.device import probe

@@ -1,10 +1,10 @@
 """Static audit of Triton code: AST analysis of a file's kernels and launchers, with no GPU and no execution.
 
 The user's file is parsed, never imported or run (it is untrusted). Every ``@triton.jit`` function
-(autotuned and heuristics-wrapped ones included, however ``triton``/``tl`` were imported) is analysed by
-abstract interpretation (see ``static_kernel``), and every Python function that launches a kernel
-(``kernel[grid](...)``) by the launcher rules (see ``static_launcher``). The rules are listed in
-:data:`RULES`.
+(autotuned and heuristics-wrapped ones included, however ``triton``/``tl`` were imported) is walked by
+the abstract interpreter (``analysis.kernel``), whose events the kernel rules check; then the autotune rules
+run per kernel and the launcher rules per Python function that launches a kernel (``kernel[grid](...)``).
+The rules, one module per family, are in ``rules``; :data:`RULES` lists them.
 
 A finding can be silenced on its line with ``# ptt-audit: ignore[rule-id]`` (or ``# ptt-audit: ignore`` for
 every rule), for the cases where the code is right for a reason the analysis cannot see.
@@ -24,17 +24,11 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from mcp_server.engine.audit.static_kernel import KernelAnalysis, KernelFacts
-from mcp_server.engine.audit.static_launcher import (
-    LauncherRules,
-    cdiv_grids,
-    check_autotune,
-    check_conflicting_meta,
-    meta_values,
-)
+from mcp_server.engine.audit.analysis.kernel import KernelFacts, KernelInterpreter
+from mcp_server.engine.audit.analysis.launches import LaunchFacts
+from mcp_server.engine.audit.analysis.module import ModuleIndex
+from mcp_server.engine.audit.rules import RULES, RULES_BY_ID, STATIC, ModuleContext
 from mcp_server.engine.audit.static_models import AuditFinding, StaticAnalysisError, StaticReport
-from mcp_server.engine.audit.static_module import ModuleIndex
-from mcp_server.engine.audit.static_rules import RULES, RULES_BY_ID
 from mcp_server.engine.models import Severity
 
 _SUPPRESS = re.compile(r"#\s*ptt-audit:\s*ignore(?:\[([^\]]*)\])?")
@@ -103,8 +97,7 @@ def analyze_source(text: str, filename: str = "<source>", rules: Iterable[str] |
             kernel=kernel,
         )
 
-    metas = meta_values(mod)
-    cdiv = cdiv_grids(mod)
+    launches = LaunchFacts(mod)
     # Two passes: the first (silent) learns what each helper masks and loops on, so that the second sees
     # the sizes a kernel hands to its helpers.
     facts: dict[str, KernelFacts] = {}
@@ -113,18 +106,19 @@ def analyze_source(text: str, filename: str = "<source>", rules: Iterable[str] |
         learnt: dict[str, KernelFacts] = {}
         for jf in mod.jit.values():
             try:
-                analysis = KernelAnalysis(mod, jf, sink, metas.get(jf.name, {}), cdiv.get(jf.name, False), facts)
-                learnt[jf.name] = analysis.run()
+                learnt[jf.name] = KernelInterpreter(mod, jf, sink, STATIC, launches, facts).run()
             except (RecursionError, Exception) as e:  # one odd kernel must not sink the report
                 if final:
                     notes.append(f"{jf.name} (line {jf.node.lineno}) was only partly analysed: {type(e).__name__}: {e}")
                 learnt[jf.name] = KernelFacts()
         facts = learnt
+    ctx = ModuleContext(mod, facts, report, {lf.node.name for lf in mod.launchers})
     for jf in mod.jit.values():
-        check_autotune(mod, jf, facts[jf.name], report)
-    check_conflicting_meta(mod, report)
+        STATIC.emit("kernel", ctx, jf, facts[jf.name])
+    STATIC.emit("module", ctx)
     try:
-        LauncherRules(mod, facts, report).run()
+        for lf in mod.launchers:
+            STATIC.emit("launcher", ctx, lf)
     except (RecursionError, Exception) as e:
         notes.append(f"launchers were only partly analysed: {type(e).__name__}: {e}")
 

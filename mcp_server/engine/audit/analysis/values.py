@@ -14,7 +14,7 @@ import ast
 import math
 from dataclasses import dataclass, fields, replace
 
-from mcp_server.engine.audit.static_module import UNKNOWN
+from mcp_server.engine.audit.analysis.module import UNKNOWN
 
 # What masked-off lanes of a loaded value hold (the load's ``other=``, carried through elementwise ops).
 ZERO, ONE, NEG_INF, POS_INF, NEG_BIG, POS_BIG, CONST, NAN, UNDEF, UNKNOWN_PAD = (
@@ -93,6 +93,12 @@ class Val:
     can_be_zero: bool = False
     exp_site: ast.AST | None = None  # an exp of unshifted data this value carries
     acc_init: ast.AST | None = None  # the fp16/bf16 tl.zeros/tl.full this accumulator started from
+    # ---- value bounds (numbers proven for every real lane; None = unbounded on that side)
+    lo: float | None = None
+    hi: float | None = None
+    # ... and for the masked-off lanes (meaningful only when pad is not None)
+    pad_lo: float | None = None
+    pad_hi: float | None = None
     # ---- literals
     const: object = UNKNOWN
     constexpr: str | None = None
@@ -146,6 +152,10 @@ def join(a: Val, b: Val) -> Val:
             out[f.name] = x if y is None or x == y else y if x is None else UNKNOWN_PAD
         elif f.name == "pad_site":
             out[f.name] = x if x is not None else y
+        elif f.name in ("lo", "pad_lo"):
+            out[f.name] = min(x, y) if x is not None and y is not None else None
+        elif f.name in ("hi", "pad_hi"):
+            out[f.name] = max(x, y) if x is not None and y is not None else None
         elif f.name == "const":
             out[f.name] = x if _same(x, y) else UNKNOWN
         else:

@@ -1,53 +1,40 @@
-"""Rules inside one ``@triton.jit`` function, by abstract interpretation of its AST.
+"""The abstract interpreter of one ``@triton.jit`` function: value tracking over its AST, no rules.
 
 The function body is walked statement by statement with an environment name → :class:`Val`. Branches are
-walked separately and joined; loop bodies twice, so that facts carried around the back edge (a pointer
-bumped each iteration, a running max) are seen. Helpers called from a kernel are analysed on their own,
-with their parameters unknown; only the sizes a kernel hands to a helper that masks or loops on them are
-carried across the call (for the autotune key). Values returned by helpers are unknown: a known source of
-misses, never of false findings.
+walked separately and joined; loop bodies twice (the second time from the widened join), so that facts
+carried around the back edge (a pointer bumped each iteration, a running max) are seen. Helpers called from
+a kernel are analysed on their own, with their parameters unknown; only the sizes a kernel hands to a
+helper that masks or loops on them are carried across the call (for the autotune key). Values returned by
+helpers are unknown: a known source of misses, never of false findings.
 
-``unmasked-access`` needs more than a missing mask: tile offsets (``tl.arange`` lanes) that no mask,
-boundary check, modulo, ``tl.minimum`` or ``tl.where`` clamp bounds, plus evidence that the extent is not
-exact:
+The walk raises events (a memory access, a reduction, a division, a ``tl.dot``, ...; the list is
+``rules.registry.KERNEL_EVENTS``) and the rule checks registered for them decide what to report, reading
+the values and the path facts the interpreter keeps:
 
-- the same lanes are compared against a bound elsewhere in the kernel (the author knows they run over);
-- a runtime argument that looks like a size is never used;
-- the tile slides along a dimension (``pid * BLOCK + arange``, a pointer bumped in a loop) and that
-  dimension is walked in tiles of a runtime size (``range(0, K, BLOCK_K)``, ``tl.cdiv(M, BLOCK_M)``) or the
-  launch grid rounds up with ``triton.cdiv``.
+- ``fit_guards``: inside ``if start + BLOCK <= n:`` (or after ``if start + BLOCK > n: ...; return``);
+- ``specialised``: inside ``if EVEN_K:`` whose other branch masks these pointers;
+- ``exact_tiles``: inside a branch that holds only when a size is a multiple of the tile (``if EVEN_N:``
+  where every launch or heuristic sets ``EVEN_N`` from ``n % BLOCK == 0``, or ``if n % BLOCK == 0:``);
+- ``compared_sources`` / ``compared_tiled``: lanes compared against a bound somewhere in the kernel.
 
-Without such evidence a constexpr-sized tile is taken as exact (a row of ``N: tl.constexpr`` read whole).
-Accesses under ``if start + BLOCK <= n:`` (or after ``if start + BLOCK > n: ...; return``), in a
-``if EVEN_K:`` branch whose other branch masks the same pointer, or on a padded scratch buffer (read and
-written, never masked) are not reported.
-
-Rules decided here: unmasked-access, non-neutral-other, exp-without-max-shift, low-precision-accumulator,
-unguarded-division, int32-offset-overflow, arange-non-pow2, arange-extent-not-constexpr,
-hardcoded-tile-size, dot-small-tile, static-range-runtime-bound, break-continue-unsupported,
-debug-leftover. The function also records what the autotune rules need (the shape arguments it masks
-and loops on).
+It also records what the autotune and launcher rules need (:class:`KernelFacts`: the shape arguments it
+masks and loops on).
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
-from mcp_server.engine.audit.static_module import UNKNOWN, JitFunction, ModuleIndex
-from mcp_server.engine.audit.static_values import (
+from mcp_server.engine.audit.analysis.module import UNKNOWN, JitFunction, ModuleIndex
+from mcp_server.engine.audit.analysis.values import (
     DTYPES,
-    FINITE,
     LOW_PRECISION,
     NAN,
-    NEG_BIG,
-    NEG_INF,
     NOTHING,
-    POS_BIG,
-    POS_INF,
     UNDEF,
     UNKNOWN_PAD,
     ZERO,
@@ -55,7 +42,6 @@ from mcp_server.engine.audit.static_values import (
     binary_pad,
     broadcast,
     fold,
-    is_pow2,
     join,
     pad_of_const,
     promote,
@@ -63,6 +49,10 @@ from mcp_server.engine.audit.static_values import (
     unary_pad,
 )
 from mcp_server.engine.models import Severity
+
+if TYPE_CHECKING:
+    from mcp_server.engine.audit.analysis.launches import LaunchFacts
+    from mcp_server.engine.audit.rules.registry import Registry
 
 Report = Callable[..., None]  # report(rule, node, message, fix, severity=None)
 
@@ -72,27 +62,9 @@ _ALIASES = {"fast_expf": "exp", "expf": "exp", "exp2f": "exp2", "sqrt_rn": "sqrt
 _PASSTHROUGH = {"multiple_of", "max_contiguous", "max_constancy", "constexpr", "assume"}
 _SHAPE_CHANGING = {"reshape", "view", "broadcast_to", "expand_dims", "permute", "trans", "split", "join", "ravel"}
 _UNARY_KEEP_SIGN = {"floor", "ceil", "erf", "tanh", "sigmoid", "cos", "sin"}
-_DEBUG = {
-    "device_print": Severity.warning,
-    "print": Severity.warning,
-    "static_print": Severity.info,
-    "device_assert": Severity.info,
-    "debug_barrier": Severity.info,
-}
+_DEBUG = {"device_print", "print", "static_print", "device_assert", "debug_barrier"}
 _LOOP_FUNCS = {"range", "static_range"}
 _BIG_LITERAL = 16  # literal multipliers at least this big are element counts, not tile counts
-# Literal arange extents from here up are tile sizes; below, usually structure (pairs, experts, lanes).
-_TILE_LITERAL_MIN = 32
-
-
-@dataclass
-class AccessCandidate:
-    call: ast.Call
-    what: str
-    uncovered: frozenset[int]
-    tiled: frozenset[int]
-    root: str | None
-    masked: bool
 
 
 @dataclass
@@ -108,44 +80,48 @@ class KernelFacts:
     shape_constexprs: set[str] = field(default_factory=set)  # constexpr params used as bounds (col < N)
 
 
-@functools.lru_cache(maxsize=1)
-def installed_triton_rejects_break() -> bool:
-    """True when the installed Triton's code generator has no support for break/continue (3.6 has none)."""
-    try:
-        from triton.compiler.code_generator import CodeGenerator
-    except Exception:  # no usable Triton: assume the versions this project supports (3.4-3.6)
-        return True
-    return not (hasattr(CodeGenerator, "visit_Break") and hasattr(CodeGenerator, "visit_Continue"))
+@dataclass
+class AccessEvent:
+    """A tl.load/tl.store/atomic as the ``access`` event hands it to the checks."""
+
+    node: ast.Call
+    what: str  # "tl.load", "tl.store", "tl.atomic_add", ...
+    pointer: ast.expr | None
+    ptr: Val
+    mask: Val | None
+    has_mask: bool
+    bc_node: ast.expr | None  # boundary_check=
 
 
-class KernelAnalysis:
+class KernelInterpreter:
     def __init__(
         self,
         mod: ModuleIndex,
         fn: JitFunction,
         report: Report,
-        meta_values: dict[str, list[tuple[object, str]]],
-        cdiv_grid: bool,
+        checks: Registry,
+        launches: LaunchFacts,
         helper_facts: dict[str, KernelFacts] | None = None,
     ):
         self.mod = mod
         self.fn = fn
         self._report = report
-        self.meta_values = meta_values  # constexpr name → [(value, "where it is set")]
-        self.cdiv_grid = cdiv_grid
+        self.checks = checks
+        self.rule_state: dict[str, Any] = {}  # per-rule scratch of the checks, for this kernel
+        self.launches = launches
+        self.meta_values = launches.meta.get(fn.name, {})  # constexpr name → [(value, "where it is set")]
+        self.cdiv_grid = launches.cdiv.get(fn.name, False)
         self.helper_facts = helper_facts or {}
         self.facts = KernelFacts()
         self.env: dict[str, Val] = {}
         self.loop_depth = 0
         self.next_source = 0
-        self.candidates: dict[int, AccessCandidate] = {}
         self.compared_sources: set[int] = set()
         self.source_extent: dict[int, str] = {}  # source → ast.dump of its extent expression
         self.source_names: dict[int, str] = {}  # source → the first name it was assigned to
         self.compared_tiled: set[int] = set()  # compared while slid by pid/loop: that dimension is bounded
-        self.root_use: dict[str, set[str]] = {}  # pointer parameter → {"load", "store", "masked"}
         self.fit_guards = 0  # inside `if start + BLOCK <= n:`: the whole tile is known to fit
-        self.ovf_sites: dict[int, ast.AST] = {}
+        self.exact_tiles = 0  # inside a branch that holds only when the size is a multiple of the tile
         self.specialised: list[set[str]] = []
         body = fn.node
         self.extent_names = self._extent_names(body)
@@ -172,21 +148,18 @@ class KernelAnalysis:
 
     def run(self) -> KernelFacts:
         self.exec_block(self.fn.node.body)
-        self._finish_accesses()
-        if self.ovf_sites:
-            sites = sorted(self.ovf_sites.values(), key=lambda n: (n.lineno, n.col_offset))
-            first = sites[0]
-            n_more = len(sites) - 1
-            more = f" (and {n_more} more offset computation{'s' if n_more > 1 else ''})" if n_more else ""
-            self.report(
-                "int32-offset-overflow",
-                first,
-                f"`{ast.unparse(first)}` multiplies an int32 program id by a block size or stride{more}; the "
-                "offset wraps once a tensor passes 2**31 elements",
-                "cast first: `pid = tl.program_id(0).to(tl.int64)` (or `.to(tl.int64)` on the index before "
-                "multiplying by the stride)",
-            )
+        self.emit("finish")
         return self.facts
+
+    def emit(self, event: str, *args: Any) -> None:
+        """Hand an event of the walk to the rule checks registered for it (see ``rules.registry``)."""
+        self.checks.emit(event, self, *args)
+
+    def state(self, key: str, factory: Callable[[], Any]) -> Any:
+        """The scratch state a check keeps for this kernel (created on first use)."""
+        if key not in self.rule_state:
+            self.rule_state[key] = factory()
+        return self.rule_state[key]
 
     def report(self, rule: str, node: ast.AST, message: str, fix: str, severity: Severity | None = None) -> None:
         self._report(rule, node, message, fix, severity=severity, kernel=self.fn.name)
@@ -276,12 +249,12 @@ class KernelAnalysis:
             v = self.ev(s.value)
             for t in s.targets:
                 if isinstance(t, ast.Name) and isinstance(s.value, ast.BinOp) and self._is_self_update(t, s.value):
-                    self._check_accumulate(t.id, s.value.op, s)
+                    self.emit("accumulate", t.id, s.value.op, s)
                 self.assign(t, v)
         elif isinstance(s, ast.AugAssign):
             if isinstance(s.target, ast.Name):
                 old = self.env.get(s.target.id, NOTHING)
-                self._check_accumulate(s.target.id, s.op, s)
+                self.emit("accumulate", s.target.id, s.op, s)
                 new = self.binop(s.op, old, self.ev(s.value), s, s.target, s.value)
                 if self.loop_depth and isinstance(s.op, (ast.Add, ast.Sub)) and old.sources:
                     new = replace(new, advanced=True)
@@ -304,7 +277,7 @@ class KernelAnalysis:
             self.ev(s.test)
             self.exec_loop(s.body)
         elif isinstance(s, (ast.Break, ast.Continue)):
-            self.check_break(s)
+            self.emit("break", s)
         elif isinstance(s, ast.With):
             self.exec_block(s.body)
 
@@ -414,7 +387,7 @@ class KernelAnalysis:
                     start, stop = args[0], args[1]
                     step = args[2] if len(args) > 2 else None
                 if op == "static_range":
-                    self.check_static_range(it, args)
+                    self.emit("static_range", it, args)
                 static_step = step is not None and self._tile_extent(step)
                 if stop.runtime and not stop.sources and not stop.pid:
                     self.facts.shape_params |= set(stop.runtime)
@@ -602,7 +575,7 @@ class KernelAnalysis:
         if isinstance(op, ast.Mult):
             return self._multiply(a, b, node, lnode, rnode, common)
         if isinstance(op, (ast.Div, ast.FloorDiv)):
-            self.check_division(node, rnode, b)
+            self.emit("division", node, rnode, b)
             if isinstance(op, ast.FloorDiv):
                 return Val(**common, tilecount=a.tilecount)  # type: ignore[arg-type]
             common["exp_site"] = a.exp_site  # 1 / (1 + exp(x)) is bounded: a denominator ends the risk
@@ -817,7 +790,10 @@ class KernelAnalysis:
                 self.ev(a)
             return first
         if op in _DEBUG:
-            return self.debug(op, node)
+            for a in node.args:
+                self.ev(a)
+            self.emit("debug", op, node)
+            return NOTHING
         if op in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs") or op in _UNARY_KEEP_SIGN:
             x = self.ev(node.args[0]) if node.args else NOTHING
             return self.unary(op, node, x)
@@ -872,39 +848,8 @@ class KernelAnalysis:
             dim = end.constexpr
         elif isinstance(start.const, int) and isinstance(end.const, int):
             dim = end.const - start.const
-        for bound, v in ((start_node, start), (end_node, end)):
-            if v.runtime and v.constexpr is None and v.const is UNKNOWN:
-                self.report(
-                    "arange-extent-not-constexpr",
-                    node,
-                    f"tl.arange bound `{ast.unparse(bound)}` is a runtime argument; Triton only accepts "
-                    'tl.constexpr bounds ("arange\'s arguments must be of type tl.constexpr")',
-                    f"annotate it `{ast.unparse(bound)}: tl.constexpr`, or pass a power-of-2 BLOCK constexpr "
-                    "and mask against the runtime size",
-                )
-        self._check_pow2(node, dim, "tl.arange extent")
-        literal = isinstance(end_node, ast.Constant) and isinstance(dim, int)
-        if literal and isinstance(dim, int) and dim >= _TILE_LITERAL_MIN and is_pow2(dim):
-            self.report(
-                "hardcoded-tile-size",
-                node,
-                f"tile size {dim} is a literal in `{ast.unparse(node)}`, so it cannot be tuned per shape or GPU",
-                f"take it as a parameter `BLOCK: tl.constexpr` and use `tl.arange(0, BLOCK)`; pass {dim} from the "
-                "launcher or list it in @triton.autotune configs",
-            )
+        self.emit("arange", node, start_node, end_node, start, end, dim)
         return Val(sources=frozenset({sid}), axes=((sid, 0),), shape=(dim,))
-
-    def _check_pow2(self, node: ast.AST, dim: object, what: str) -> None:
-        for value, where in self.dims_values(dim):
-            if not is_pow2(value):
-                origin = f" ({where})" if where else ""
-                self.report(
-                    "arange-non-pow2",
-                    node,
-                    f"{what} {value}{origin} is not a power of 2; Triton rejects it at compile time",
-                    f"use {1 << max(0, value - 1).bit_length()} (triton.next_power_of_2) and mask the extra lanes",
-                )
-                return
 
     def op_zeros(self, node: ast.Call) -> Val:
         return self._filled(node, self.arg(node, 0, "shape"), self.arg(node, 1, "dtype"), Val(const=0))
@@ -923,7 +868,7 @@ class KernelAnalysis:
             for item, item_node in zip(shape_v.items, getattr(shape_node, "elts", []), strict=False):
                 d = item.const if isinstance(item.const, int) else item.constexpr
                 if isinstance(item_node, ast.Constant) and isinstance(d, int):
-                    self._check_pow2(node, d, "tensor dimension")
+                    self.emit("filled_dim", node, d)
                 dims.append(d)
             shape = tuple(dims)  # type: ignore[arg-type]
         const = value.const
@@ -1127,75 +1072,8 @@ class KernelAnalysis:
         has_mask = mask_node is not None and not (isinstance(mask_node, ast.Constant) and mask_node.value is None)
         mask = self.ev(mask_node) if has_mask else None
         self._last_mask = mask
-        if ptr.root is not None:
-            use = self.root_use.setdefault(ptr.root, set())
-            use.add("load" if what == "tl.load" else "store")
-            if has_mask or (bc_node is not None):
-                use.add("masked")
-        if ptr.ovf_site is not None:
-            self.ovf_sites[id(ptr.ovf_site)] = ptr.ovf_site
-        if ptr.desc:
-            return ptr
-        has_bc = bc_node is not None and not (isinstance(bc_node, (ast.Tuple, ast.List)) and not bc_node.elts)
-        if ptr.block_ptr:
-            if not has_bc and ptr.block_runtime_shape:
-                self.report(
-                    "unmasked-access",
-                    node,
-                    f"{what} through a block pointer over a runtime shape has no boundary_check, so edge tiles "
-                    "read or write past the tensor",
-                    'add `boundary_check=(0, 1)` (the dims that can run over) and, for loads, `padding_option="zero"`',
-                )
-            return ptr
-        uncovered = ptr.sources - ptr.bounded
-        if mask is not None:
-            if mask.mask_sources is None:
-                return ptr
-            uncovered -= mask.mask_sources
-        tiled = ptr.tiled | (ptr.sources if ptr.advanced else frozenset())
-        if self.fit_guards:
-            uncovered -= tiled
-        if not uncovered or pointer is None:
-            return ptr
-        text = ast.unparse(pointer)
-        if any(text in spec for spec in self.specialised):
-            return ptr
-        seen = self.candidates.get(id(node))
-        if seen is not None:  # second walk of a loop body: facts from the back edge add up
-            uncovered, tiled = uncovered | seen.uncovered, tiled | seen.tiled
-        self.candidates[id(node)] = AccessCandidate(node, what, frozenset(uncovered), tiled, ptr.root, has_mask)
+        self.emit("access", AccessEvent(node, what, pointer, ptr, mask, has_mask, bc_node))
         return ptr
-
-    def _finish_accesses(self) -> None:
-        """Report unmasked accesses whose extent the kernel shows to be dynamic (see module docstring)."""
-        for cand in self.candidates.values():
-            reason = None
-            use = self.root_use.get(cand.root or "", set())
-            scratch = {"load", "store"} <= use and "masked" not in use  # padded workspace, read and written
-            if cand.uncovered & cand.tiled & self.compared_tiled:
-                reason = "the tile's offsets are bounds-checked elsewhere in this kernel, so the last tile runs past"
-            elif cand.uncovered & self.compared_sources and cand.root is not None and not scratch:
-                reason = "the same lanes are bounds-checked elsewhere in this kernel, so they can run past the end"
-            elif self.unused_sizes:
-                reason = f"`{self.unused_sizes[0]}` looks like the size it should be masked against, and is unused"
-            elif cand.uncovered & cand.tiled and (self.facts.tiled_sizes or self.cdiv_grid):
-                bound = (
-                    f"`{sorted(self.facts.tiled_sizes)[0]}` is walked in tiles"
-                    if self.facts.tiled_sizes
-                    else "the launch grid rounds up with triton.cdiv"
-                )
-                reason = f"the tile slides along a dimension and {bound}, so the last tile runs past the end"
-            if reason is None:
-                continue
-            lanes = ", ".join(f"`{self.source_names.get(s, 'tl.arange')}`" for s in sorted(cand.uncovered))
-            what = f"{cand.what} has no mask" if not cand.masked else f"the mask of {cand.what} does not bound {lanes}"
-            self.report(
-                "unmasked-access",
-                cand.call,
-                f"{what}: {reason}",
-                "build a mask from the offsets (`mask = offs < n`) and pass `mask=mask` (loads also "
-                "`other=` a value neutral for what follows)",
-            )
 
     # ---- numerics
 
@@ -1217,7 +1095,7 @@ class KernelAnalysis:
                 constexpr=None,
             )
         if op == "rsqrt":
-            self.check_division(node, node.args[0] if node.args else node, x)
+            self.emit("division", node, node.args[0] if node.args else node, x)
             return replace(x, pad=UNKNOWN_PAD if x.pad else None, positive=True, can_be_zero=False, const=UNKNOWN)
         if op in ("log", "log2"):
             return replace(
@@ -1238,29 +1116,7 @@ class KernelAnalysis:
         axis = self.ev(axis_node) if axis_node is not None else None
         dtype = self.ev(dtype_node).dtype_lit if dtype_node is not None else None
         kind = {"sum": "sum", "max": "max", "argmax": "max", "min": "min", "argmin": "min"}.get(op)
-        if kind == "sum":
-            if x.exp_site is not None:
-                self.report(
-                    "exp-without-max-shift",
-                    x.exp_site,
-                    f"`{ast.unparse(x.exp_site)}` exponentiates data that is not shifted by its max, and the "
-                    f"result is summed (line {node.lineno}): exp overflows to inf past 88 (fp32) and the sum "
-                    "becomes inf or NaN",
-                    "subtract the row max first: `m = tl.max(x, axis=0)`, `e = tl.exp(x - m)` (load masked lanes "
-                    "with `other=-float('inf')` so they contribute 0)",
-                )
-            low = dtype if dtype is not None else x.dtype
-            if low in LOW_PRECISION:
-                self.report(
-                    "low-precision-accumulator",
-                    node,
-                    f"`{ast.unparse(node)}` sums {low} values in {low}: rounding error grows with the length "
-                    "and large sums overflow (fp16 max 65504)",
-                    "sum in fp32: `tl.sum(x.to(tl.float32), axis=...)`, cast the result at the store",
-                    severity=Severity.error if dtype is not None else Severity.warning,
-                )
-        if kind is not None:
-            self._check_pad(kind, node, x, axis)
+        self.emit("reduction", op, node, x, axis, dtype)
         rank_known = x.shape is not None
         shape = None
         if rank_known and axis is not None and isinstance(axis.const, int) and x.shape:
@@ -1283,150 +1139,13 @@ class KernelAnalysis:
             can_be_zero=x.data and not (x.positive or x.shifted_exp),
         )
 
-    def _check_pad(self, kind: str, node: ast.Call, x: Val, axis: Val | None) -> None:
-        pad = x.pad
-        if pad is None or pad == UNKNOWN_PAD or x.pad_site is None:
-            return
-        if axis is not None and axis.const is not None:
-            if not isinstance(axis.const, int):
-                return
-            rank = len(x.shape) if x.shape is not None else None
-            if x.pad_axes is None:
-                if rank != 1:
-                    return
-            elif rank and (axis.const % rank) not in x.pad_axes:
-                return
-        if kind == "sum":
-            bad = pad not in (ZERO, FINITE)
-            neutral, fix_other = "0", "other=0.0"
-        elif kind == "max":
-            bad = pad not in (NEG_INF, NEG_BIG, FINITE) and not (pad == ZERO and x.nonneg)
-            neutral, fix_other = "-inf", "other=-float('inf')"
-        else:
-            bad = pad not in (POS_INF, POS_BIG, FINITE) and not (pad == ZERO and x.nonpos)
-            neutral, fix_other = "+inf", "other=float('inf')"
-        if not bad:
-            return
-        site = x.pad_site
-        fn = f"tl.{kind}"
-        if pad == UNDEF:
-            msg = (
-                f"masked load without other= feeds {fn} (line {node.lineno}): masked-off lanes are undefined "
-                "and enter the reduction"
-            )
-        else:
-            msg = (
-                f"masked-off lanes hold {pad} and reach {fn} (line {node.lineno}), where the neutral value is "
-                f"{neutral}: padding changes the result"
-            )
-        self.report(
-            "non-neutral-other",
-            site,
-            msg,
-            f"pass `{fix_other}` here (or `tl.where(mask, x, {neutral})` before the reduction)",
-        )
-
-    def check_division(self, node: ast.AST, divisor_node: ast.AST, d: Val) -> None:
-        if not d.can_be_zero:
-            return
-        names = {n.id for n in ast.walk(divisor_node) if isinstance(n, ast.Name)}
-        if names & self.guard_names:
-            return
-        text = ast.unparse(divisor_node)
-        self.report(
-            "unguarded-division",
-            node,
-            f"divides by `{text}`, loaded data or a reduction of it that can be 0 (an all-zero row or block), "
-            "giving inf/NaN",
-            f"add an epsilon (`{text} + eps`), clamp (`tl.maximum({text}, 1e-12)`) or guard with `tl.where`; if "
-            "0 is impossible by construction, say so in a comment",
-        )
-
-    def _check_accumulate(self, name: str, op: ast.operator, node: ast.AST) -> None:
-        old = self.env.get(name)
-        if old is None or not self.loop_depth or not isinstance(op, (ast.Add, ast.Sub)):
-            return
-        if old.acc_init is not None and old.dtype in LOW_PRECISION:
-            self.report(
-                "low-precision-accumulator",
-                old.acc_init,
-                f"accumulator `{name}` is {old.dtype} and is added to in a loop (line {node.lineno}): each "
-                "step rounds to 11 (fp16) or 8 (bf16) significant bits",
-                "initialise it as fp32 (`tl.zeros(..., dtype=tl.float32)`) and cast once at the store",
-            )
-
     def dot(self, node: ast.AST, a: Val, b: Val, acc: Val | None, out_dtype: ast.expr | None) -> Val:
-        for operand, contraction_from_end in ((a, 1), (b, 2)):
-            if operand.exp_site is not None:
-                self.report(
-                    "exp-without-max-shift",
-                    operand.exp_site,
-                    f"`{ast.unparse(operand.exp_site)}` exponentiates data not shifted by its max and feeds "
-                    f"tl.dot (line {node.lineno}), which sums the products: overflow to inf/NaN",
-                    "subtract the running max before exp (online softmax: `p = tl.exp(s - m_new[:, None])`)",
-                )
-            if operand.pad in (None, UNKNOWN_PAD, ZERO, FINITE) or operand.pad_axes is None or operand.pad_site is None:
-                continue
-            rank = len(operand.shape) if operand.shape is not None else 2
-            if rank - contraction_from_end in operand.pad_axes:
-                what = "undefined" if operand.pad == UNDEF else operand.pad
-                self.report(
-                    "non-neutral-other",
-                    operand.pad_site,
-                    f"masked-off lanes along the contraction dimension hold {what} and are summed by tl.dot "
-                    f"(line {node.lineno})",
-                    "pass `other=0.0` so the K tail contributes nothing",
-                )
         out = self.ev(out_dtype).dtype_lit if out_dtype is not None else None
-        if out in LOW_PRECISION:
-            self.report(
-                "low-precision-accumulator",
-                node,
-                f"tl.dot(..., out_dtype={out}) accumulates the K-loop products in {out}",
-                "drop out_dtype (fp32 is the default) and cast the result once at the store",
-            )
-        elif acc is not None and acc.dtype in LOW_PRECISION:
-            self.report(
-                "low-precision-accumulator",
-                acc.acc_init or node,
-                f"tl.dot accumulates into a {acc.dtype} accumulator (line {node.lineno})",
-                "initialise the accumulator with `tl.zeros(..., dtype=tl.float32)` and cast at the store",
-            )
-        self._check_dot_dims(node, a, b)
+        self.emit("dot", node, a, b, acc, out)
         shape = None
         if a.shape is not None and b.shape is not None and len(a.shape) >= 2 and len(b.shape) >= 2:
             shape = (*a.shape[:-1], b.shape[-1])
         return Val(data=True, dtype=out or "fp32", shape=shape)
-
-    def _check_dot_dims(self, node: ast.AST, a: Val, b: Val) -> None:
-        if a.shape is None or len(a.shape) < 2:
-            return
-        k_values = self.dims_values(a.shape[-1])
-        small_k = [(v, w) for v, w in k_values if v < 16]
-        if small_k:
-            v, w = small_k[0]
-            self.report(
-                "dot-small-tile",
-                node,
-                f"tl.dot with K = {v}{f' ({w})' if w else ''}: Triton needs K >= 16 on NVIDIA GPUs "
-                "(32 for 8-bit inputs) and will not compile it",
-                "make the K tile (BLOCK_K) at least 16",
-            )
-            return
-        mn = [*self.dims_values(a.shape[-2])]
-        if b.shape is not None and len(b.shape) >= 2:
-            mn += self.dims_values(b.shape[-1])
-        small = [(v, w) for v, w in mn if v < 16]
-        if small:
-            v, w = small[0]
-            self.report(
-                "dot-small-tile",
-                node,
-                f"tl.dot on a tile dimension of {v}{f' ({w})' if w else ''}: below 16 the tensor-core "
-                "instruction is padded and most of it is wasted",
-                "use tiles of at least 16 in M and N, or do the product with broadcasting and tl.sum",
-                severity=Severity.info,
-            )
 
     def op_dot(self, node: ast.Call) -> Val:
         a = self.ev(self.arg(node, 0, "input"))
@@ -1437,54 +1156,6 @@ class KernelAnalysis:
             if kw.arg not in ("input", "other", "acc", "out_dtype"):
                 self.ev(kw.value)
         return self.dot(node, a, b, acc, self.arg(node, 6, "out_dtype"))
-
-    # ---- other rules
-
-    def debug(self, op: str, node: ast.Call) -> Val:
-        for a in node.args:
-            self.ev(a)
-        name = "print" if op == "print" else f"tl.{op}"
-        notes = {
-            "device_print": "prints from every program at run time and serialises the kernel",
-            "print": "is tl.device_print inside a kernel: prints from every program and serialises it",
-            "static_print": "prints at every compilation",
-            "device_assert": "is compiled out unless TRITON_DEBUG=1, so it checks nothing in production",
-            "debug_barrier": "synchronises all threads of the program; needed only around cross-thread shared data",
-        }
-        self.report(
-            "debug-leftover",
-            node,
-            f"{name} left in the kernel: it {notes[op]}",
-            f"remove the {name} call"
-            + (" (or keep it and say in a comment what it synchronises)" if op == "debug_barrier" else ""),
-            severity=_DEBUG[op],
-        )
-        return NOTHING
-
-    def check_static_range(self, node: ast.Call, args: list[Val]) -> None:
-        for a_node, v in zip(node.args, args, strict=True):
-            if (v.runtime or v.pid or v.data) and v.constexpr is None and v.const is UNKNOWN:
-                self.report(
-                    "static-range-runtime-bound",
-                    node,
-                    f"tl.static_range bound `{ast.unparse(a_node)}` is not a tl.constexpr; static_range unrolls "
-                    "at compile time and Triton rejects runtime bounds",
-                    "use `range(...)`/`tl.range(...)` for a runtime trip count, or make the bound a tl.constexpr",
-                )
-                return
-
-    def check_break(self, s: ast.stmt) -> None:
-        if not installed_triton_rejects_break():
-            return
-        word = "break" if isinstance(s, ast.Break) else "continue"
-        self.report(
-            "break-continue-unsupported",
-            s,
-            f"`{word}` in @triton.jit code: the installed Triton rejects it "
-            f'("unsupported AST node type: {word.capitalize()}")',
-            "turn the early exit into the loop condition (`while i < n and not done:`) or mask the rest of the "
-            "body with tl.where",
-        )
 
 
 def _pad_source(a: Val, b: Val) -> Val:
