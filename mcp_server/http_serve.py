@@ -10,9 +10,10 @@ refuses, before the SDK sees anything:
 
 Binding anything but a loopback address needs a token: generated (printed to stderr once) or read from
 ``PTT_SERVE_TOKEN``. Tool calls run at most ``max_concurrency`` at once; callers beyond wait in FIFO order
-and are told their position through progress notifications. ``validate_against_reference`` and ``bench``
-take a place on the GPU worker pool (:mod:`mcp_server.engine.pool`), so validations spread over the GPUs and
-a bench has its GPU to itself. Every job still runs in its own isolated child.
+and are told their position through progress notifications. The server is ``build_server(pool=...)``: its
+``validate_against_reference`` and ``bench`` take a place on the GPU worker pool (:mod:`mcp_server.engine.pool`),
+so validations spread over the GPUs and a bench has its GPU to itself. Every job still runs in its own isolated
+child. Started by ``ptt serve --transport http`` (:mod:`mcp_server.cli.serve`).
 """
 
 from __future__ import annotations
@@ -292,131 +293,12 @@ class ToolCallLimiter:
         self._notify()
 
 
-# --- pooled tools -------------------------------------------------------------------------------------
-
-
-@contextlib.asynccontextmanager
-async def pool_lease(pool: WorkerPool, kind: JobKind, ctx: Context | None) -> AsyncIterator[Lease]:
-    """A place on the pool, taken in a worker thread; queue positions go to the caller as progress."""
-
-    def told(position: int, message: str) -> None:
-        if ctx is not None:
-            with contextlib.suppress(Exception):
-                anyio.from_thread.run(ctx.report_progress, 0, None, message)
-
-    holder: list[Lease] = []
-
-    def take() -> None:
-        holder.append(pool.acquire(kind, on_queue=told))
-
-    try:
-        await anyio.to_thread.run_sync(take)
-        yield holder[0]
-    finally:
-        # Also when the call was cancelled while waiting: the thread still ends with a lease to give back.
-        for lease in holder:
-            lease.release()
-
-
-def _with_signature(
-    original: Callable[..., Any], core: Callable[[Context, dict[str, Any]], Awaitable[Any]]
-) -> Callable[..., Any]:
-    """A tool with exactly ``original``'s parameters, description and output schema (plus a Context), whose
-    body is ``core(ctx, arguments)``."""
-    hints = typing.get_type_hints(original, include_extras=True)
-    sig = inspect.signature(original)
-    params, ctx_name = [], None
-    for p in sig.parameters.values():
-        annotation = hints.get(p.name, p.annotation)
-        if inspect.isclass(annotation) and issubclass(annotation, Context):
-            ctx_name = p.name
-        params.append(p.replace(annotation=annotation))
-    if ctx_name is None:
-        ctx_name = "ctx"
-        params.insert(0, inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context))
-    returns = hints.get("return", sig.return_annotation)
-
-    async def tool(**kwargs: Any) -> Any:
-        ctx = kwargs.pop(ctx_name)
-        return await core(ctx, kwargs)
-
-    tool.__signature__ = sig.replace(parameters=params, return_annotation=returns)  # type: ignore[attr-defined]
-    tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
-    tool.__name__ = original.__name__
-    tool.__qualname__ = original.__name__
-    tool.__doc__ = original.__doc__
-    return tool
-
-
-def _progress_to(ctx: Context) -> Callable[[float, float | None, str], None]:
-    def progress(done: float, total: float | None, message: str) -> None:
-        with contextlib.suppress(Exception):
-            anyio.from_thread.run(ctx.report_progress, done, total, message)
-
-    return progress
-
-
-def install_pooled_tools(server: MCPServer, pool: WorkerPool) -> None:
-    """Replace validate_against_reference and bench with versions that take a place on ``pool`` and run
-    their jobs through that worker's runner (pinned to its GPU). Same names, arguments and results."""
-    from mcp_types import CallToolResult, ImageContent, TextContent
-
-    from mcp_server import server as base
-
-    async def validate_core(ctx: Context, args: dict[str, Any]) -> Any:
-        from mcp_server.engine.validate import validate
-
-        ref = base._spec(args.pop("reference", None), args.pop("reference_source", None),
-                         args.pop("reference_name", None), "reference")  # fmt: skip
-        cand = base._spec(args.pop("candidate", None), args.pop("candidate_source", None),
-                          args.pop("candidate_name", None), "candidate")  # fmt: skip
-        args["allow_torch_ops"] = tuple(args.get("allow_torch_ops") or ())
-        async with pool_lease(pool, "validate", ctx) as lease:
-            return await base._call(validate, ref, cand, runner=lease.runner, **args)
-
-    async def bench_core(ctx: Context, args: dict[str, Any]) -> Any:
-        from mcp_server.engine.bench import bench
-
-        spec = base._spec(args.pop("candidate", None), args.pop("candidate_source", None),
-                          args.pop("candidate_name", None), "candidate")  # fmt: skip
-        reference = args.pop("reference", None)
-        plot = args.pop("plot", False)
-        async with pool_lease(pool, "bench", ctx) as lease:
-            with tempfile.TemporaryDirectory() as tmp:
-                png = str(Path(tmp) / "bench.png") if plot else None
-                result = await base._call(
-                    bench, spec, reference, plot=png, progress=_progress_to(ctx), runner=lease.runner, **args
-                )
-                if not (plot and result.plot):
-                    return result
-                import base64
-
-                data = base64.b64encode(Path(result.plot).read_bytes()).decode()
-        result.plot = None
-        return CallToolResult(
-            content=[
-                TextContent(type="text", text=result.model_dump_json()),
-                ImageContent(type="image", data=data, mime_type="image/png"),
-            ],
-            structured_content=result.model_dump(mode="json"),
-        )
-
-    for original, core in ((base.validate_against_reference, validate_core), (base.bench, bench_core)):
-        registered = server._tool_manager.get_tool(original.__name__)
-        title = registered.title if registered else None
-        annotations = registered.annotations if registered else base.READ_ONLY
-        if registered is not None:
-            server.remove_tool(original.__name__)
-        server.add_tool(_with_signature(original, core), title=title, annotations=annotations)
-
-
 # --- the app and the process ----------------------------------------------------------------------------
 
 
-def build_http_app(server: MCPServer, config: ServeConfig, pool: WorkerPool | None = None) -> ASGIApp:
-    """The ASGI app: the gate around the SDK's stateless streamable HTTP app; pooled tools when ``pool``."""
-    if pool is not None:
-        install_pooled_tools(server, pool)
+def build_http_app(server: MCPServer, config: ServeConfig) -> ASGIApp:
+    """The ASGI app: the gate around the SDK's stateless streamable HTTP app serving ``server`` (built with
+    ``build_server(pool=...)`` so its validations and benches take places on the GPU worker pool)."""
     server.middleware.append(ToolCallLimiter(config.max_concurrency))
     # The SDK checks Host/Origin and the body size too; give it the same lists (defence in depth).
     hosts = [f"{name}:*" for name in host_names(config)] + [urlsplit(o).netloc for o in config.allow_origins]
@@ -477,8 +359,7 @@ def run_http(
     pool = shared_pool()
     if max_concurrency is None:
         config.max_concurrency = default_concurrency(len(pool.workers), pool.interpreter)
-    server = build_server()
-    app = build_http_app(server, config, pool)
+    app = build_http_app(build_server(pool=pool), config)
     where = ", ".join(f"{w.name} ({w.device.device})" for w in pool.workers)
     sys.stderr.write(
         f"ptt serve: MCP over streamable HTTP at {config.url}\n"

@@ -30,11 +30,17 @@ from mcp_server.engine.models import (
     ProviderTiming,
     Severity,
 )
+from mcp_server.engine.resolve import resolve_inputs
 from mcp_server.engine.runner import Runner, shared_runner
 from mcp_server.engine.specs import parse_spec
 
 NO_GPU = "bench needs a CUDA GPU; interpreter timings are meaningless (validate and compile work without one)"
 Progress = Callable[[float, float | None, str], None]
+
+# Two limits with one meaning each: how long the timing child may run, and how long to wait for the GPU while
+# another bench holds it.
+BENCH_TIMEOUT_S = 900.0
+GPU_LOCK_WAIT_S = 900.0
 
 # Flags.
 SPREAD_LIMIT = 0.10
@@ -170,12 +176,16 @@ def bench(
     grad_inputs: list[int] | None = None,
     extra_candidates: dict[str, str] | None = None,
     plot: str | None = None,
-    timeout_s: float = 600.0,
+    timeout_s: float = BENCH_TIMEOUT_S,
+    lock_wait_s: float = GPU_LOCK_WAIT_S,
     progress: Progress | None = None,
     runner: Runner | None = None,
     cwd: Path | None = None,
 ) -> BenchResult:
-    """Time ``candidate`` (and the reference's eager and torch.compile baselines) on the GPU."""
+    """Time ``candidate`` (and the reference's eager and torch.compile baselines) on the GPU.
+
+    ``timeout_s`` bounds the timing child; ``lock_wait_s`` how long to wait for the GPU while another bench
+    holds it (:class:`gpu_lock`)."""
     started = time.perf_counter()
     if mode not in ("events", "cuda-graph"):
         raise UsageError(f"--mode must be 'events' or 'cuda-graph', not {mode!r}.")
@@ -184,10 +194,9 @@ def bench(
     cand_spec = parse_spec(candidate, role="candidate", defaults=("ModelNew", "candidate"), cwd=cwd)
     ref_spec = parse_spec(reference, role="reference", defaults=("Model", "reference"), cwd=cwd) if reference else None
     files = [str(cand_spec.path)] + ([str(ref_spec.path)] if ref_spec else [])
-    if inputs and not ("[" in inputs or ":" not in inputs):
-        inputs_spec = parse_spec(inputs, role="inputs", cwd=cwd)
-        inputs = f"{inputs_spec.path}:{inputs_spec.name}"
-        files.append(str(inputs_spec.path))
+    resolved = resolve_inputs(inputs, cwd=cwd)
+    inputs = resolved.value
+    files.extend(resolved.files)
     extras: dict[str, dict[str, str]] = {}
     for label, text in (extra_candidates or {}).items():
         if label in ("candidate", "eager", "compile"):
@@ -245,7 +254,7 @@ def bench(
                 )
 
     peaks = device_peaks(device, runner)
-    with gpu_lock(device, progress, timeout_s=timeout_s) as lock:
+    with gpu_lock(device, progress, timeout_s=lock_wait_s) as lock:
         outcome = runner.run(
             "mcp_server.engine.jobs.bench_job:run",
             {

@@ -118,15 +118,9 @@ def _check_stage(stage: int | None) -> None:
 
 
 def _resolve_inputs(inputs: str | None) -> str | None:
-    if not inputs or not inputs.strip():
-        return None
-    from mcp_server.engine.inputs import looks_like_type_list, parse_type_list
+    from mcp_server.engine.resolve import resolve_inputs
 
-    inputs = inputs.strip()
-    if looks_like_type_list(inputs):
-        parse_type_list(inputs)  # raises UsageError naming the bad item
-        return inputs
-    return str(parse_spec(inputs, role="inputs"))
+    return resolve_inputs(inputs, check=True).value  # a bad type-list item is a UsageError naming it
 
 
 def _sha256(data: bytes) -> str:

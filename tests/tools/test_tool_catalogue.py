@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from mcp_server import tools_catalogue
+from mcp_server.tools import catalogue as tools_catalogue
 
 
 def test_the_tool_catalogue_matches_the_servers_list_tools():
     rendered = tools_catalogue.render()
-    assert tools_catalogue.TARGET.read_text() == rendered, "run: python -m mcp_server.tools_catalogue"
+    assert tools_catalogue.TARGET.read_text() == rendered, "run: python -m mcp_server.tools.catalogue"
 
 
 def test_the_catalogue_names_every_tool_prompt_and_resource():

@@ -1,10 +1,9 @@
-"""Adapters for batch evaluation: `ptt eval PROBLEMS_DIR SOLUTIONS_DIR` over the GPU worker pool or Ray.
+"""`ptt eval PROBLEMS_DIR SOLUTIONS_DIR`: batch evaluation over the GPU worker pool or Ray. CLI only: a batch
+runs for minutes to hours, which suits a shell (whose database an agent can read) better than one tool call.
 
-No logic here beyond arguments and output: :mod:`mcp_server.engine.evaluate` judges every pair and
-computes the report. (The HTTP transport, ``ptt serve --transport http``, is in :mod:`mcp_server.http_serve`.)
-
-Exit codes of `ptt eval`: 0 every problem has a correct solution, 1 some do not (the report says which),
-2 misuse, 3 this machine cannot do it (e.g. --backend ray without Ray).
+:mod:`mcp_server.engine.evaluate` judges every pair and computes the report; this module passes the
+arguments and prints it. Exit codes: 0 every problem has a correct solution, 1 some do not (the report says
+which), 2 misuse, 3 this machine cannot do it (e.g. --backend ray without Ray).
 """
 
 from __future__ import annotations
@@ -14,12 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_FAILED = 0, 1
+from mcp_server.cli._common import EXIT_FAILED, EXIT_OK, ProgressBar
+from mcp_server.engine.errors import UsageError
 
 
 def _gpus(text: str | None) -> list[int] | None:
-    from mcp_server.engine.errors import UsageError
-
     if not text:
         return None
     try:
@@ -29,7 +27,6 @@ def _gpus(text: str | None) -> list[int] | None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from mcp_server.cli import _ProgressBar
     from mcp_server.engine.evaluate import DEFAULT_DB_NAME, EvalSettings, render_markdown, run_eval
     from mcp_server.engine.pool import DEFAULT_GPU_SLOTS, discover
 
@@ -45,23 +42,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
     pool = None
     if args.backend == "local":
         pool = discover(gpus=_gpus(args.gpus), cpu_slots=args.jobs, gpu_slots=args.jobs or DEFAULT_GPU_SLOTS)
-    bar = _ProgressBar()
     try:
-        report = run_eval(
-            args.problems,
-            args.solutions,
-            db=args.db,
-            redo=args.redo,
-            settings=settings,
-            backend=args.backend,
-            pool=pool,
-            ray_address=args.ray_address,
-            only=args.only,
-            plot=plot,
-            progress=bar,
-        )
+        with ProgressBar() as bar:
+            report = run_eval(
+                args.problems,
+                args.solutions,
+                db=args.db,
+                redo=args.redo,
+                settings=settings,
+                backend=args.backend,
+                pool=pool,
+                ray_address=args.ray_address,
+                only=args.only,
+                plot=plot,
+                progress=bar,
+            )
     finally:
-        bar.close()
         if pool is not None:
             pool.close()
     if args.json:
@@ -74,7 +70,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
-def register_cli(sub: Any) -> None:
+def register(sub: Any) -> None:
     p = sub.add_parser(
         "eval",
         help="validate and time every KernelBench-style solution against its problem (resumable; fast_p report)",
@@ -107,8 +103,3 @@ def register_cli(sub: Any) -> None:
     p.add_argument("--markdown", metavar="OUT.md", help="also write the Markdown report to this file")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of Markdown")
     p.set_defaults(fn=cmd_eval)
-
-
-def register_tools(server: Any) -> None:
-    """No MCP tools: a batch evaluation runs for minutes to hours, which suits `ptt eval` in a shell (whose
-    database an agent can read) better than one tool call."""

@@ -1,4 +1,4 @@
-"""Human-readable text for results: the CLI prints these; the server sends them beside the structured data."""
+"""Human-readable text for results: what `ptt` prints when --json is not given."""
 
 from __future__ import annotations
 

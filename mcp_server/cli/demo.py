@@ -1,16 +1,30 @@
-"""`ptt demo`: the whole pipeline on the bundled softmax example — device, compile, validate, bench, audit."""
+"""`ptt demo`: the whole pipeline on the bundled softmax example — device, docs, compile, validate, bench, audit."""
 
 from __future__ import annotations
 
+import argparse
+import json
 from pathlib import Path
+from typing import Any
 
-from mcp_server.render import INTERPRETER_BANNER, render_bench, render_compile, render_validate
+from mcp_server.cli.render import INTERPRETER_BANNER, render_bench, render_compile, render_validate
 
-EXAMPLES = Path(__file__).resolve().parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def _step(title: str) -> None:
     print(f"\n=== {title} " + "=" * max(0, 70 - len(title)))
+
+
+def demo_docs(dest: Path | None = None) -> str:
+    """Sync the docs, falling back to the installed-Triton build when offline."""
+    from mcp_server.engine.docs import build_offline, sync
+
+    report = sync(dest, timeout_s=8.0, retries=1)
+    if not report.ok:
+        report = build_offline(dest)
+    kind = "offline build from the installed Triton" if report.offline else "fetched from the web"
+    return json.dumps({"ok": report.ok, "dest": report.dest, "source": kind, "sections": report.sections_indexed})
 
 
 def run_demo() -> int:
@@ -27,8 +41,6 @@ def run_demo() -> int:
     print(f"{device.device}   torch {device.torch}   triton {device.triton}   compile target {device.target}")
 
     _step("Triton docs cache")
-    from mcp_server.docs_adapters import demo_docs
-
     docs = demo_docs()
     print(docs)
 
@@ -69,3 +81,12 @@ def run_demo() -> int:
     print(f"audit     {review.summary}")
     ok = compiled.ok and verdict.ok and (timed is None or timed.ok) and review.ok
     return 0 if ok else 1
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    return run_demo()
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("demo", help="the whole pipeline on a bundled example kernel")
+    p.set_defaults(fn=cmd_demo)
