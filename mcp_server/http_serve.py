@@ -20,31 +20,27 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import inspect
 import ipaddress
 import logging
 import os
 import secrets
 import socket
 import sys
-import tempfile
 import typing
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_server.engine.errors import UsageError
-from mcp_server.engine.pool import JobKind, Lease, WorkerPool
 
 logger = logging.getLogger("pytorch_to_triton.serve")
 

@@ -41,7 +41,9 @@ def _command(params: ToolParams) -> argparse.ArgumentParser:
 
 def _cli_options(params: ToolParams) -> dict[str, argparse.Action]:
     parser = _command(params)
-    return {a.dest: a for a in parser._actions if a.dest not in ("help",) and not isinstance(a, argparse._SubParsersAction)}
+    return {
+        a.dest: a for a in parser._actions if a.dest not in ("help",) and not isinstance(a, argparse._SubParsersAction)
+    }
 
 
 @pytest.mark.parametrize("params", [p for p in TOOLS if p.tool], ids=lambda p: p.tool)

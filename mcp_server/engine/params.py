@@ -192,9 +192,9 @@ COMPILE = ToolParams(
             "constexprs",
             dict[str, Any] | None,
             None,
-            "Values for tl.constexpr parameters (CLI: --constexpr NAME=VALUE, repeatable).",
+            "Values for tl.constexpr parameters.",
             flag="--constexpr",
-            cli={"action": "append", "metavar": "NAME=VALUE"},
+            cli={"action": "append", "metavar": "NAME=VALUE", "help": "a tl.constexpr value (repeatable)"},
             parse=_name_values,
         ),
         Param("target", str | None, None, TARGET_HELP),
@@ -212,8 +212,8 @@ COMPILE = ToolParams(
             "ir",
             list[Literal[IR_STAGE_NAMES]] | None,  # type: ignore[valid-type]
             None,
-            "IR stages to return (bounded text; ask for one or two). CLI: comma-separated, e.g. ptx,sass.",
-            cli={"type": str, "metavar": ",".join(IR_STAGE_NAMES)},
+            "IR stages to return (bounded text; ask for one or two).",
+            cli={"type": str, "metavar": ",".join(IR_STAGE_NAMES), "help": "IR stages to print, comma-separated"},
             parse=_csv,
         ),
         Param("out_dir", str | None, None, "Folder to write every IR stage to in full."),
@@ -241,23 +241,33 @@ VALIDATE = ToolParams(
         ),
         Param("max_derived", int, 6, "Most derived shapes to try.", limits={"ge": 0, "le": 64}),
         Param("backward", bool, False, "Also compare gradients against autograd on the reference."),
-        Param("determinism", bool, True, "Call the candidate twice and compare (determinism).", flag="--no-determinism"),
+        Param(
+            "determinism", bool, True, "Call the candidate twice and compare (determinism).", flag="--no-determinism"
+        ),
         Param(
             "tolerances",
             dict[str, tuple[float, float]] | None,
             None,
-            "Per-dtype (atol, rtol) overrides, e.g. {'bfloat16': [0.01, 0.02]} (CLI: --tol bf16=1e-2,2e-2, repeatable).",
+            "Per-dtype (atol, rtol) overrides, e.g. {'bfloat16': [0.01, 0.02]}.",
             flag="--tol",
-            cli={"action": "append", "metavar": "DTYPE=ATOL,RTOL"},
+            cli={
+                "action": "append",
+                "metavar": "DTYPE=ATOL,RTOL",
+                "help": "tolerance override, e.g. bf16=1e-2,2e-2 (repeatable)",
+            },
             parse=_tolerances,
         ),
         Param(
             "allow_torch_ops",
             list[str] | None,
             None,
-            "torch ops the candidate may use for real work, e.g. ['aten.cumsum'] (CLI: repeatable).",
+            "torch ops the candidate may use for real work, e.g. ['aten.cumsum'].",
             flag="--allow-torch-op",
-            cli={"action": "append", "metavar": "OP"},
+            cli={
+                "action": "append",
+                "metavar": "OP",
+                "help": "a torch op the candidate may use, e.g. aten.cumsum (repeatable)",
+            },
             parse=lambda ops: tuple(ops or ()),
         ),
         timeout(120.0),
@@ -306,8 +316,14 @@ BENCH = ToolParams(
             "plot",
             bool,
             False,
-            "Also return a PNG of time and GB/s per size and provider (CLI: the file to write).",
-            cli={"type": str, "metavar": "OUT.png", "default": None, "action": "store"},
+            "Also return a PNG of time and GB/s per size and provider.",
+            cli={
+                "type": str,
+                "metavar": "OUT.png",
+                "default": None,
+                "action": "store",
+                "help": "write a plot of time and GB/s per size to this file",
+            },
         ),
         timeout(BENCH_TIMEOUT_S, "Seconds the timing child may run."),
         Param(
@@ -332,7 +348,8 @@ AUDIT = ToolParams(
             str | None,
             None,
             "The file to audit, as path/to/kernels.py or path/to/kernels.py:launcher (the Python function that "
-            "launches the kernels; default: the SPEC's best stage, ModelNew, `candidate`, or the only public launcher).",
+            "launches the kernels; default: the SPEC's best stage, ModelNew, `candidate`, or the only public "
+            "launcher).",
             flag="",
         ),
         Param("file_source", str | None, None, "Python source text of the file instead of a path.", faces=MCP_ONLY),
@@ -355,17 +372,16 @@ AUDIT = ToolParams(
             "sections",
             list[Literal[SECTIONS]] | None,  # type: ignore[valid-type]
             None,
-            f"Sections to run; default all four (CLI: comma-separated subset of {','.join(SECTIONS)}).",
-            cli={"type": str},
+            "Sections to run; default all four.",
+            cli={"type": str, "help": f"comma-separated subset of {','.join(SECTIONS)} (default: all)"},
             parse=_csv,
         ),
         Param(
             "suite",
             list[Literal[SUITE]] | None,  # type: ignore[valid-type]
             None,
-            "Correctness runs; default all eleven (base cases + ten value transforms). CLI: comma-separated "
-            f"subset of {','.join(SUITE)}.",
-            cli={"type": str},
+            "Correctness runs; default all eleven (base cases + ten value transforms).",
+            cli={"type": str, "help": f"correctness runs, comma-separated subset of {','.join(SUITE)} (default: all)"},
             parse=_csv,
         ),
         Param("backward", bool, False, "Also check gradients and compile the backward kernels."),
@@ -373,7 +389,14 @@ AUDIT = ToolParams(
         Param("markdown", bool, True, "Fill in the `markdown` field with the report as Markdown.", faces=MCP_ONLY),
         timeout(300.0),
         JSON,
-        Param("out", str | None, None, "Write the Markdown report to this file.", faces=CLI_ONLY, cli={"metavar": "REPORT.md"}),
+        Param(
+            "out",
+            str | None,
+            None,
+            "Write the Markdown report to this file.",
+            faces=CLI_ONLY,
+            cli={"metavar": "REPORT.md"},
+        ),
     ),
 )
 

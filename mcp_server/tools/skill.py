@@ -46,9 +46,7 @@ def skill_reference(name: str) -> str:
 
 
 def register(server: MCPServer, placement: Placement) -> None:
-    server.prompt(name="pytorch-to-triton", title="Convert PyTorch code to Triton, in gated stages")(
-        pytorch_to_triton
-    )
+    server.prompt(name="pytorch-to-triton", title="Convert PyTorch code to Triton, in gated stages")(pytorch_to_triton)
     server.resource(
         "skill://pytorch-to-triton/SKILL.md", title="The pytorch-to-triton skill", mime_type="text/markdown"
     )(skill_main)

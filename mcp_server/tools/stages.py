@@ -39,7 +39,9 @@ def _saver(ledger: str | None):
 
 async def _start(ctx: Context, args: dict[str, Any]) -> ConversionStatus:
     ref = callable_spec(args, "reference", save=_saver(args["ledger"]))
-    return await call_engine(engine.start, args["name"], ref, args["inputs"], notes=args["notes"], ledger=args["ledger"])
+    return await call_engine(
+        engine.start, args["name"], ref, args["inputs"], notes=args["notes"], ledger=args["ledger"]
+    )
 
 
 async def _submit(ctx: Context, args: dict[str, Any]) -> SubmitResult:

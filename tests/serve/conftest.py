@@ -66,7 +66,7 @@ def live_server(pool: WorkerPool) -> Iterator[LiveServer]:
         env={},
     )
     assert config.token is not None
-    app = build_http_app(build_server(), config, pool)
+    app = build_http_app(build_server(pool=pool), config)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
