@@ -42,7 +42,7 @@ def specs(name: str) -> tuple[str, dict[int, str]]:
 
 
 def listing() -> str:
-    from mcp_server.render import table
+    from mcp_server.cli.render import table
 
     rows = []
     for name in NAMES:
@@ -60,8 +60,8 @@ def listing() -> str:
 
 def perf_table(result: Any, stages: dict[int, str]) -> str:
     """The seed's performance table per stage: size, Triton ms, PyTorch ms, speedup, % of peak; plus compile."""
+    from mcp_server.cli.render import table
     from mcp_server.engine.bench import honest_ms
-    from mcp_server.render import table
 
     rows = []
     for row in result.rows:
@@ -105,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.name:
         print(listing())
         return 0
+    from mcp_server.cli.render import render_validate
     from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
-    from mcp_server.render import render_validate
 
     spec = load(args.name).SPEC
     reference, stages = specs(args.name)

@@ -1,0 +1,159 @@
+"""The import rule of docs/architecture.md, checked on the source: faces -> engine -> runner, never back.
+
+Imports are read with ast (nothing is imported). Module-level imports make the graph whose cycles fail the
+test (a cycle there is an import-order bug waiting to happen); the layering rules count every import, also
+those inside functions, since a lazy import still couples the two modules.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("mcp_server", "reference_kernels")
+FACES = ("mcp_server.cli", "mcp_server.tools", "mcp_server.server", "mcp_server.http_serve")
+TRANSPORTS = ("uvicorn", "starlette", "mcp_server.http_serve", "mcp.server.stdio", "mcp.server.streamable_http")
+# A front end over the engine that still lives with the kernels (`python -m reference_kernels NAME --validate`).
+REFERENCE_KERNELS_FRONT_END = {"reference_kernels.__main__"}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+MODULES = _modules()
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, path: Path) -> list[str]:
+    """The modules an import statement names (a ``from pkg import sub`` names pkg.sub when that is a module)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        package = package[: len(package) - (node.level - 1)]
+        base = ".".join([*package, base] if base else package)
+    out = []
+    for alias in node.names:
+        sub = f"{base}.{alias.name}"
+        out.append(sub if sub in MODULES else base)
+    return out
+
+
+def _imports(module: str, path: Path, *, top_level_only: bool, source: str | None = None) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8") if source is None else source, str(path))
+    found: set[str] = set()
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                found.update(_targets(node, module, path))
+            elif isinstance(node, ast.If) and _is_type_checking(node):
+                continue  # annotations only: not imported at run time
+            elif isinstance(node, ast.If | ast.Try | ast.With):
+                for block in ("body", "orelse", "finalbody", "handlers"):
+                    for child in getattr(node, block, []):
+                        visit(child.body if isinstance(child, ast.ExceptHandler) else [child])
+            elif not top_level_only:
+                visit([n for n in ast.walk(node) if isinstance(n, ast.Import | ast.ImportFrom)])
+
+    visit(tree.body)
+    return found
+
+
+TOP = {m: {t for t in _imports(m, p, top_level_only=True) if t in MODULES} for m, p in MODULES.items()}
+ALL = {m: _imports(m, p, top_level_only=False) for m, p in MODULES.items()}
+
+
+def _under(name: str, prefixes: tuple[str, ...] | str) -> bool:
+    prefixes = (prefixes,) if isinstance(prefixes, str) else prefixes
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def test_the_module_level_import_graph_has_no_cycle():
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    cycles: list[list[str]] = []
+
+    def walk(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(TOP[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                walk(nxt, [*path, nxt])
+        state[node] = 2
+
+    for module in sorted(TOP):
+        if module not in state:
+            walk(module, [module])
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_engine_imports_no_face():
+    bad = {m: sorted(t for t in ALL[m] if _under(t, FACES)) for m in ALL if _under(m, "mcp_server.engine")}
+    assert not {m: t for m, t in bad.items() if t}
+
+
+def test_the_server_imports_no_transport_and_no_cli():
+    targets = ALL["mcp_server.server"]
+    assert not [t for t in targets if _under(t, (*TRANSPORTS, "mcp_server.cli"))]
+
+
+def test_the_http_server_serves_build_server_and_imports_no_cli():
+    targets = ALL["mcp_server.http_serve"]
+    assert "mcp_server.server" in targets
+    assert not [t for t in targets if _under(t, "mcp_server.cli")]
+
+
+def test_the_two_faces_do_not_import_each_other():
+    tools_to_cli = {m: t for m in ALL if _under(m, "mcp_server.tools") for t in ALL[m] if _under(t, "mcp_server.cli")}
+    cli_to_tools = {m: t for m in ALL if _under(m, "mcp_server.cli") for t in ALL[m] if _under(t, "mcp_server.tools")}
+    assert not tools_to_cli and not cli_to_tools
+
+
+def test_reference_kernels_import_nothing_of_mcp_server():
+    bad = {
+        m: sorted(t for t in ALL[m] if _under(t, "mcp_server"))
+        for m in ALL
+        if _under(m, "reference_kernels") and m not in REFERENCE_KERNELS_FRONT_END
+    }
+    assert not {m: t for m, t in bad.items() if t}
+
+
+@pytest.mark.parametrize(
+    ("source", "rule"),
+    [
+        ("from mcp_server.cli import main\n", test_the_engine_imports_no_face),
+        ("def f():\n    from mcp_server.tools import _common\n", test_the_engine_imports_no_face),
+    ],
+)
+def test_the_rules_catch_a_violation(monkeypatch, source, rule):
+    """A planted engine -> face import (also a lazy one) fails the engine rule."""
+    path = ROOT / "mcp_server" / "engine" / "_planted.py"
+    module = "mcp_server.engine._planted"
+    monkeypatch.setitem(ALL, module, _imports(module, path, top_level_only=False, source=source))
+    with pytest.raises(AssertionError):
+        rule()
+
+
+def test_a_planted_cycle_is_found(monkeypatch):
+    monkeypatch.setitem(TOP, "mcp_server.engine.errors", {*TOP["mcp_server.engine.errors"], "mcp_server.engine.bench"})
+    with pytest.raises(AssertionError, match="import cycles"):
+        test_the_module_level_import_graph_has_no_cycle()
