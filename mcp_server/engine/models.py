@@ -39,6 +39,7 @@ class FindingKind(str, Enum):
     unsupported_shape = "unsupported_shape"  # the candidate refused a derived shape with a clean exception
     backward_mismatch = "backward_mismatch"  # gradients differ from autograd's on the reference
     timeout = "timeout"
+    out_of_bounds = "out_of_bounds"  # a load/store/atomic outside every tensor argument (interpreter check)
     crash = "crash"  # signal, os._exit, sticky CUDA error (illegal address, device assert)
     oom = "oom"
     exception = "exception"  # a Python exception raised by the candidate

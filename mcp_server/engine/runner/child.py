@@ -132,6 +132,10 @@ def classify_exception(exc: BaseException, user_files: set[str]) -> Failure:
         OutOfResources = ()  # type: ignore[assignment]
 
     where = _user_location(exc, user_files)
+    from mcp_server.engine.interp import failure_of, sanitizer_hint
+
+    if (oob := failure_of(exc)) is not None:
+        return Failure(kind=FindingKind.out_of_bounds, message=oob[0][:MESSAGE_LIMIT], where=oob[1] or where)
     if isinstance(exc, CompilationError):
         where = _compile_error_location(exc) or where
         message = str(getattr(exc, "error_message", None) or exc)
@@ -148,6 +152,7 @@ def classify_exception(exc: BaseException, user_files: set[str]) -> Failure:
     elif is_sticky_cuda_error(exc):
         kind = FindingKind.crash
         message = f"{text} (a sticky CUDA error: the context is unusable; usually an out-of-bounds access)"
+        message += sanitizer_hint()
     elif isinstance(exc, LoadFailure):
         kind, message = FindingKind.load_error, str(exc)
         where = exc.where or where
@@ -239,6 +244,10 @@ def main(job_dir: str) -> int:
     ctx = JobContext(job_dir, job.get("user_files") or [])
     payload: dict[str, Any]
     try:
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            from mcp_server.engine.interp import install
+
+            install()  # TF32 dots and address checks, as the GPU would show them
         module_name, fn_name = job["entry"].split(":")
         fn = getattr(importlib.import_module(module_name), fn_name)
         payload = {"result": fn(job["params"], ctx)}

@@ -1,0 +1,115 @@
+"""What our children add to the Triton interpreter so it shows what the GPU would do.
+
+:func:`install` (called by the child before a job runs under ``TRITON_INTERPRET=1``) patches the
+interpreter's builder: fp32 ``tl.dot`` rounds to TF32 as the tensor cores do (:mod:`.tf32`), and every
+load, store and atomic is checked against the launch's tensor arguments (:mod:`.bounds`).
+``PTT_INTERPRET_TF32=0`` turns the TF32 emulation off (fp32 dots then run in full fp32, as stock Triton's
+interpreter does); ``PTT_INTERPRET_BOUNDS=0`` turns the address checks off.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from mcp_server.engine.interp import bounds, tf32
+
+_installed = False
+
+
+def _precision_name(value: Any) -> str:
+    name = getattr(value, "name", None) or str(value)
+    return name.rsplit(".", 1)[-1].lower()
+
+
+def install() -> None:
+    """Patch the interpreter once per process (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    from triton.runtime import interpreter as interp
+
+    builder = interp.InterpreterBuilder
+    if os.environ.get("PTT_INTERPRET_TF32", "1") != "0":
+        original_dot = builder.create_dot
+
+        def create_dot(self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_num_imprecise_acc: Any) -> Any:
+            precision = _precision_name(input_precision)
+            import triton.language as tl
+
+            if precision in ("tf32", "tf32x3") and a.dtype == tl.float32 and b.dtype == tl.float32:
+                data = tf32.dot(a.data, b.data, d.data, precision)
+                return interp.TensorHandle(data.astype(d.data.dtype, copy=False), d.dtype.scalar)
+            return original_dot(self, a, b, d, input_precision, max_num_imprecise_acc)
+
+        builder.create_dot = create_dot
+
+    if os.environ.get("PTT_INTERPRET_BOUNDS", "1") != "0":
+        _install_bounds(interp)
+    _installed = True
+
+
+def _install_bounds(interp: Any) -> None:
+    import numpy as np
+
+    builder = interp.InterpreterBuilder
+    executor = interp.GridExecutor
+    original_init = executor._init_args_hst
+
+    def _init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
+        args_hst, kwargs_hst = original_init(self, args_dev, kwargs)
+        bounds.set_launch(list(self.arg_names), list(args_hst), dict(kwargs_hst))
+        return args_hst, kwargs_hst
+
+    executor._init_args_hst = _init_args_hst
+
+    def _itemsize(ptrs: Any) -> int:
+        return max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+
+    original_load = builder.create_masked_load
+    original_store = builder.create_masked_store
+    original_rmw = builder.create_atomic_rmw
+    original_cas = builder.create_atomic_cas
+
+    def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any) -> Any:
+        bounds.check(ptrs.data, mask.data, _itemsize(ptrs), "load")
+        return original_load(self, ptrs, mask, other, *rest)
+
+    def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
+        bounds.check(ptrs.data, mask.data, _itemsize(ptrs), "store")
+        return original_store(self, ptrs, value, mask, *rest)
+
+    def create_atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any) -> Any:
+        bounds.check(ptr.data, mask.data, _itemsize(ptr), "atomic")
+        return original_rmw(self, op, ptr, val, mask, *rest)
+
+    def create_atomic_cas(self: Any, ptr: Any, cmp: Any, val: Any, *rest: Any) -> Any:
+        bounds.check(ptr.data, np.ones(np.shape(ptr.data), dtype=bool), _itemsize(ptr), "atomic")
+        return original_cas(self, ptr, cmp, val, *rest)
+
+    builder.create_masked_load = create_masked_load
+    builder.create_masked_store = create_masked_store
+    builder.create_atomic_rmw = create_atomic_rmw
+    builder.create_atomic_cas = create_atomic_cas
+
+
+def failure_of(exc: BaseException) -> tuple[str, Any] | None:
+    """(message, where) when ``exc`` was caused by an out-of-bounds access the checks caught."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 16:
+        if isinstance(current, bounds.OutOfBoundsAccess):
+            return str(current), current.where
+        current = current.__cause__ or current.__context__
+        seen += 1
+    return None
+
+
+def sanitizer_hint() -> str:
+    """How to find the faulting line of a GPU crash: NVIDIA's memory checker, or our interpreter checks."""
+    return (
+        ". To find the kernel line that faulted, rerun the same command under NVIDIA's memory checker: "
+        "`compute-sanitizer --tool memcheck --target-processes all ptt validate <the same arguments>` "
+        "(it names the kernel, file:line and address of the first bad access), or validate under the "
+        "interpreter (`PTT_DEVICE=interpreter ptt validate …`), which checks every load and store address"
+    )
