@@ -8,11 +8,35 @@ documented enum of everything that can be wrong with a candidate.
 from __future__ import annotations
 
 import math
+import os
 from enum import Enum
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 INTERPRETER_DEVICE = "cpu-interpreter"
+
+
+def interpreter_caveats() -> list[str]:
+    """What a run under the Triton interpreter cannot show about the same kernel on a GPU."""
+    tf32 = (
+        "TF32: fp32 tl.dot is NOT rounded to TF32 here (PTT_INTERPRET_TF32=0); on the GPU the default "
+        "input_precision='tf32' keeps 10 mantissa bits and usually fails an fp32 tolerance"
+        if os.environ.get("PTT_INTERPRET_TF32", "1") == "0"
+        else "TF32: fp32 tl.dot with input_precision 'tf32' (the default) and 'tf32x3' is emulated as an H100 "
+        "computes it; 'bf16x3'/'bf16x6' dots run in full fp32"
+    )
+    return [
+        tf32,
+        "races between programs: programs run one after another, so a race, a missing atomic or a read of "
+        "memory another program writes cannot show",
+        "memory ordering: every load and store is immediately visible; atomics' sem/scope, barriers and "
+        "cross-program synchronisation are not exercised",
+        "GPU arithmetic: approximate exp/log/div/sqrt, fused multiply-adds and the order of sums inside "
+        "tl.dot and reductions differ from numpy's in the last bits",
+        "resources: shared memory, registers, spills and occupancy of each config are not checked here "
+        "(`ptt compile` covers every config for a target)",
+        "performance: interpreter timings say nothing about the GPU (bench needs one)",
+    ]
 
 
 class Severity(str, Enum):
@@ -197,6 +221,15 @@ class ValidateResult(ToolResult):
     seconds: float = 0.0
     summary: str = ""
     notes: list[str] = Field(default_factory=list, description="e.g. which autotune config the interpreter ran")
+    interpreter_caveats: list[str] = Field(
+        default_factory=list, description="under the interpreter: what this run cannot show about the GPU"
+    )
+
+    @model_validator(mode="after")
+    def _list_interpreter_caveats(self) -> ValidateResult:
+        if (self.interpreter or self.device == INTERPRETER_DEVICE) and not self.interpreter_caveats:
+            self.interpreter_caveats = interpreter_caveats()
+        return self
 
 
 # --- compile ----------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from mcp_server.engine import compare
 from mcp_server.engine.device import DeviceInfo, probe
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.inputs import looks_like_type_list, parse_type_list
+from mcp_server.engine.interp.configs import judge_configs
 from mcp_server.engine.models import (
     BadElement,
     CaseReport,
@@ -423,6 +424,7 @@ class _Judge:
             r64 = ref_out64[i] if ref_out64 is not None and i < len(ref_out64) else None
             self.compare_one(label, name, seed, f"out{i}", c, r, r64, second)
 
+        judge_configs(self, ref_case, cand_case, ref, cand)  # every other autotune config, run once each
         self.judge_aliasing(ref_case, cand_case, name, seed)
         self.judge_mutation(ref, ref_case, cand, cand_case, name, seed)
         self.judge_stale(name, seed, ref_out, cand_out, previous)

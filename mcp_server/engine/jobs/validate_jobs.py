@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from mcp_server.engine.interp import configs as autotune_configs
 from mcp_server.engine.jobs import common
 from mcp_server.engine.runner.child import (
     JobContext,
@@ -355,6 +356,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         inputs = common.to_device(case["inputs"], device)
         before = [common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in inputs]
         runs: list[list[Any]] = []
+        autotune_configs.start_case()
         try:
             for repeat in range(2 if params.get("determinism", True) else 1):
                 args = common.clone(inputs)
@@ -405,7 +407,12 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             changed_inputs=changed,
             seconds=first_elapsed,
         )
+        # Every other config of each autotuned kernel it launched, one run each (compared in the parent).
+        entry["configs"], variant_outputs = autotune_configs.each_config(
+            call, inputs, case, params, device, model_params, ctx
+        )
         saved[key] = {
+            "configs": variant_outputs,
             "out": [common.to_cpu(o) if isinstance(o, torch.Tensor) else None for o in first],
             "out2": [common.to_cpu(o) if isinstance(o, torch.Tensor) else None for o in runs[1]]
             if len(runs) > 1
