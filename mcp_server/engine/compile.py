@@ -7,6 +7,7 @@ The kernel's file is imported in a child (it is user code). Results carry per-co
 from __future__ import annotations
 
 import re
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from mcp_server.engine.models import (
     CompileResult,
     Failure,
     Finding,
+    FindingKind,
     Occupancy,
     Severity,
 )
@@ -26,7 +28,8 @@ from mcp_server.engine.runner import Runner, shared_runner
 from mcp_server.engine.specs import parse_spec
 
 IR_STAGES = ("ttir", "ttgir", "llir", "ptx", "sass")
-IR_TEXT_LIMIT = 6000
+# IR asked for is returned whole up to this many characters; the full text is always in a file (ir_files).
+IR_TEXT_LIMIT = 400_000
 
 # Per-SM limits by compute capability: (max warps, max blocks, registers, shared memory bytes usable
 # by all blocks, per-block reserved shared bytes). From NVIDIA's CUDA occupancy tables.
@@ -40,6 +43,38 @@ SM_LIMITS: dict[int, tuple[int, int, int, int, int]] = {
     120: (48, 32, 65536, 102400, 1024),
 }
 REGISTER_GRANULE = 256  # registers are allocated per warp in units of 256
+# The most shared memory one block may use (opt-in maximum), by compute capability, from NVIDIA's tables:
+# sm_80 163 KB, sm_86/89/120 99 KB, sm_90/100 227 KB, sm_75 64 KB. A config over it cannot launch.
+SHARED_PER_BLOCK: dict[int, int] = {
+    75: 65536,
+    80: 166912,
+    86: 101376,
+    89: 101376,
+    90: 232448,
+    100: 232448,
+    120: 101376,
+}
+REGISTERS_PER_BLOCK = 65536
+MAX_REGISTERS_PER_THREAD = 255
+
+
+def resource_failure(arch: int, num_warps: int, registers: int | None, shared_bytes: int) -> str | None:
+    """Why a compiled config cannot launch on the target (shared memory or registers over the limit)."""
+    limit = SHARED_PER_BLOCK.get(arch) or SHARED_PER_BLOCK.get(arch // 10 * 10)
+    if limit is not None and shared_bytes > limit:
+        return (
+            f"needs {shared_bytes} B of shared memory per block; sm_{arch} allows at most {limit} B "
+            f"({limit // 1024} KB): this config cannot launch there. Lower num_stages or the block sizes."
+        )
+    if registers is not None:
+        per_warp = -(-registers * 32 // REGISTER_GRANULE) * REGISTER_GRANULE
+        if registers > MAX_REGISTERS_PER_THREAD or per_warp * num_warps > REGISTERS_PER_BLOCK:
+            return (
+                f"needs {registers} registers per thread × {num_warps * 32} threads, over the "
+                f"{REGISTERS_PER_BLOCK} registers of one block on sm_{arch}: this config cannot launch there. "
+                "Use fewer warps or a smaller tile."
+            )
+    return None
 
 
 def occupancy(arch: int, num_warps: int, registers: int | None, shared_bytes: int) -> Occupancy | None:
@@ -105,13 +140,21 @@ def compile_kernel(
     runner = runner or shared_runner()
     device = probe(runner)
     target_name, arch = _normalise_target(target, device.target)
+    notes: list[str] = []
+    constexprs = dict(constexprs or {})
+    if not signature and not args:
+        inferred = _signature_from_launcher(spec.path, spec.name, runner, cwd, timeout_s)
+        if inferred is not None:
+            signature, launched_constexprs, how = inferred
+            constexprs = {**launched_constexprs, **constexprs}
+            notes.append(how)
     outcome = runner.run(
         "mcp_server.engine.jobs.compile_job:run",
         {
             "kernel": {"path": str(spec.path), "name": spec.name},
             "signature": signature,
             "args": args,
-            "constexprs": constexprs or {},
+            "constexprs": constexprs,
             "target": target_name,
             "num_warps": num_warps,
             "num_stages": num_stages,
@@ -154,9 +197,24 @@ def compile_kernel(
         for c in configs
         if c.failure is not None
     ]
-    note = ""
     if raw.get("autotuned") and raw.get("n_configs", 0) > len(configs):
-        note = f"compiled {len(configs)} of {raw['n_configs']} autotune configs (choose one with config=N)"
+        notes.append(f"compiled {len(configs)} of {raw['n_configs']} autotune configs (choose one with config=N)")
+    notes.extend(raw.get("selection_notes") or [])
+    if raw.get("autotuned") and raw.get("imported_as_gpu"):
+        notes.append(
+            "the file was imported as on a GPU (torch.cuda.is_available() answered True), so configs it declares "
+            "only for GPUs are compiled"
+        )
+    plain_ints = raw.get("int_params_without_divisibility") or []
+    if plain_ints:
+        notes.append(
+            f"the signature gives no divisibility for {', '.join(plain_ints)}: Triton's JIT marks an integer "
+            "argument that is a multiple of 16 (tt.divisibility=16) and folds one equal to 1 into a constant, "
+            "which changes vectorisation, registers and spills. Write `name=i32:16` for arguments that are "
+            "multiples of 16 at run time and `--constexpr name=1` for those equal to 1, or give no signature "
+            "and let compile read the types from the file's launcher"
+        )
+    note = "; ".join(notes)
     return CompileResult(
         ok=all(c.ok for c in configs) and bool(configs),
         device=device.device,
@@ -170,12 +228,66 @@ def compile_kernel(
     )
 
 
+def _signature_from_launcher(
+    path: Path, name: str, runner: Runner, cwd: Path | None, timeout_s: float
+) -> tuple[str, dict[str, Any], str] | None:
+    """Argument types of ``name`` as the file's launcher passes them on its example inputs.
+
+    Uses the audit's capture (the launcher runs under the interpreter; each launch's arguments are typed as
+    Triton's JIT specialises them: pointer alignment, integers divisible by 16, integers equal to 1 folded
+    to constants). None when the file has no launcher or example inputs, or never launches the kernel."""
+    outcome = runner.run(
+        "mcp_server.engine.jobs.audit_job:run",
+        {"file": str(path), "candidate": None, "reference": None, "inputs": None, "capture": True},
+        timeout_s=timeout_s,
+        env={"TRITON_INTERPRET": "1"},
+        user_files=[str(path)],
+        cwd=str(cwd or Path.cwd()),
+    )
+    with outcome:
+        if outcome.usage_error or outcome.failure is not None:
+            return None
+        raw = outcome.result or {}
+    base = name.split(".")[0]
+    records = [
+        r
+        for r in raw.get("launches") or []
+        if (r.get("jit_name") or "").split(".")[0] == base or r.get("kernel") == base
+    ]
+    records = [r for r in records if r.get("signature") and not r.get("unsupported")]
+    if not records:
+        return None
+    record = max(records, key=lambda r: r.get("launches", 0))
+    signature = ", ".join(f"{k}={v}" for k, v in record["signature"].items())
+    variants = record.get("variants") or [{}]
+    tuned = set()
+    if record.get("autotuned"):
+        tuned = {k for v in variants for k in (v.get("constexprs") or {})} - set(record["signature"])
+    folded = {
+        k: v
+        for k, v in (variants[0].get("constexprs") or {}).items()
+        if k in record["signature"] or (k not in tuned and not record.get("autotuned"))
+    }
+    case = (record.get("cases") or ["its example inputs"])[0]
+    how = f"argument types from the launcher `{raw.get('candidate')}` on {case}: {signature}" + (
+        f" (constants {folded})" if any(k in record["signature"] for k in folded) else ""
+    )
+    return signature, folded, how
+
+
 def _config(entry: dict[str, Any], arch: int, job_dir: Path, ir: list[str], out_dir: str | None) -> CompiledConfig:
     failure = Failure.model_validate(entry["failure"]) if entry.get("failure") else None
+    if failure is None:
+        over = resource_failure(arch, entry.get("num_warps", 4), entry.get("registers"), entry.get("shared_bytes", 0))
+        if over is not None:
+            failure = Failure(kind=FindingKind.compile_error, message=over)
     texts: dict[str, BoundedText] = {}
     files: dict[str, str] = {}
     prefix = entry.get("ir_files_prefix")
-    if prefix and failure is None:
+    if prefix and entry.get("ir_available"):
+        if out_dir is None and ir:
+            # Keep the full text of what was asked for in a file that outlives the job, and say where.
+            out_dir = tempfile.mkdtemp(prefix=f"ptt-ir-{entry.get('name', 'kernel')[:40]}-")
         dest = Path(out_dir).resolve() if out_dir else None
         if dest:
             dest.mkdir(parents=True, exist_ok=True)
@@ -191,7 +303,11 @@ def _config(entry: dict[str, Any], arch: int, job_dir: Path, ir: list[str], out_
                 path = str(target)
                 files[stage] = path
             if stage in ir:
-                texts[stage] = BoundedText.of(text, IR_TEXT_LIMIT, path)
+                bounded = BoundedText.of(text, IR_TEXT_LIMIT, path)
+                if bounded.truncated and path:
+                    marker = f"characters truncated; the full text is in {path}]"
+                    bounded = bounded.model_copy(update={"text": bounded.text.replace("characters truncated]", marker)})
+                texts[stage] = bounded
     regs = entry.get("registers")
     return CompiledConfig(
         config_index=entry.get("config_index"),

@@ -126,3 +126,100 @@ def test_occupancy_names_its_limiter():
     assert heavy.limiter == "registers" and heavy.blocks_per_sm == 1
     smem = occupancy(90, num_warps=4, registers=32, shared_bytes=150_000)
     assert smem.limiter == "shared memory" and smem.blocks_per_sm == 1
+
+
+# --- every GPU config, honest constexprs, launcher types, resource limits, full IR ------------------------
+
+
+def test_configs_declared_only_for_gpus_are_compiled_without_one(runner):
+    result = compile_kernel(
+        f"{HERE / 'gpu_configs.py'}:gpu_tuned_kernel", signature="*fp32, *fp32, i32:16", runner=runner
+    )
+    assert result.ok, result.findings
+    assert [c.config for c in result.configs] == [{"BLOCK": 1024}, {"BLOCK": 4096}]
+
+
+def test_a_constexpr_the_configs_set_selects_those_configs(runner):
+    result = compile_kernel(
+        f"{KERNELS}:tuned_scale_kernel", signature="*fp32, *fp32, i32, fp32", constexprs={"BLOCK": 4096}, runner=runner
+    )
+    assert result.ok
+    assert [(c.config_index, c.constexprs["BLOCK"]) for c in result.configs] == [(2, 4096)]
+
+
+def test_a_constexpr_no_config_sets_is_a_usage_error_naming_the_conflict(runner):
+    with pytest.raises(
+        UsageError, match=r"BLOCK=4000 conflicts with the autotune configs: they set BLOCK to 1024, 256, 4096"
+    ):
+        compile_kernel(
+            f"{KERNELS}:tuned_scale_kernel",
+            signature="*fp32, *fp32, i32, fp32",
+            constexprs={"BLOCK": 4000},
+            runner=runner,
+        )
+
+
+def test_boolean_constexprs_given_as_text_are_booleans(runner):
+    result = compile_kernel(
+        f"{HERE / 'launched.py'}:rows_kernel",
+        signature="*fp32, *fp32, i32, i32, i32",
+        constexprs={"SCALE": "False", "BLOCK": "256"},
+        runner=runner,
+    )
+    assert result.ok, result.findings
+    assert result.configs[0].constexprs["SCALE"] is False and result.configs[0].constexprs["BLOCK"] == 256
+
+
+def test_without_a_signature_the_types_come_from_the_launcher(runner):
+    result = compile_kernel(f"{HERE / 'launched.py'}:rows_kernel", runner=runner)
+    assert result.ok, result.findings
+    cfg = result.configs[0]
+    assert cfg.signature["x_ptr"] == "*fp32" and cfg.signature["SCALE"] == "constexpr"
+    # x.stride(1) == 1 is folded into a constant, as the JIT does; the launch's constexprs are used.
+    assert cfg.constexprs == {"stride_col": 1, "SCALE": True, "BLOCK": 256}
+    assert "launcher `launcher`" in result.note and "stride_row=i32:16" in result.note
+
+
+def test_a_signature_without_integer_divisibility_is_flagged(runner):
+    result = compile_kernel(
+        f"{KERNELS}:scale_kernel", signature="*fp32, *fp32, i32, fp32", constexprs={"BLOCK": 512}, runner=runner
+    )
+    assert "no divisibility for n" in result.note
+    hinted = compile_kernel(
+        f"{KERNELS}:scale_kernel", signature="*fp32, *fp32, i32:16, fp32", constexprs={"BLOCK": 512}, runner=runner
+    )
+    assert "divisibility" not in hinted.note
+    assert hinted.configs[0].instructions["ld.global.v4"] >= 1
+
+
+def test_requested_ir_is_whole_and_kept_in_a_file(runner):
+    result = compile_kernel(
+        f"{KERNELS}:scale_kernel",
+        signature="*fp32, *fp32, i32:16, fp32",
+        constexprs={"BLOCK": 1024},
+        ir=["ptx"],
+        runner=runner,
+    )
+    ptx = result.configs[0].ir["ptx"]
+    assert not ptx.truncated and ptx.path
+    assert Path(ptx.path).read_text() == ptx.text and ptx.text.rstrip().endswith("}")
+
+
+@pytest.mark.slow
+def test_a_config_over_the_targets_shared_memory_fails_to_compile(runner):
+    result = compile_kernel(f"{HERE / 'smem.py'}:staged_matmul", signature="*fp16, *fp16, *fp16, i32:16", runner=runner)
+    small, big = result.configs
+    assert small.ok and small.shared_bytes < 232448
+    assert not big.ok and big.shared_bytes == 262144
+    assert big.failure.kind is FindingKind.compile_error and "232448 B" in big.failure.message
+    assert not result.ok and any("262144 B" in f.message for f in result.findings)
+
+
+def test_resource_limits_per_target():
+    from mcp_server.engine.compile import resource_failure
+
+    assert resource_failure(90, 4, 64, 232448) is None
+    assert "232448" in resource_failure(90, 4, 64, 232449)
+    assert "166912" in resource_failure(80, 4, 64, 200000)
+    assert resource_failure(90, 8, 255, 0) is None  # 255 × 256 threads = 65280 registers
+    assert "registers" in resource_failure(90, 16, 255, 0)

@@ -141,6 +141,24 @@ def _parse_signature(text: str, params: list[str], constexpr_params: set[str]) -
     return out
 
 
+def parse_value(value: Any) -> Any:
+    """A constexpr value given as text: True/False/None, an int, a float, else the text itself."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    words = {"true": True, "false": False, "none": None}
+    if text.lower() in words:
+        return words[text.lower()]
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def _example_args(spec: str | None, params: list[str], ctx: JobContext) -> dict[str, Any]:
     if not spec:
         return {}
@@ -153,10 +171,7 @@ def _example_args(spec: str | None, params: list[str], ctx: JobContext) -> dict[
             item = item.strip()
             key, sep, value = item.partition("=")
             if sep and key.strip() in params:
-                try:
-                    named[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else float(value)
-                except ValueError:
-                    named[key.strip()] = value.strip()
+                named[key.strip()] = parse_value(value)
             elif item:
                 positional.append(item)
         del items
@@ -260,12 +275,69 @@ def _sass(cubin: bytes, workdir: Path) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
+def _load_as_on_gpu(path: str, ctx: JobContext) -> tuple[Any, bool]:
+    """Import the kernel's file with ``torch.cuda.is_available()`` answering True, so a module that declares
+    its autotune configs by GPU presence (``if not torch.cuda.is_available(): configs = [small]``) shows the
+    list a GPU would run. A module whose import then fails (it touches the GPU) is imported as it is."""
+    if torch.cuda.is_available():
+        return load_module(path, ctx.user_files), False
+    original = torch.cuda.is_available
+    torch.cuda.is_available = lambda: True  # type: ignore[assignment]
+    try:
+        return load_module(path, ctx.user_files), True
+    except Exception:
+        pass
+    finally:
+        torch.cuda.is_available = original  # type: ignore[assignment]
+    import sys
+
+    from mcp_server.engine.runner import child
+
+    key = str(Path(path).resolve())
+    child._loaded.pop(key, None)
+    for name, mod in list(sys.modules.items()):
+        if getattr(mod, "__file__", None) and str(Path(mod.__file__).resolve()) == key:
+            del sys.modules[name]
+    return load_module(path, ctx.user_files), False
+
+
+def _select_configs(configs: list[Any], given: dict[str, Any], params: dict[str, Any]) -> tuple[list[int], list[str]]:
+    """Indices of the autotune configs that agree with the caller's constexprs (and warps/stages if given).
+
+    A constexpr the configs set is honoured by keeping the configs that set it to that value; when none
+    does, the caller's value conflicts with the kernel's own configs and that is a usage error."""
+    indices = list(range(len(configs)))
+    notes: list[str] = []
+    tuned = {k for c in configs for k in c.kwargs}
+    for name, value in given.items():
+        if name not in tuned:
+            continue
+        keep = [i for i in indices if configs[i].kwargs.get(name) == value]
+        if not keep:
+            declared = sorted({repr(c.kwargs.get(name)) for c in configs}, key=str)
+            raise UsageProblem(
+                f"--constexpr {name}={value!r} conflicts with the autotune configs: they set {name} to "
+                f"{', '.join(declared)}. Drop --constexpr {name} to compile every config, pass one of those "
+                "values to compile the configs that use it, or pick one with --config N."
+            )
+        if len(keep) < len(indices):
+            notes.append(f"{name}={value!r} keeps autotune config(s) {', '.join(map(str, keep))}")
+        indices = keep
+    for option in ("num_warps", "num_stages"):
+        wanted = params.get(option)
+        if wanted:
+            keep = [i for i in indices if getattr(configs[i], option, None) == int(wanted)]
+            if keep:
+                indices = keep
+    return indices, notes
+
+
 def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    module = load_module(params["kernel"]["path"], ctx.user_files)
+    module, as_gpu = _load_as_on_gpu(params["kernel"]["path"], ctx)
     obj = resolve(module, params["kernel"]["name"])
     try:
         jit_fn, configs, heuristics = _unwrap(obj)
@@ -285,8 +357,13 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     arch = parse_target(params.get("target") or "cuda:90")
 
     chosen = params.get("config")
+    given = {k: parse_value(v) for k, v in (params.get("constexprs") or {}).items()}
+    selection_notes: list[str] = []
     if configs:
-        indices = list(range(len(configs))) if chosen in (None, "all") else [int(chosen)]
+        if chosen in (None, "all"):
+            indices, selection_notes = _select_configs(configs, given, params)
+        else:
+            indices = [int(chosen)]
         for i in indices:
             if not 0 <= i < len(configs):
                 raise UsageProblem(
@@ -308,7 +385,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         if config is not None:
             constexprs.update({k: v for k, v in config.kwargs.items() if k in constexpr_params})
         constexprs.update({k: v for k, v in examples.items() if k in constexpr_params})
-        constexprs.update({k: v for k, v in (params.get("constexprs") or {}).items() if k in arg_names})
+        constexprs.update({k: v for k, v in given.items() if k in arg_names})
         if heuristics:
             meta = {**examples, **constexprs}
             for name, fn in heuristics.items():
@@ -391,6 +468,16 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         "n_configs": len(configs),
         "params": arg_names,
         "constexpr_params": sorted(constexpr_params),
+        "imported_as_gpu": as_gpu and "is_available" in Path(params["kernel"]["path"]).read_text(errors="replace"),
+        "selection_notes": selection_notes,
+        "int_params_without_divisibility": sorted(
+            name
+            for name in arg_names
+            if name in explicit
+            and name not in given
+            and explicit[name][1] is None
+            and explicit[name][0].startswith(("i", "u"))
+        ),
     }
 
 
