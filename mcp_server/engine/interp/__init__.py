@@ -109,7 +109,9 @@ def sanitizer_hint() -> str:
     """How to find the faulting line of a GPU crash: NVIDIA's memory checker, or our interpreter checks."""
     return (
         ". To find the kernel line that faulted, rerun the same command under NVIDIA's memory checker: "
-        "`compute-sanitizer --tool memcheck --target-processes all ptt validate <the same arguments>` "
-        "(it names the kernel, file:line and address of the first bad access), or validate under the "
+        "`PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --target-processes all "
+        "ptt validate <the same arguments>` (it names the kernel, file:line and address of the first bad "
+        "access; without PYTORCH_NO_CUDA_MEMORY_CACHING=1 an access that stays inside PyTorch's cached "
+        "memory pool goes unseen), or validate under the "
         "interpreter (`PTT_DEVICE=interpreter ptt validate …`), which checks every load and store address"
     )
