@@ -138,3 +138,19 @@ def test_on_a_gpu_the_performance_section_times_the_kernel_against_both_baseline
     assert report.performance.status in ("passed", "warnings"), report.performance.reason
     row = report.performance.rows[0]
     assert row.triton_ms and row.eager_ms and row.compile_ms and row.pct_of_peak is not None
+
+
+@pytest.mark.slow
+def test_allow_torch_ops_lets_a_candidate_keep_its_gemm_in_torch(runner):
+    spec = f"{SUITE_FX / 'gemm_torch_mm.py'}:candidate"
+    refused = audit(spec, sections=["correctness"], suite=["base"], runner=runner)
+    assert not refused.ok and "torch_compute" in {f.rule for f in refused.findings if f.severity is Severity.error}
+    allowed = audit(spec, sections=["correctness"], suite=["base"], allow_torch_ops=["mm"], runner=runner)
+    assert allowed.correctness.allow_torch_ops == ["mm"]
+    assert {r.tier for r in allowed.correctness.runs} == {"strict"}, [
+        (r.name, r.reason) for r in allowed.correctness.runs
+    ]
+    assert allowed.ok and not [
+        f for f in allowed.findings if f.rule == "torch_compute" and f.severity is Severity.error
+    ]
+    assert any("--allow-torch-op mm" in line for line in allowed.reproduce)

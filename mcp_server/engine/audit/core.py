@@ -85,12 +85,17 @@ def audit(
     sections: Iterable[str] = SECTIONS,
     suite: Iterable[str] = SUITE,
     backward: bool = False,
+    allow_torch_ops: Iterable[str] = (),
     timeout_s: float = 300.0,
     progress: Progress | None = None,
     runner: Runner | None = None,
     cwd: Path | None = None,
 ) -> AuditReport:
     """Audit the Triton code in ``file`` (``path.py`` or ``path.py:launcher``) against ``reference``.
+
+    ``allow_torch_ops`` names torch ops the candidate may run beside its kernels (as ``validate`` takes
+    them: ``mm``, ``aten.addmm``, ...): every correctness run passes them on, so a candidate that keeps its
+    cuBLAS GEMMs in torch is not failed as ``torch_compute``.
 
     Raises UsageError for misuse (missing file, unknown section, a reference that cannot run). A kernel that
     is wrong, slow or wasteful is a report with findings; ``ok`` is false when any finding is an error.
@@ -103,6 +108,7 @@ def audit(
         raise UsageError(
             f"Unknown correctness run(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(SUITE)}."
         )
+    allowed = tuple(dict.fromkeys(op.strip() for op in allow_torch_ops if op and op.strip()))
     path, launcher = _file_spec(file, cwd)
     ref_spec = parse_spec(reference, role="reference", defaults=("Model", "reference"), cwd=cwd) if reference else None
     steps = 1 + sum(s != "static" for s in wanted)
@@ -231,6 +237,7 @@ def audit(
                 inputs=inputs,
                 suite=suite_runs,
                 backward=backward,
+                allow_torch_ops=allowed,
                 timeout_s=timeout_s,
                 runner=runner,
                 cwd=cwd,
@@ -285,7 +292,9 @@ def audit(
     )
     report.categories = categories(report)
     report.recommendations = recommendations(report)
-    report.reproduce = reproduce(report, inputs=inputs, cwd=cwd or Path.cwd(), backward=backward)
+    report.reproduce = reproduce(
+        report, inputs=inputs, cwd=cwd or Path.cwd(), backward=backward, allow_torch_ops=allowed
+    )
     report.summary = summary_line(report)
     report.seconds = round(time.perf_counter() - started, 3)
     if progress:

@@ -169,11 +169,14 @@ def correctness_section(
     inputs: str | None,
     suite: tuple[str, ...] = SUITE,
     backward: bool = False,
+    allow_torch_ops: tuple[str, ...] = (),
     timeout_s: float,
     runner: Runner,
     cwd: Path | None,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[CorrectnessSection, list[AuditFinding]]:
+    """The suite's validate runs. ``allow_torch_ops`` (e.g. ``("mm", "addmm")``) is passed to every run: the
+    torch ops the candidate may keep (a cuBLAS GEMM beside the Triton kernels) without a torch_compute error."""
     from mcp_server.engine.validate import validate
 
     started = time.perf_counter()
@@ -197,6 +200,7 @@ def correctness_section(
             backward=backward and base,
             determinism=base,
             tolerances=tol,
+            allow_torch_ops=allow_torch_ops,
             transform=transform,
             timeout_s=timeout_s,
             runner=runner,
@@ -303,6 +307,7 @@ def correctness_section(
         runs=runs,
         determinism=determinism,
         backward_checked=backward,
+        allow_torch_ops=list(allow_torch_ops),
         tolerances=tolerances,
         loose_factor=LOOSE_FACTOR,
         seconds=round(time.perf_counter() - started, 3),

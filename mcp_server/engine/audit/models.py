@@ -101,6 +101,9 @@ class CorrectnessSection(BaseModel):
     runs: list[SuiteRun] = Field(default_factory=list)
     determinism: str = Field("not checked", description="bitwise | within tolerance | differs | not checked")
     backward_checked: bool = False
+    allow_torch_ops: list[str] = Field(
+        default_factory=list, description="torch ops the candidate may run (e.g. cuBLAS GEMMs kept as torch.mm)"
+    )
     tolerances: dict[str, tuple[float, float]] = Field(
         default_factory=dict, description="the strict (default) (atol, rtol) per dtype"
     )

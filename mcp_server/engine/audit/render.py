@@ -110,20 +110,25 @@ def _rel(path: str, cwd: Path) -> str:
         return path
 
 
-def reproduce(report: AuditReport, *, inputs: str | None, cwd: Path, backward: bool) -> list[str]:
+def reproduce(
+    report: AuditReport, *, inputs: str | None, cwd: Path, backward: bool, allow_torch_ops: tuple[str, ...] = ()
+) -> list[str]:
     def q(text: str) -> str:
         return shlex.quote(_rel_spec(text, cwd))
 
     target = f" --target {report.target}" if report.target else ""
     ref = f" --reference {q(report.reference)}" if report.reference else ""
     inp = f" --inputs {shlex.quote(inputs)}" if inputs else ""
+    allow = "".join(f" --allow-torch-op {shlex.quote(op)}" for op in allow_torch_ops)
     subject = q(report.candidate or report.file)
-    lines = [f"ptt audit {subject}{ref}{inp}{target}"]
+    lines = [f"ptt audit {subject}{ref}{inp}{allow}{target}"]
     if report.reference and report.candidate and "correctness" in report.sections:
-        lines.append(f"ptt validate {q(report.reference)} {q(report.candidate)}{inp}" + (" --backward" * backward))
+        lines.append(
+            f"ptt validate {q(report.reference)} {q(report.candidate)}{inp}{allow}" + (" --backward" * backward)
+        )
         for run in report.correctness.runs:
             if run.transform and run.tier in ("loose", "fail"):
-                lines.append(f"ptt audit {subject}{ref}{inp} --sections correctness --suite {run.transform}")
+                lines.append(f"ptt audit {subject}{ref}{inp}{allow} --sections correctness --suite {run.transform}")
     shown = [k for k in report.compiled.kernels if any(f.kernel == k.kernel for f in report.findings)]
     for k in (shown or report.compiled.kernels)[:4]:
         lines.append(k.command.replace(f"'{k.where.file}:", f"'{_rel(k.where.file, cwd)}:"))
