@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from mcp_server.engine.audit.analysis.launches import LaunchFacts, divisibility
 from mcp_server.engine.audit.analysis.module import UNKNOWN, JitFunction, ModuleIndex
 from mcp_server.engine.audit.analysis.values import (
     DTYPES,
@@ -40,18 +41,22 @@ from mcp_server.engine.audit.analysis.values import (
     ZERO,
     Val,
     binary_pad,
+    bounds,
     broadcast,
+    exact,
     fold,
+    interval,
     join,
+    pad_bounds,
     pad_of_const,
     promote,
     subscript,
     unary_pad,
+    with_bounds,
 )
 from mcp_server.engine.models import Severity
 
 if TYPE_CHECKING:
-    from mcp_server.engine.audit.analysis.launches import LaunchFacts
     from mcp_server.engine.audit.rules.registry import Registry
 
 Report = Callable[..., None]  # report(rule, node, message, fix, severity=None)
@@ -121,7 +126,9 @@ class KernelInterpreter:
         self.source_names: dict[int, str] = {}  # source → the first name it was assigned to
         self.compared_tiled: set[int] = set()  # compared while slid by pid/loop: that dimension is bounded
         self.fit_guards = 0  # inside `if start + BLOCK <= n:`: the whole tile is known to fit
-        self.exact_tiles = 0  # inside a branch that holds only when the size is a multiple of the tile
+        # Inside branches that hold only when a size is a multiple of these tile constexprs: their tiles are whole.
+        self.exact_stack: list[set[str]] = []
+        self.source_tile: dict[int, str] = {}  # source → the constexpr that is its tl.arange extent
         self.specialised: list[set[str]] = []
         body = fn.node
         self.extent_names = self._extent_names(body)
@@ -138,9 +145,12 @@ class KernelInterpreter:
         ]
         # A launched kernel's arguments are scalars and pointers; a helper's may be tensors of any shape.
         helper = fn.called_from_jit and not fn.launched
+        self.divisible_flags = launches.divisible_flags(fn.name)
         for p in fn.params:
             if p.constexpr:
-                self.env[p.name] = Val(constexpr=p.name, const=p.default, shape=())
+                values = launches.constexpr_values(fn.name, p.name)
+                lo, hi = (min(values), max(values)) if values else (None, None)
+                self.env[p.name] = Val(constexpr=p.name, const=p.default, shape=(), lo=lo, hi=hi)
             else:
                 self.env[p.name] = Val(runtime=frozenset({p.name}), root=p.name, shape=None if helper else ())
 
@@ -228,10 +238,22 @@ class KernelInterpreter:
 
     # ----------------------------------------------------------------------------------- statements
 
+    @property
+    def exact_tiles(self) -> set[str]:
+        """Tile constexprs known to divide their size on the current path."""
+        return set().union(*self.exact_stack)
+
     def exec_block(self, stmts: list[ast.stmt]) -> None:
         guarded = 0
+        exact = 0
         for s in stmts:
             self.exec(s)
+            # `if not EVEN_N: <masked tail>; return`: the rest of the block sees whole tiles.
+            if isinstance(s, ast.If) and s.body and isinstance(s.body[-1], ast.Return) and not s.orelse:
+                tiles = self._exact_branch(s.test)[1]
+                if tiles:
+                    self.exact_stack.append(tiles)
+                    exact += 1
             # `if start + BLOCK > n: <masked tail>; return` leaves whole tiles for the rest of the block.
             if (
                 isinstance(s, ast.If)
@@ -243,6 +265,7 @@ class KernelInterpreter:
                 guarded += 1
                 self.fit_guards += 1
         self.fit_guards -= guarded
+        del self.exact_stack[len(self.exact_stack) - exact :]
 
     def exec(self, s: ast.stmt) -> None:
         if isinstance(s, ast.Assign):
@@ -299,17 +322,22 @@ class KernelInterpreter:
         fit = self._fit_branch(s.test)
         before = dict(self.env)
         spec_body, spec_else = self._specialisation(s)
+        exact_body, exact_else = self._exact_branch(s.test)
         self.specialised.append(spec_else)
+        self.exact_stack.append(exact_body)
         self.fit_guards += fit == "body"
         self.exec_block(s.body)
         self.fit_guards -= fit == "body"
+        self.exact_stack.pop()
         self.specialised.pop()
         after_body = self.env
         self.env = dict(before)
         self.specialised.append(spec_body)
+        self.exact_stack.append(exact_else)
         self.fit_guards += fit == "orelse"
         self.exec_block(s.orelse)
         self.fit_guards -= fit == "orelse"
+        self.exact_stack.pop()
         self.specialised.pop()
         after_else = self.env
         self.env = self._join_envs(after_body, after_else)
@@ -342,6 +370,36 @@ class KernelInterpreter:
         if len(sides) != 1 or "?" in sides or (len(parts) > 1 and sides != {"body"}):
             return None
         return sides.pop()
+
+    def _exact_branch(self, test: ast.expr) -> tuple[set[str], set[str]]:
+        """Tile constexprs whose extent divides its size in the body / the else branch of ``if test:``:
+        ``if EVEN_N:`` on a flag every launch sets from ``n % BLOCK_N == 0`` (or a heuristic does),
+        ``if n % BLOCK_N == 0:``, ``if n % BLOCK_N:`` (else branch), ``not`` of those, ``and`` of them."""
+        negate = False
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            negate, test = not negate, test.operand
+        tiles: set[str] = set()
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and not negate:
+            for part in test.values:
+                tiles |= self._exact_branch(part)[0]
+            return tiles, set()
+        if isinstance(test, ast.Name) and test.id in self.divisible_flags and test.id in self.fn.constexprs:
+            tiles = set(self.divisible_flags[test.id])
+        elif (divisor := divisibility(test)) is not None:
+            tiles = self._tile_names(divisor)
+        elif isinstance(test, ast.BinOp) and isinstance(test.op, ast.Mod):  # `if n % BLOCK:` a remainder
+            tiles, negate = self._tile_names(test.right), not negate
+        elif (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.NotEq)
+            and (divisor := divisibility(ast.Compare(test.left, [ast.Eq()], test.comparators))) is not None
+        ):
+            tiles, negate = self._tile_names(divisor), not negate
+        return (set(), tiles) if negate else (tiles, set())
+
+    def _tile_names(self, divisor: ast.expr) -> set[str]:
+        return {divisor.id} if isinstance(divisor, ast.Name) and divisor.id in self.fn.constexprs else set()
 
     def _specialisation(self, s: ast.If) -> tuple[set[str], set[str]]:
         """For ``if EVEN_K: load(p) else: load(p, mask=...)`` on a constexpr flag: the masked pointers of each
@@ -380,7 +438,7 @@ class KernelInterpreter:
                 args = [self.ev(a) for a in it.args]
                 for kw in it.keywords:
                     self.ev(kw.value)
-                start, stop, step = NOTHING, NOTHING, None
+                start, stop, step = Val(const=0, lo=0, hi=0), NOTHING, None
                 if len(args) == 1:
                     stop = args[0]
                 elif len(args) >= 2:
@@ -404,6 +462,9 @@ class KernelInterpreter:
                     ovf_site=start.ovf_site,
                     shape=(),
                 )
+                if step is None or (step.lo is not None and step.lo > 0):  # counts up from start, below stop
+                    hi = None if stop.hi is None or start.lo is None else max(start.lo, stop.hi - 1)
+                    loopvar = replace(loopvar, lo=start.lo, hi=hi)
             else:
                 self.ev(it)
         else:
@@ -415,11 +476,27 @@ class KernelInterpreter:
         self.loop_depth += 1
         before = dict(self.env)
         self.exec_block(body)
-        self.env = self._join_envs(before, self.env)
-        if target is not None:
-            self.assign(target, loopvar)
-        self.exec_block(body)
-        self.env = self._join_envs(before, self.env)
+        entry = _widen(before, self._join_envs(before, self.env))
+        # Walk again from the widened entry until the bounds hold around the back edge (twice at most).
+        for _ in range(2):
+            self.env = dict(entry)
+            if target is not None:
+                self.assign(target, loopvar)
+            self.exec_block(body)
+            after = self.env
+            wider = _widen(entry, self._join_envs(entry, after))
+            if all(
+                bounds(wider[k]) == bounds(entry[k]) and pad_bounds(wider[k]) == pad_bounds(entry[k]) for k in entry
+            ):
+                break
+            entry = wider
+        self.env = _widen(before, self._join_envs(before, after))
+        for name, start in before.items():
+            # `acc = tl.zeros(...)` then `acc += tl.exp(x - m)`: a loop that runs no iteration leaves no element
+            # to normalise, so the sum of the accumulator is still >= 1 wherever it is used.
+            end = self.env.get(name)
+            if end is not None and after.get(name, NOTHING).shifted_exp and start.const == 0 and not start.data:
+                self.env[name] = replace(end, shifted_exp=True)
         self.loop_depth -= 1
 
     # ---------------------------------------------------------------------------------- expressions
@@ -436,13 +513,15 @@ class KernelInterpreter:
         return method(node)
 
     def ev_Constant(self, node: ast.Constant) -> Val:
-        return Val(const=node.value, shape=())
+        lo, hi = exact(node.value)
+        return Val(const=node.value, shape=(), lo=lo, hi=hi)
 
     def ev_Name(self, node: ast.Name) -> Val:
         if node.id in self.env:
             return self.env[node.id]
         if node.id in self.mod.constants:
-            return Val(const=self.mod.constants[node.id], constexpr=node.id, shape=())
+            lo, hi = exact(self.mod.constants[node.id])
+            return Val(const=self.mod.constants[node.id], constexpr=node.id, shape=(), lo=lo, hi=hi)
         return self._named(node)
 
     def _named(self, node: ast.AST) -> Val:
@@ -452,9 +531,10 @@ class KernelInterpreter:
             if name.startswith("triton.language.") and last in DTYPES:
                 return Val(dtype_lit=DTYPES[last])
             if name in ("math.inf", "numpy.inf"):
-                return Val(const=math.inf, shape=())
+                return Val(const=math.inf, shape=(), lo=math.inf, hi=math.inf)
             if name in ("math.pi", "math.e"):
-                return Val(const=math.pi if last == "pi" else math.e, shape=())
+                c = math.pi if last == "pi" else math.e
+                return Val(const=c, shape=(), lo=c, hi=c)
         return NOTHING
 
     def ev_Attribute(self, node: ast.Attribute) -> Val:
@@ -501,7 +581,7 @@ class KernelInterpreter:
         v = self.ev(node.operand)
         if isinstance(node.op, ast.USub):
             const = -v.const if isinstance(v.const, (int, float)) and not isinstance(v.const, bool) else UNKNOWN
-            return replace(
+            neg = replace(
                 v,
                 const=const,
                 pad=unary_pad("neg", v.pad),
@@ -512,8 +592,9 @@ class KernelInterpreter:
                 maxed=const == -math.inf,
                 constexpr=None,
             )
+            return with_bounds(neg, interval("neg", bounds(v)), interval("neg", pad_bounds(v)))
         if isinstance(node.op, (ast.Not, ast.Invert)):
-            return replace(v, const=UNKNOWN, constexpr=None)
+            return replace(v, const=UNKNOWN, constexpr=None, lo=None, hi=None, pad_lo=None, pad_hi=None)
         return v
 
     def ev_Compare(self, node: ast.Compare) -> Val:
@@ -547,6 +628,13 @@ class KernelInterpreter:
         return self.binop(node.op, a, b, node, node.left, node.right)
 
     def binop(self, op: ast.operator, a: Val, b: Val, node: ast.AST, lnode: ast.AST, rnode: ast.AST) -> Val:
+        out = self._binop(op, a, b, node, lnode, rnode)
+        name = _INTERVAL_OPS.get(type(op))
+        if name is None:
+            return with_bounds(out, (None, None), (None, None))
+        return with_bounds(out, interval(name, bounds(a), bounds(b)), interval(name, pad_bounds(a), pad_bounds(b)))
+
+    def _binop(self, op: ast.operator, a: Val, b: Val, node: ast.AST, lnode: ast.AST, rnode: ast.AST) -> Val:
         shape, axes = broadcast(a, b)
         common = dict(
             sources=a.sources | b.sources,
@@ -621,6 +709,8 @@ class KernelInterpreter:
             or v.positive
             for v in (a, b)
         )
+        # acc + exp(x - max): each lane is at least the exp's, so the sum over lanes stays >= 1.
+        shifted_exp = not sub and ((a.shifted_exp and b.nonneg) or (b.shifted_exp and a.nonneg))
         if sub:
             shifted = b.maxed or b.raw or a.shifted
             nonneg, nonpos = a.nonneg and b.nonpos, a.nonpos and b.nonneg
@@ -642,6 +732,7 @@ class KernelInterpreter:
             positive=positive,
             acc_init=a.acc_init,
             root=a.root or b.root,
+            shifted_exp=shifted_exp,
         )
 
     def _tile_extent(self, v: Val) -> bool:
@@ -672,12 +763,16 @@ class KernelInterpreter:
         def static(v: Val) -> bool:
             return (v.constexpr is not None or v.const is not UNKNOWN) and not v.runtime
 
+        # Proven bounds on both factors (a bounded grid, `pid % GROUPS`, constexprs every launch sets to a
+        # literal): a product that stays inside int32 cannot wrap.
+        lo, hi = interval("mul", bounds(a), bounds(b))
+        fits = lo is not None and hi is not None and lo >= -(2**31) and hi < 2**31
         for p, q in ((a, b), (b, a)):
             if p.pid_small and static(q):
                 # program_id(1)/(2) < 65536: times a tile size it stays far below 2**31.
                 elem = elem or self._elem_scale(q)
             elif p.pid and not p.int64 and not q.int64 and (self._elem_scale(q) or (q.elem and p.elem)):
-                ovf = ovf or node
+                ovf = ovf or (None if fits else node)
                 elem = True
             elif (p.pid or p.loopvar) and self._elem_scale(q):
                 elem = True
@@ -715,7 +810,8 @@ class KernelInterpreter:
                 return self.tl_call("print", node)
             if func.id == "float" and node.args:
                 v = self.mod.literal(node)
-                return Val(const=v, shape=()) if v is not UNKNOWN else NOTHING
+                lo, hi = exact(v)
+                return Val(const=v, shape=(), lo=lo, hi=hi) if v is not UNKNOWN else NOTHING
             if func.id in ("int", "float"):
                 return self.ev(node.args[0]) if node.args else NOTHING
         if isinstance(func, ast.Attribute) and self.mod.resolve(func) is None:
@@ -820,7 +916,10 @@ class KernelInterpreter:
 
     def op_program_id(self, node: ast.Call) -> Val:
         axis = self.mod.literal(self.arg(node, 0, "axis"))
-        return Val(pid=True, pid_small=axis in (1, 2), shape=())
+        grid = self.launches.grid_bound(self.fn.name, axis) if axis in (0, 1, 2) else None
+        if grid is None:  # CUDA's limits: 2**31 - 1 programs along axis 0, 65535 along axes 1 and 2
+            grid = 65535 if axis in (1, 2) else 2**31 - 1
+        return Val(pid=True, pid_small=axis in (1, 2), shape=(), lo=0, hi=max(0, grid - 1))
 
     def op_num_programs(self, node: ast.Call) -> Val:
         self.facts.persistent = True
@@ -849,10 +948,14 @@ class KernelInterpreter:
         elif isinstance(start.const, int) and isinstance(end.const, int):
             dim = end.const - start.const
         self.emit("arange", node, start_node, end_node, start, end, dim)
-        return Val(sources=frozenset({sid}), axes=((sid, 0),), shape=(dim,))
+        if end.constexpr is not None and isinstance(end_node, ast.Name):
+            self.source_tile[sid] = end.constexpr
+        lo = 0 if start_node is None else start.lo
+        hi = None if end.hi is None else end.hi - 1
+        return Val(sources=frozenset({sid}), axes=((sid, 0),), shape=(dim,), lo=lo, hi=hi)
 
     def op_zeros(self, node: ast.Call) -> Val:
-        return self._filled(node, self.arg(node, 0, "shape"), self.arg(node, 1, "dtype"), Val(const=0))
+        return self._filled(node, self.arg(node, 0, "shape"), self.arg(node, 1, "dtype"), Val(const=0, lo=0, hi=0))
 
     def op_full(self, node: ast.Call) -> Val:
         return self._filled(
@@ -880,6 +983,8 @@ class KernelInterpreter:
             maxed=const == -math.inf,
             nonneg=isinstance(const, (int, float)) and const >= 0,
             positive=isinstance(const, (int, float)) and const > 0,
+            lo=value.lo,
+            hi=value.hi,
         )
 
     def op_make_block_ptr(self, node: ast.Call) -> Val:
@@ -922,11 +1027,13 @@ class KernelInterpreter:
         bounded = x.bounded | (x.sources & (cond.mask_sources or frozenset()))
         pad = x.pad if x.pad == y.pad else UNKNOWN_PAD if (x.pad or y.pad) else None
         pad_site, pad_axes = x.pad_site or y.pad_site, x.pad_axes or y.pad_axes
+        pad_range = interval("hull", pad_bounds(x), pad_bounds(y))
         if cond.is_mask and cond.mask_sources and (x.data or y.data):
             # Lanes where the mask is false take y: that is the padding from here on.
             pad = y.pad if y.pad is not None else pad_of_const(y.const) if not y.data else UNKNOWN_PAD
             pad_site = node if y.pad is None else y.pad_site
             pad_axes = _mask_axes(cond, shape)
+            pad_range = interval("hull", bounds(y), pad_bounds(y))
         shifted = x.shifted and (y.shifted or (not y.data and (y.const is UNKNOWN or _le_zero(y.const))))
         shifted_exp = x.shifted_exp and (y.shifted_exp or y.const == 0)
         # A max with a constant stand-in (`tl.where(m == -inf, 0.0, m)`, so that -inf − -inf cannot make a
@@ -948,6 +1055,10 @@ class KernelInterpreter:
             can_be_zero=False,
             const=UNKNOWN,
             constexpr=None,
+            lo=None if x.lo is None or y.lo is None else min(x.lo, y.lo),
+            hi=None if x.hi is None or y.hi is None else max(x.hi, y.hi),
+            pad_lo=pad_range[0] if pad is not None else None,
+            pad_hi=pad_range[1] if pad is not None else None,
         )
 
     def op_minimum(self, node: ast.Call) -> Val:
@@ -958,6 +1069,14 @@ class KernelInterpreter:
 
     def _extremum(self, node: ast.Call, is_max: bool) -> Val:
         a, b = self.ev(node.args[0]) if node.args else NOTHING, self.ev(node.args[1]) if len(node.args) > 1 else NOTHING
+        op = "maximum" if is_max else "minimum"
+        out = self._extremum_facts(a, b, is_max)
+        real, padded = interval(op, bounds(a), bounds(b)), interval(op, pad_bounds(a), pad_bounds(b))
+        if out.pad is not None and padded[0] is not None and padded[0] == padded[1]:
+            out = replace(out, pad=pad_of_const(padded[0]))  # tl.maximum(x, 1.0) of lanes padded with 1.0: 1.0
+        return with_bounds(out, real, padded)
+
+    def _extremum_facts(self, a: Val, b: Val, is_max: bool) -> Val:
         shape, axes = broadcast(a, b)
         out = join(a, b)
 
@@ -1008,13 +1127,19 @@ class KernelInterpreter:
             if kw.arg != "dtype":
                 self.ev(kw.value)
         dtype = self.ev(dtype_node).dtype_lit
-        return replace(
+        out = replace(
             x,
             dtype=dtype or None,
             int64=dtype in ("int64", "fp64") or (x.int64 and dtype is None),
             const=x.const,
             acc_init=None,
         )
+        if dtype is None or not dtype.startswith(("int", "uint")):
+            return out
+        # Float to int truncates toward zero: floor/ceil of the bounds still bound it (wrapping is not modelled,
+        # so only bounds inside the target type are kept).
+        limit = 2**63 if dtype == "int64" else 2**31
+        return with_bounds(out, _int_bounds(bounds(x), limit), _int_bounds(pad_bounds(x), limit))
 
     # ---- memory accesses
 
@@ -1034,6 +1159,7 @@ class KernelInterpreter:
             mask = self._last_mask
             pad = UNDEF if other is None else pad_of_const(other.const) if not other.data else UNKNOWN_PAD
             pad_axes = _mask_axes(mask, ptr.shape) if mask is not None else None
+        pad_lo, pad_hi = bounds(other) if other is not None and not other.data and pad is not None else (None, None)
         return Val(
             data=True,
             raw=True,
@@ -1043,6 +1169,8 @@ class KernelInterpreter:
             pad_site=node if pad is not None else None,
             pad_axes=pad_axes,
             can_be_zero=True,
+            pad_lo=pad_lo,
+            pad_hi=pad_hi,
         )
 
     def op_store(self, node: ast.Call) -> Val:
@@ -1078,6 +1206,10 @@ class KernelInterpreter:
     # ---- numerics
 
     def unary(self, op: str, node: ast.Call, x: Val) -> Val:
+        out = self._unary(op, node, x)
+        return with_bounds(out, interval(op, bounds(x)), interval(op, pad_bounds(x)))
+
+    def _unary(self, op: str, node: ast.Call, x: Val) -> Val:
         if op in ("exp", "exp2"):
             unsafe = x.data and not (x.shifted or x.nonpos)
             return replace(
@@ -1127,7 +1259,19 @@ class KernelInterpreter:
         if op in ("argmax", "argmin"):
             return Val(shape=shape)
         if op in ("cumsum", "cumprod", "reduce", "xor_sum"):
-            return replace(x, exp_site=None, pad=None, pad_site=None, raw=False, shape=x.shape)
+            return replace(
+                x,
+                exp_site=None,
+                pad=None,
+                pad_site=None,
+                raw=False,
+                shape=x.shape,
+                lo=None,
+                hi=None,
+                pad_lo=None,
+                pad_hi=None,
+            )
+        lo, hi = _reduced_bounds(kind, x)
         return Val(
             data=x.data,
             shape=shape,
@@ -1137,6 +1281,8 @@ class KernelInterpreter:
             nonneg=x.nonneg,
             nonpos=x.nonpos,
             can_be_zero=x.data and not (x.positive or x.shifted_exp),
+            lo=lo,
+            hi=hi,
         )
 
     def dot(self, node: ast.AST, a: Val, b: Val, acc: Val | None, out_dtype: ast.expr | None) -> Val:
@@ -1156,6 +1302,47 @@ class KernelInterpreter:
             if kw.arg not in ("input", "other", "acc", "out_dtype"):
                 self.ev(kw.value)
         return self.dot(node, a, b, acc, self.arg(node, 6, "out_dtype"))
+
+
+def _int_bounds(b: tuple[float | None, float | None], limit: int) -> tuple[float | None, float | None]:
+    lo, hi = b
+    if lo is None or hi is None or math.isinf(lo) or math.isinf(hi) or lo < -limit or hi >= limit:
+        return None, None
+    return math.floor(lo), math.ceil(hi)
+
+
+def _reduced_bounds(kind: str | None, x: Val) -> tuple[float | None, float | None]:
+    """Bounds of a max/min/sum over lanes of ``x`` (masked-off lanes take part in the reduction too)."""
+    real, padded = bounds(x), pad_bounds(x)
+    hull = interval("hull", real, padded)
+    if kind in ("max", "min"):
+        return hull
+    if kind == "sum" and real[0] is not None and real[0] > 0 and hull[0] is not None and hull[0] >= 0:
+        # Every real lane adds at least lo and no lane subtracts: a row with one real element sums to >= lo (a
+        # row with none has nothing its sum could be used for).
+        return real[0], None
+    return None, None
+
+
+def _widen(before: dict[str, Val], after: dict[str, Val]) -> dict[str, Val]:
+    """``after`` with every bound that moved from ``before`` dropped (a loop may move it any number of times)."""
+    out = dict(after)
+    for name, v in after.items():
+        old = before.get(name)
+        if old is None:
+            if v.lo is not None or v.hi is not None or v.pad_lo is not None or v.pad_hi is not None:
+                out[name] = replace(v, lo=None, hi=None, pad_lo=None, pad_hi=None)
+            continue
+        lo = v.lo if v.lo == old.lo else None
+        hi = v.hi if v.hi == old.hi else None
+        pad_lo = v.pad_lo if v.pad_lo == old.pad_lo else None
+        pad_hi = v.pad_hi if v.pad_hi == old.pad_hi else None
+        if (lo, hi, pad_lo, pad_hi) != (v.lo, v.hi, v.pad_lo, v.pad_hi):
+            out[name] = replace(v, lo=lo, hi=hi, pad_lo=pad_lo, pad_hi=pad_hi)
+    return out
+
+
+_INTERVAL_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Mod: "mod", ast.FloorDiv: "floordiv"}
 
 
 def _pad_source(a: Val, b: Val) -> Val:

@@ -346,3 +346,115 @@ def fold(op: ast.operator, x: object, y: object) -> object:
 
 def is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
+
+
+# ---- value bounds: intervals over the real lanes (lo, hi) and over the masked-off lanes (pad_lo, pad_hi)
+
+Bounds = tuple[float | None, float | None]
+UNBOUNDED: Bounds = (None, None)
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or math.isnan(x) else x
+
+
+def bounds(v: Val) -> Bounds:
+    """Bounds of the real lanes, the sign facts included (``x * x`` is >= 0, ``exp`` of anything > 0)."""
+    lo, hi = v.lo, v.hi
+    if v.nonneg or v.positive:
+        lo = 0 if lo is None else max(lo, 0)
+    if v.nonpos:
+        hi = 0 if hi is None else min(hi, 0)
+    return lo, hi
+
+
+def pad_bounds(v: Val) -> Bounds:
+    """Bounds of the value in masked-off lanes: the padding's when padded, else the value's own."""
+    return (v.pad_lo, v.pad_hi) if v.pad is not None else (v.lo, v.hi)
+
+
+def exact(c: object) -> Bounds:
+    """Bounds of a literal number."""
+    if isinstance(c, (int, float)) and not isinstance(c, bool):
+        x = _num(c)
+        return x, x
+    return UNBOUNDED
+
+
+def interval(op: str, a: Bounds, b: Bounds = UNBOUNDED) -> Bounds:
+    """Interval arithmetic for ``op`` (None = unbounded on that side); anything unknown gives UNBOUNDED."""
+    (alo, ahi), (blo, bhi) = a, b
+
+    def both(x: float | None, y: float | None, f) -> float | None:
+        if x is None or y is None:
+            return None
+        try:
+            return _num(f(x, y))
+        except (OverflowError, ZeroDivisionError, ValueError):
+            return None
+
+    if op == "add":
+        return both(alo, blo, lambda x, y: x + y), both(ahi, bhi, lambda x, y: x + y)
+    if op == "sub":
+        return both(alo, bhi, lambda x, y: x - y), both(ahi, blo, lambda x, y: x - y)
+    if op == "neg":
+        return (None if ahi is None else -ahi), (None if alo is None else -alo)
+    if op == "mul":
+        if None not in (alo, ahi, blo, bhi):
+            products = [both(x, y, lambda p, q: p * q) for x in (alo, ahi) for y in (blo, bhi)]
+            if None in products:
+                return UNBOUNDED
+            return min(products), max(products)  # type: ignore[type-var]
+        if alo is not None and blo is not None and alo >= 0 and blo >= 0:
+            return both(alo, blo, lambda x, y: x * y), both(ahi, bhi, lambda x, y: x * y)
+        return UNBOUNDED
+    if op == "mod":  # x % d with 0 <= x and 1 <= d <= d_max (C-like: the result keeps x's sign)
+        if alo is not None and alo >= 0 and blo is not None and blo >= 1 and bhi is not None:
+            return 0, bhi - 1 if ahi is None else min(ahi, bhi - 1)
+        return UNBOUNDED
+    if op == "floordiv":
+        if alo is not None and alo >= 0 and blo is not None and blo >= 1:
+            return both(alo, bhi, lambda x, y: x // y) if bhi is not None else 0, both(ahi, blo, lambda x, y: x // y)
+        return UNBOUNDED
+    if op in ("exp", "exp2"):
+        base = math.e if op == "exp" else 2.0
+
+        def power(x: float | None) -> float | None:
+            if x is None:
+                return None
+            try:
+                return base**x
+            except OverflowError:
+                return math.inf
+
+        return (0.0 if alo is None else power(alo)), power(ahi)
+    if op == "abs":
+        if alo is not None and alo >= 0:
+            return alo, ahi
+        if ahi is not None and ahi <= 0:
+            return -ahi, (None if alo is None else -alo)
+        return 0.0, (max(-alo, ahi) if alo is not None and ahi is not None else None)
+    if op == "sqrt":
+        if alo is not None and alo >= 0:
+            return math.sqrt(alo), (None if ahi is None else math.sqrt(ahi))
+        return UNBOUNDED
+    if op == "maximum":  # max(a, b) >= each operand's lower bound
+        los = [x for x in (alo, blo) if x is not None]
+        return (max(los) if los else None), both(ahi, bhi, max)
+    if op == "minimum":
+        his = [x for x in (ahi, bhi) if x is not None]
+        return both(alo, blo, min), (min(his) if his else None)
+    if op == "hull":  # either operand (tl.where)
+        return both(alo, blo, min), both(ahi, bhi, max)
+    if op in ("sigmoid",):
+        return 0.0, 1.0
+    if op in ("tanh", "cos", "sin", "erf"):
+        return -1.0, 1.0
+    return UNBOUNDED
+
+
+def with_bounds(v: Val, real: Bounds, pad: Bounds) -> Val:
+    """``v`` with new bounds (the padding's only kept while it has masked-off lanes)."""
+    if v.pad is None:
+        pad = UNBOUNDED
+    return replace(v, lo=real[0], hi=real[1], pad_lo=pad[0], pad_hi=pad[1])

@@ -94,9 +94,11 @@ def _collect_access(k, ev) -> None:
     text = ast.unparse(ev.pointer)
     if any(text in spec for spec in k.specialised):
         return
-    if k.exact_tiles:
-        # Inside `if EVEN:` where every launch sets EVEN from a divisibility test: whole tiles only.
-        uncovered -= tiled
+    exact = k.exact_tiles
+    if exact:
+        # Inside `if EVEN_N:` (every launch sets EVEN_N = n % BLOCK == 0) or `if n % BLOCK == 0:`: the tiles of
+        # extent BLOCK are whole.
+        uncovered = frozenset(s for s in uncovered if k.source_tile.get(s) not in exact)
         if not uncovered:
             return
     seen = state.candidates.get(id(ev.node))
