@@ -2,8 +2,9 @@
 
 Each autotune config is a different kernel: an autotuner on another GPU, or at another size, may pick any of
 them. After a case ran (with the autotuner's pick on a GPU, config ``PTT_AUTOTUNE_CONFIG`` under the
-interpreter), :func:`each_config` (in the candidate's child) runs it again once per other config of each
-autotuned kernel it launched, forcing that config, and keeps the outputs. :func:`judge_configs` (in the
+interpreter), :func:`each_config` (in the candidate's child) runs it again once per config of each
+autotuned kernel it launched (under the interpreter, once per config other than the one that ran), forcing
+that config, and keeps the outputs. :func:`judge_configs` (in the
 trusted parent) compares them with the reference exactly like the main run's outputs and names the config of
 every failure. ``PTT_VALIDATE_CONFIGS=0`` turns this off; ``PTT_VALIDATE_CONFIGS=N`` caps the extra runs per
 case (default 32).
@@ -80,6 +81,7 @@ def each_config(
     from mcp_server.engine.runner.child import classify_exception, is_sticky_cuda_error
 
     budget = _limit()
+    interpreting = os.environ.get("TRITON_INTERPRET") == "1"
     tuners = [t for t in _launched if len(getattr(t, "configs", []) or []) > 1]
     meta: list[dict[str, Any]] = []
     data: list[dict[str, Any]] = []
@@ -89,7 +91,9 @@ def each_config(
         configs = list(tuner.configs)
         ran = getattr(tuner, "best_config", None)
         for index, config in enumerate(configs):
-            if config is ran or len(meta) >= budget:
+            # Under the interpreter the config that ran is named in the result's notes; on a GPU every
+            # config runs again, so the autotuner's pick is judged by name too.
+            if (interpreting and config is ran) or len(meta) >= budget:
                 continue
             entry: dict[str, Any] = {
                 "kernel": _name(tuner),
