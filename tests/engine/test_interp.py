@@ -126,3 +126,15 @@ def test_a_kernel_right_in_every_config_passes(runner):
     )
     assert result.ok, result.findings
     assert any(r.output.endswith("@config1") and r.ok for r in result.rows)
+
+
+def test_configs_the_kernels_own_pruning_drops_are_not_run(runner):
+    # The 128-wide config would drop columns of the 300-long rows, but pruning never lets it run there.
+    result = validate(
+        fx("rowsum_problem.py", "reference"), fx("rowsum_autotuned.py", "candidate_pruned"), runner=runner
+    )
+    assert result.ok, result.findings
+    tiny = [c for c in result.cases if c.case == "derived 300→1"]
+    assert tiny and tiny[0].status == "passed"
+    # Rows of one element keep both configs: the narrow one ran there and was judged.
+    assert any(r.case == "derived 300→1" and r.output.endswith("@config1") for r in result.rows)

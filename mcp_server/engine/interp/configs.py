@@ -3,8 +3,8 @@
 Each autotune config is a different kernel: an autotuner on another GPU, or at another size, may pick any of
 them. After a case ran (with the autotuner's pick on a GPU, config ``PTT_AUTOTUNE_CONFIG`` under the
 interpreter), :func:`each_config` (in the candidate's child) runs it again once per config of each
-autotuned kernel it launched (under the interpreter, once per config other than the one that ran), forcing
-that config, and keeps the outputs. :func:`judge_configs` (in the
+autotuned kernel it launched that the kernel's own pruning keeps for those arguments (under the
+interpreter, other than the one that ran), forcing that config, and keeps the outputs. :func:`judge_configs` (in the
 trusted parent) compares them with the reference exactly like the main run's outputs and names the config of
 every failure. ``PTT_VALIDATE_CONFIGS=0`` turns this off; ``PTT_VALIDATE_CONFIGS=N`` caps the extra runs per
 case (default 32).
@@ -15,7 +15,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-_launched: list[Any] = []  # Autotuner objects launched since the last reset, in order
+# (Autotuner, args, kwargs) of the first launch of each autotuned kernel since the last reset, in order.
+_launched: list[tuple[Any, tuple, dict[str, Any]]] = []
+# Launch options that are not kernel arguments (kept out of what pruning sees, as the autotuner does).
+_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "grid", "warmup")
 _tracking = False
 
 
@@ -28,8 +31,8 @@ def _track() -> None:
     original = Autotuner.run
 
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not any(t is self for t in _launched):
-            _launched.append(self)
+        if not any(t is self for t, _, _ in _launched):
+            _launched.append((self, args, dict(kwargs)))
         return original(self, *args, **kwargs)
 
     Autotuner.run = run
@@ -47,6 +50,25 @@ def _limit() -> int:
         return int(os.environ.get("PTT_VALIDATE_CONFIGS", "32"))
     except ValueError:
         return 32
+
+
+def _kept(tuner: Any, args: tuple, kwargs: dict[str, Any]) -> set[int]:
+    """ids of the configs the autotuner's own pruning keeps for this launch: the ones it may pick.
+
+    A config pruned away (a one-block kernel's block narrower than the row, say) never runs at these
+    arguments, so running it would fail a correct kernel."""
+    configs = list(tuner.configs)
+    tuned = {k for c in configs for k in c.kwargs}
+    clean = {k: v for k, v in kwargs.items() if k not in tuned and k not in _LAUNCH_OPTIONS}
+    saved = getattr(tuner, "nargs", None)
+    try:
+        tuner.nargs = dict(zip(tuner.arg_names, args, strict=False))
+        kept = tuner.prune_configs(clean)
+    except Exception:
+        kept = configs
+    finally:
+        tuner.nargs = saved
+    return {id(c) for c in kept}
 
 
 def _name(tuner: Any) -> str:
@@ -82,15 +104,18 @@ def each_config(
 
     budget = _limit()
     interpreting = os.environ.get("TRITON_INTERPRET") == "1"
-    tuners = [t for t in _launched if len(getattr(t, "configs", []) or []) > 1]
+    tuners = [(t, a, k) for t, a, k in _launched if len(getattr(t, "configs", []) or []) > 1]
     meta: list[dict[str, Any]] = []
     data: list[dict[str, Any]] = []
     if budget <= 0 or not tuners:
         return meta, data
-    for tuner in tuners:
+    for tuner, launch_args, launch_kwargs in tuners:
         configs = list(tuner.configs)
         ran = getattr(tuner, "best_config", None)
+        kept = _kept(tuner, launch_args, launch_kwargs)
         for index, config in enumerate(configs):
+            if id(config) not in kept:
+                continue
             # Under the interpreter the config that ran is named in the result's notes; on a GPU every
             # config runs again, so the autotuner's pick is judged by name too.
             if (interpreting and config is ran) or len(meta) >= budget:
