@@ -39,9 +39,11 @@ NAMES = (
     "attention",
     "semi_markov_crf",
 )
-# Baselines timed as extra providers in the same runs: name in the results → function of the kernel module.
-# Attention's bar is SDPA held to its flash backend; its `reference` (eager) is SDPA's own pick.
-BASELINES = {"attention": {"sdpa_flash": "sdpa_flash_attention"}}
+# Baselines timed as extra providers in the same runs: name in the results → "module:function" under
+# reference_kernels. Attention's bar is SDPA held to its flash backend; its `reference` (eager) is SDPA's own pick.
+# Liger-Kernel (reference_kernels/_liger.py) joins where it has the op and is installed.
+BASELINES = {"attention": {"sdpa_flash": "attention:sdpa_flash_attention"}}
+LIGER = "liger"
 README = ROOT / "README.md"
 START, END = "<!-- kernels:start -->", "<!-- kernels:end -->"
 
@@ -112,16 +114,42 @@ def {name}(*args):
 def harness(name: str, dtype: str, folder: Path) -> Path:
     spec = importlib.import_module(f"reference_kernels.{name}").SPEC
     text = HARNESS.format(name=name, dtype=dtype) + "".join(STAGE_FN.format(n=n) for n in sorted(spec.stages))
-    for baseline, function in BASELINES.get(name, {}).items():
-        text += BASELINE_FN.format(name=baseline, module=name, function=function)
+    for baseline, target in kernel_baselines(name).items():
+        module, function = target.split(":")
+        text += BASELINE_FN.format(name=baseline, module=module, function=function)
     path = folder / f"bench_{name}_{dtype}.py"
     path.write_text(text)
     return path
 
 
+def _liger_ops() -> dict[str, str]:
+    from reference_kernels._liger import OPS
+
+    return OPS
+
+
+def liger_version() -> str | None:
+    from reference_kernels import _liger
+
+    return _liger.version()
+
+
+def kernel_baselines(name: str, liger: str | None = "probe") -> dict[str, str]:
+    """The kernel's extra baselines: label → "module:function" under reference_kernels. Liger joins when
+    installed (``liger`` is its version, None when absent; "probe" asks the import)."""
+    from reference_kernels import _liger
+
+    out = dict(BASELINES.get(name, {}))
+    if liger == "probe":
+        liger = _liger.version()
+    if liger is not None and name in _liger.OPS:
+        out[LIGER] = f"_liger:{_liger.OPS[name]}"
+    return out
+
+
 def baselines(name: str, module: Path) -> dict[str, str]:
     """The kernel's extra baselines as bench's extra candidates (spec of each harness function)."""
-    return {baseline: f"{module}:{baseline}" for baseline in BASELINES.get(name, {})}
+    return {baseline: f"{module}:{baseline}" for baseline in kernel_baselines(name)}
 
 
 def gpu_slug(device: str) -> str:
@@ -247,6 +275,14 @@ def judge(name: str, spec: Any, fwd: dict, fb: dict | None, extra: dict) -> tupl
             parts.append(f"{bar[0]['pct_of_bandwidth']:.2f} % of its bandwidth floor")
     else:
         return None, "no bar"
+    if name in _liger_ops():
+        # The peer a user would otherwise pick: held to ≥ 1.0× wherever it was timed, absent otherwise.
+        if worst_vs(rows, LIGER) is None and worst_vs(fb_rows, LIGER) is None:
+            parts.append("Liger-Kernel not installed: not compared")
+        else:
+            need("min fwd vs Liger", worst_vs(rows, LIGER), 1.0)
+            if fb_rows:
+                need("min fwd+bwd vs Liger", worst_vs(fb_rows, LIGER), 1.0)
     return ok, "; ".join(parts)
 
 
@@ -306,6 +342,8 @@ def run_kernel(name: str, out_dir: Path, runner: Any, tmp: Path, reuse_forward: 
         "backward": spec.has_backward,
         "validation": {},
     }
+    if name in _liger_ops():
+        report["liger"] = liger_version()  # None: not installed, so not compared
     started = time.perf_counter()
     dtypes = [str(d).replace("torch.", "") for d in spec.dtypes]
     previous = out_dir / f"{name}.json"

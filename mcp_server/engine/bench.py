@@ -175,6 +175,7 @@ def bench(
     backward: bool = False,
     grad_inputs: list[int] | None = None,
     extra_candidates: dict[str, str] | None = None,
+    extra_baselines: list[str] | None = None,
     plot: str | None = None,
     timeout_s: float = BENCH_TIMEOUT_S,
     lock_wait_s: float = GPU_LOCK_WAIT_S,
@@ -185,7 +186,12 @@ def bench(
     """Time ``candidate`` (and the reference's eager and torch.compile baselines) on the GPU.
 
     ``timeout_s`` bounds the timing child; ``lock_wait_s`` how long to wait for the GPU while another bench
-    holds it (:class:`gpu_lock`)."""
+    holds it (:class:`gpu_lock`).
+
+    ``extra_baselines``: ``path.py:function`` specs of other implementations to beat (a library the user would
+    otherwise pick), timed in the same runs on the same inputs; each row then carries the candidate's speed-up
+    over each one in ``speedup_vs_baselines``, labelled by :func:`baseline_labels`.
+    """
     started = time.perf_counter()
     if mode not in ("events", "cuda-graph"):
         raise UsageError(f"--mode must be 'events' or 'cuda-graph', not {mode!r}.")
@@ -204,6 +210,10 @@ def bench(
         extra = parse_spec(text, role=f"candidate {label}", cwd=cwd)
         extras[label] = {"path": str(extra.path), "name": extra.name}
         files.append(str(extra.path))
+    baseline_specs = baseline_labels(extra_baselines or [], taken=set(extras), cwd=cwd)
+    for label, spec in baseline_specs.items():
+        extras[label] = {"path": str(spec.path), "name": spec.name}
+        files.append(str(spec.path))
     runner = runner or shared_runner()
     device = probe(runner)
     if device.interpreter:
@@ -304,7 +314,7 @@ def bench(
             )
         raw = outcome.result or {}
 
-    rows = [_row(r, peaks) for r in raw.get("rows", [])]
+    rows = [_row(r, peaks, list(baseline_specs)) for r in raw.get("rows", [])]
     findings.extend(flags(rows))
     candidate_errors = [t.error for r in rows for t in r.timings if t.provider == "candidate" and t.error]
     for err in candidate_errors:
@@ -322,6 +332,7 @@ def bench(
         reps=reps,
         peaks=peaks,
         validation=validation,
+        baselines={label: str(spec) for label, spec in baseline_specs.items()},
         rows=rows,
         seconds=round(time.perf_counter() - started, 3),
         queued_s=round(lock.waited_s, 3),
@@ -332,7 +343,30 @@ def bench(
     return result
 
 
-def _row(raw: dict[str, Any], peaks: DevicePeaks) -> BenchRow:
+def baseline_labels(specs: list[str], *, taken: set[str] = frozenset(), cwd: Path | None = None) -> dict[str, Any]:
+    """Parse ``path.py:function`` baseline specs and label each by its function name (``file.function`` when two
+    share a name). A spec without a function name, a repeated spec, or a label already used is a usage error."""
+    parsed = []
+    for text in specs:
+        head, sep, tail = str(text).strip().rpartition(":")
+        if not sep or not head or not tail or "/" in tail or "\\" in tail:
+            raise UsageError(f"baseline {text!r} names no function; pass it as path.py:function (e.g. peer.py:fast)")
+        parsed.append(parse_spec(text, role="baseline", cwd=cwd))
+    out: dict[str, Any] = {}
+    names = [p.name for p in parsed]
+    for spec in parsed:
+        label = spec.name if names.count(spec.name) == 1 else f"{spec.path.stem}.{spec.name}"
+        if label in out and str(out[label]) == str(spec):
+            raise UsageError(f"baseline {spec} is given twice; pass each baseline once")
+        if label in out or label in taken or label in ("candidate", "eager", "compile"):
+            raise UsageError(
+                f"baseline label {label!r} (from {spec}) clashes with another provider; rename the function"
+            )
+        out[label] = spec
+    return out
+
+
+def _row(raw: dict[str, Any], peaks: DevicePeaks, baselines: list[str] | None = None) -> BenchRow:
     timings = []
     for t in raw["timings"]:
         if t.get("error"):
@@ -374,6 +408,9 @@ def _row(raw: dict[str, Any], peaks: DevicePeaks) -> BenchRow:
     for name, attr in (("eager", "speedup_vs_eager"), ("compile", "speedup_vs_compile")):
         if name in by and ms > 0:
             setattr(row, attr, honest_ms(by[name]) / ms)
+    for label in baselines or []:
+        if label in by and ms > 0:
+            row.speedup_vs_baselines[label] = honest_ms(by[label]) / ms
     return row
 
 
@@ -487,6 +524,8 @@ def summarize(result: BenchResult) -> str:
             bits.append(f"{row.speedup_vs_eager:.2f}× eager")
         if row.speedup_vs_compile is not None:
             bits.append(f"{row.speedup_vs_compile:.2f}× compile")
+        for label, ratio in row.speedup_vs_baselines.items():
+            bits.append(f"{ratio:.2f}× {label}")
         if row.pct_of_roofline is not None:
             bits.append(f"{row.pct_of_roofline:.0f}% roofline")
         parts.append(f"{row.case}: " + ", ".join(bits))

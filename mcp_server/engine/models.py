@@ -322,6 +322,9 @@ class BenchRow(BaseModel):
     pct_of_roofline: float | None = Field(None, description="floor time / measured time")
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    speedup_vs_baselines: dict[str, float] = Field(
+        default_factory=dict, description="per extra baseline (label): its time / the candidate's time"
+    )
 
 
 class BenchResult(ToolResult):
@@ -334,6 +337,9 @@ class BenchResult(ToolResult):
     reps: int
     peaks: DevicePeaks | None = None
     validation: str | None = Field(None, description="summary of the validation run before timing")
+    baselines: dict[str, str] = Field(
+        default_factory=dict, description="extra baselines timed alongside: label → path.py:function"
+    )
     rows: list[BenchRow]
     plot: str | None = Field(None, description="path of the PNG plot, when asked for")
     seconds: float = 0.0
