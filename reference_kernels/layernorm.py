@@ -23,7 +23,7 @@ The backward's two row sums ``Σ g·x̂`` and ``Σ g`` are one ``tl.sum`` over a
 one cross-warp shared-memory round trip instead of two (bar.sync per kernel 14 → 11, ptxas, sm_90).
 
 Bytes: forward reads x, w, b and writes y, μ, r (``2·M·N·size + 2·N·size + 8·M``); eager PyTorch is
-one kernel too but ~57 % of copy bandwidth at 16384×8192 bf16 (NOTES.md). Backward reads x, dy, w, μ, r
+one kernel too but ~57 % of copy bandwidth at 16384×8192 bf16 (H200, torch 2.11). Backward reads x, dy, w, μ, r
 and writes dx, dw, db (``3·M·N·size`` plus O(N + M)), plus the fp32 partials (``2·G·N·4`` twice, mostly
 through L2). The looped paths read their rows twice, the second time mostly from L2 in the forward.
 
@@ -33,16 +33,15 @@ rows up to ``ONE_BLOCK_MAX_COLS`` columns, stage 3 any length.
 
 from __future__ import annotations
 
-import functools
-import math
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
+from reference_kernels import _rows as rows_plan
 from reference_kernels._autotune import launch_tuned, tuning_bench
-from reference_kernels._common import as_rows, cdiv, check_float_tensor, interpreting, next_power_of_2, sm_count
+from reference_kernels._common import as_rows, cdiv, check_float_tensor, interpreting
 from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
 
 # Whole-row kernels hold x as fp32 in registers: 32768 columns over 16 warps is 64 values per thread,
@@ -53,7 +52,7 @@ ONE_BLOCK_MAX_COLS = 32768
 # 16 warps (ptxas -v, sm_90); past that the tiled two-kernel path reads x and dy twice but never spills.
 FWD_ONE_BLOCK_MAX_COLS = 32768
 BWD_ONE_BLOCK_MAX_COLS = 8192
-MIN_BLOCK_N = 16
+MIN_BLOCK_N = rows_plan.MIN_BLOCK_N
 # Stages 1-2 backward programs per SM: two resident programs let one's reductions overlap the other's
 # loads, while keeping the partial buffer at 2·132·N·4 B per tensor (4.3 MB at N = 4096, L2-resident).
 BWD_PROGS_PER_SM = 2
@@ -69,6 +68,7 @@ _FWD_MIN_TILE = 4096
 # warps 121 (one fits), no spills. The persistent grid is as many programs as fit at once, so no second
 # wave and the fewest partial rows to reduce.
 _BWD_VALUES_PER_THREAD = 16
+_BWD_TILE = 1024
 # STAGES 3 as in rmsnorm.py, whose backward has the same shape and runs 1.2-1.5× faster with it than with
 # STAGES 2 (results/h200/tuning_sweep.txt): two rows in flight behind the one being reduced.
 _BWD_STAGES = 3
@@ -95,46 +95,37 @@ _INTERPRETER_REDUCE_BLOCK_C = 1024
 
 
 def _num_sms(t: torch.Tensor) -> int:
-    return sm_count(t.device.index or 0) if t.is_cuda else _INTERPRETER_SMS
+    return rows_plan.num_sms(t, _INTERPRETER_SMS)
 
 
 def _warps_for(block: int) -> int:
-    # One warp per 512 columns, 4 to 16: ~16 fp32 values per thread.
-    return max(4, min(16, block // 512))
+    return rows_plan.row_warps(block)
 
 
-def _one_block_configs() -> list[triton.Config]:
-    return [triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8, 16, 32) for w in (4, 8, 16)]
-
-
-def _prune(lo: int, hi: int) -> Any:
-    """Keep configs whose tile gives each thread lo..hi fp32 values (else the one closest to the range):
-    fewer idles threads and shortens the bytes in flight, more spills."""
-
-    def prune(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> list[triton.Config]:
-        block_n = kwargs.get("BLOCK_N", named_args.get("BLOCK_N"))
-
-        def per_thread(c: triton.Config) -> float:
-            return c.kwargs["ROWS"] * block_n / (32 * c.num_warps)
-
-        kept = [c for c in configs if lo <= per_thread(c) <= hi]
-        return kept or [min(configs, key=lambda c: abs(math.log2(per_thread(c) / math.sqrt(lo * hi))))]
-
-    return prune
-
-
-def _bwd_one_block_configs() -> list[triton.Config]:
-    # The backward's programs loop over row tiles: STAGES 2 prefetches the next tile's x and dy into shared
-    # memory while this one is reduced (2 × 16 KB at 4096 bf16 columns).
-    return [
-        triton.Config({"ROWS": r, "STAGES": s}, num_warps=w)
-        for r in (1, 2, 4, 8, 16, 32)
-        for w in (4, 8, 16)
-        for s in (1, 2)
-    ]
+# Stage 2's search spaces; the forward aims at 16-32 fp32 values per thread, the backward, which holds ~5
+# row-sized values per thread, at 8-16 each. The backward's programs loop over row tiles: STAGES 2 prefetches the
+# next tile's x and dy into shared memory while this one is reduced (2 × 16 KB at 4096 bf16 columns).
+_ONE_BLOCK_ROWS = (1, 2, 4, 8, 16, 32)
 
 
 # ----------------------------------------------------------------------------------------------- kernels
+
+
+# Overflow guard of the forward statistics: power-of-two scales (exact) and the fp32 maximum. Values scaled by
+# 2^-64 sum without overflow over 2^31 columns (≤ 1.8e19 each); deviations scaled by 2^-96 (≤ 8.6e9 for any
+# finite pair) square and sum without overflow too, while the deviations that overflow the plain sum of squares
+# (≥ 1.8e19 / sqrt(N)) stay far above fp32's smallest normal once scaled and squared.
+_SCALE = tl.constexpr(2.0**-64)
+_UNSCALE = tl.constexpr(2.0**64)
+_SQ_SCALE = tl.constexpr(2.0**-96)
+_FP32_MAX = tl.constexpr(3.4028234663852886e38)
+
+
+@triton.jit
+def _rstd(ss, ss_s, n_cols, eps):
+    """1/sqrt(var + eps) from the sum of squared deviations ``ss`` and the same sum over deviations scaled by
+    2^-96 (``ss_s``); where ``ss`` overflowed, var ≥ fp32 max / N dwarfs eps and 2^-96/sqrt(ss_s/N) is exact."""
+    return tl.where(ss < _FP32_MAX, tl.rsqrt(ss / n_cols + eps), _SQ_SCALE * tl.rsqrt(ss_s / n_cols))
 
 
 @triton.jit
@@ -161,9 +152,14 @@ def _layernorm_fwd_kernel(
     mask = row_ok[:, None] & col_ok[None, :]
     # 0 is neutral for the sum; padded columns are zeroed again after centring.
     x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    mean = tl.sum(x, axis=1) / n_cols
+    # Each sum is also taken over scaled values (exact powers of two), in the same reduction: where the plain sum
+    # overflows (rows of values near the fp32 maximum), the scaled one holds the statistic.
+    sum_x, sum_xs = tl.split(tl.sum(tl.join(x, x * _SCALE), axis=1))
+    mean = tl.where(tl.abs(sum_x) < _FP32_MAX, sum_x / n_cols, (sum_xs / n_cols) * _UNSCALE)
     xc = tl.where(mask, x - mean[:, None], 0.0)
-    rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)
+    xcs = xc * _SQ_SCALE
+    ss, ss_s = tl.split(tl.sum(tl.join(xc * xc, xcs * xcs), axis=1))
+    rstd = _rstd(ss, ss_s, n_cols, eps)
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     y = xc * rstd[:, None] * w[None, :] + b[None, :]
@@ -194,23 +190,30 @@ def _layernorm_fwd_looped_kernel(
         x_row = x_ptr + r * x_row_stride
         # Pass 1: merge each chunk's (count, mean, M2) into the running one (Chan et al.), which keeps
         # the variance exact where sum(x²) − N·μ² would cancel.
+        # Each sum also runs over scaled values, as in the one-block kernel, for rows whose plain sums overflow;
+        # m2_s is M2 of the deviations scaled by 2^-96.
         count = tl.zeros((), tl.float32)
         mean = tl.zeros((), tl.float32)
         m2 = tl.zeros((), tl.float32)
+        m2_s = tl.zeros((), tl.float32)
         for start in tl.range(0, n_cols, CHUNK, num_stages=STAGES):
             cols = start + offs
             mask = cols < n_cols
             x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
             n_c = tl.minimum(n_cols - start, CHUNK).to(tl.float32)
-            mean_c = tl.sum(x, axis=0) / n_c
+            sum_x, sum_xs = tl.split(tl.sum(tl.join(x, x * _SCALE), axis=0))
+            mean_c = tl.where(tl.abs(sum_x) < _FP32_MAX, sum_x / n_c, (sum_xs / n_c) * _UNSCALE)
             xc = tl.where(mask, x - mean_c, 0.0)
-            m2_c = tl.sum(xc * xc, axis=0)
+            xcs = xc * _SQ_SCALE
+            m2_c, m2_cs = tl.split(tl.sum(tl.join(xc * xc, xcs * xcs), axis=0))
             total = count + n_c
             delta = mean_c - mean
             mean += delta * (n_c / total)
-            m2 += m2_c + delta * delta * (count * n_c / total)
+            weight = count * n_c / total
+            m2 += m2_c + delta * delta * weight
+            m2_s += m2_cs + (delta * _SQ_SCALE) * (delta * _SQ_SCALE) * weight
             count = total
-        rstd = tl.rsqrt(m2 / n_cols + eps)
+        rstd = _rstd(m2, m2_s, n_cols, eps)
         tl.store(mean_ptr + r, mean)
         tl.store(rstd_ptr + r, rstd)
         # Pass 2: normalise; the row was read a moment ago and is still in L2.
@@ -377,16 +380,15 @@ def _layernorm_dwdb_kernel(
 
 
 _layernorm_fwd_tuned = triton.autotune(
-    configs=_one_block_configs(),
+    configs=rows_plan.tile_configs(_ONE_BLOCK_ROWS),
     key=["n_cols"],
-    prune_configs_by={"early_config_prune": _prune(16, 32)},
+    prune_configs_by={"early_config_prune": rows_plan.per_thread_prune(16, 32)},
     do_bench=tuning_bench,
 )(_layernorm_fwd_kernel)
-# The backward holds ~5 row-sized values per thread: aim lower, 8-16 each.
 _layernorm_bwd_tuned = triton.autotune(
-    configs=_bwd_one_block_configs(),
+    configs=rows_plan.tile_configs(_ONE_BLOCK_ROWS, stages=(1, 2)),
     key=["n_cols"],
-    prune_configs_by={"early_config_prune": _prune(8, 16)},
+    prune_configs_by={"early_config_prune": rows_plan.per_thread_prune(8, 16)},
     do_bench=tuning_bench,
 )(_layernorm_bwd_kernel)
 
@@ -418,34 +420,21 @@ def _check_inputs(x: Any, weight: Any, bias: Any, max_cols: int | None) -> None:
 
 
 def _block_n(n_cols: int) -> int:
-    return max(MIN_BLOCK_N, next_power_of_2(n_cols))
+    return rows_plan.block_n(n_cols)
 
 
-@functools.lru_cache(maxsize=256)
 def _fwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[tuple[int], dict[str, int]]:
-    """Stage 3's forward tile for a shape: (grid, launch meta). Cached: a call costs a dict lookup."""
-    block = _block_n(n_cols)
-    rows = max(1, _FWD_MIN_TILE // block)
-    while rows > 1 and cdiv(n_rows, rows) < _MIN_PROGRAMS_PER_SM * n_sms:
-        rows //= 2
-    warps = max(4, min(16, rows * block // (32 * _FWD_VALUES_PER_THREAD)))
-    return (cdiv(n_rows, rows),), {"BLOCK_N": block, "ROWS": rows, "num_warps": warps}
+    """Stage 3's forward tile for a shape: (grid, launch meta)."""
+    return rows_plan.stacked_plan(n_rows, n_cols, n_sms, _FWD_MIN_TILE, _FWD_VALUES_PER_THREAD, _MIN_PROGRAMS_PER_SM)
 
 
-@functools.lru_cache(maxsize=256)
 def _bwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[int, dict[str, int]]:
     """Stage 3's backward: (persistent program count = partial rows, launch meta)."""
-    block = _block_n(n_cols)
-    rows = max(1, 1024 // block)
-    warps = max(4, min(16, rows * block // (32 * _BWD_VALUES_PER_THREAD)))
-    # ~120 registers per thread (ptxas -v): two 8-warp programs fit an SM's 64K registers, one 16-warp.
-    progs_per_sm = 2 if warps <= 8 else 1
-    n_parts = max(1, min(cdiv(n_rows, rows), progs_per_sm * n_sms))
-    return n_parts, {"BLOCK_N": block, "ROWS": rows, "STAGES": _BWD_STAGES, "num_warps": warps}
+    return rows_plan.persistent_plan(n_rows, n_cols, n_sms, _BWD_TILE, _BWD_VALUES_PER_THREAD, _BWD_STAGES)
 
 
 def _looped_meta(meta: dict[str, int]) -> dict[str, int]:
-    return {**meta, "CHUNK": _INTERPRETER_CHUNK} if interpreting() else meta
+    return rows_plan.interpreter_chunk(meta, _INTERPRETER_CHUNK)
 
 
 def _fwd(
@@ -530,13 +519,7 @@ def _bwd(
 
 def _paths(stage: int, n_cols: int) -> tuple[str, str]:
     """(forward path, backward path) a stage takes for rows of n_cols columns."""
-    if stage == 1:
-        return "row", "row"
-    if stage == 2:
-        return "tuned", "tuned"
-    fwd = "one_block" if n_cols <= FWD_ONE_BLOCK_MAX_COLS else "looped"
-    bwd = "one_block" if n_cols <= BWD_ONE_BLOCK_MAX_COLS else "looped"
-    return fwd, bwd
+    return rows_plan.paths(stage, n_cols, FWD_ONE_BLOCK_MAX_COLS, BWD_ONE_BLOCK_MAX_COLS)
 
 
 class _LayerNorm(torch.autograd.Function):
@@ -625,7 +608,7 @@ SPEC = KernelSpec(
         Case("4096×8192", {"M": 4096, "N": 8192}, small=False),
         Case("8192×4096", {"M": 8192, "N": 4096}, small=False),
         Case("8192×8192", {"M": 8192, "N": 8192}, small=False),
-        Case("16384×8192 (NOTES.md shape)", {"M": 16384, "N": 8192}, small=False),
+        Case("16384×8192", {"M": 16384, "N": 8192}, small=False),
     ),
     dtypes=(torch.bfloat16, torch.float16, torch.float32),
     # The interpreter converts fp32 → bf16 by truncation, not round-to-nearest.
@@ -640,6 +623,9 @@ SPEC = KernelSpec(
     flops=lambda d, dtype: 8 * d["M"] * d["N"],
     dims_of=lambda x, weight, bias, eps=1e-5: {"M": x.numel() // max(1, x.shape[-1]), "N": x.shape[-1]},
     grad_inputs=(0, 1, 2),
-    bar="forward ≥ 90 % of copy bandwidth; forward + backward ≥ torch.compile",
+    bar=(
+        "forward ≥ 90 % of copy bandwidth; forward + backward ≥ torch.compile"
+        "; ≥ Liger-Kernel forward and forward + backward (where installed)"
+    ),
 )
 get_test_cases, get_bench_cases, bytes_moved, flops = SPEC.exports()

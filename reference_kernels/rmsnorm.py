@@ -18,7 +18,7 @@ Programs → data (x viewed as ``[M, N]`` rows):
 
 Bytes: forward reads x and w and writes y and r (``2·M·N·size + N·size + 4·M``); composed eager
 PyTorch (pow, mean, rsqrt, two multiplies) reaches ~11 % of copy bandwidth at 16384×8192 bf16
-(NOTES.md). Backward reads x, dy, w, r and writes dx and dw (``3·M·N·size`` plus O(N + M)), plus the
+(H200, torch 2.11). Backward reads x, dy, w, r and writes dx and dw (``3·M·N·size`` plus O(N + M)), plus the
 fp32 partials (``G·N·4`` twice, mostly through L2). The looped paths read rows twice.
 
 Limits: float32 / float16 / bfloat16 for x; weight ``[N]`` of x's dtype; stage 2 takes rows up to
@@ -27,16 +27,15 @@ Limits: float32 / float16 / bfloat16 for x; weight ``[N]`` of x's dtype; stage 2
 
 from __future__ import annotations
 
-import functools
-import math
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
+from reference_kernels import _rows as rows_plan
 from reference_kernels._autotune import launch_tuned, tuning_bench
-from reference_kernels._common import as_rows, cdiv, check_float_tensor, interpreting, next_power_of_2, sm_count
+from reference_kernels._common import as_rows, cdiv, check_float_tensor, interpreting
 from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
 
 # Whole-row kernels hold x as fp32 in registers: 32768 columns over 16 warps is 64 values per thread,
@@ -46,7 +45,7 @@ ONE_BLOCK_MAX_COLS = 32768
 # accumulator) live per thread; like LayerNorm's it stays unspilled to 8192 columns at 16 warps.
 FWD_ONE_BLOCK_MAX_COLS = 32768
 BWD_ONE_BLOCK_MAX_COLS = 8192
-MIN_BLOCK_N = 16
+MIN_BLOCK_N = rows_plan.MIN_BLOCK_N
 # Stage 2 backward programs per SM: two resident programs overlap one's reductions with the other's
 # loads; the partial buffer stays 2·132·N·4 B (4.3 MB at N = 4096, L2-resident).
 BWD_PROGS_PER_SM = 2
@@ -58,6 +57,7 @@ _FWD_MIN_TILE = 4096
 # bf16, STAGES 2): 4096 columns at 8 warps 122 registers (two programs per SM fit), 8192 at 16 warps 122
 # (one fits; two would need ≤ 64), no spills. The persistent grid is as many programs as fit at once.
 _BWD_VALUES_PER_THREAD = 16
+_BWD_TILE = 1024
 # STAGES 3 keeps two rows of x and dy streaming into shared memory while one is reduced: backward alone
 # 0.204 ms against 0.298 with STAGES 2 at 16384×8192 bf16, 0.112 against 0.137 at 16384×4096
 # (benchmarks/tuning_sweep.py on the H200, results/h200/tuning_sweep.txt); STAGES 4 gained nothing more.
@@ -83,38 +83,13 @@ _INTERPRETER_REDUCE_BLOCK_C = 1024
 
 
 def _num_sms(t: torch.Tensor) -> int:
-    return sm_count(t.device.index or 0) if t.is_cuda else _INTERPRETER_SMS
+    return rows_plan.num_sms(t, _INTERPRETER_SMS)
 
 
-def _one_block_configs() -> list[triton.Config]:
-    return [triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8, 16, 32) for w in (4, 8, 16)]
-
-
-def _prune(lo: int, hi: int) -> Any:
-    """Keep configs whose tile gives each thread lo..hi fp32 values (else the one closest to the range):
-    fewer idles threads and shortens the bytes in flight, more spills."""
-
-    def prune(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> list[triton.Config]:
-        block_n = kwargs.get("BLOCK_N", named_args.get("BLOCK_N"))
-
-        def per_thread(c: triton.Config) -> float:
-            return c.kwargs["ROWS"] * block_n / (32 * c.num_warps)
-
-        kept = [c for c in configs if lo <= per_thread(c) <= hi]
-        return kept or [min(configs, key=lambda c: abs(math.log2(per_thread(c) / math.sqrt(lo * hi))))]
-
-    return prune
-
-
-def _bwd_one_block_configs() -> list[triton.Config]:
-    # The backward's programs loop over row tiles: STAGES 2 prefetches the next tile's x and dy into shared
-    # memory while this one is reduced (2 × 16 KB at 4096 bf16 columns).
-    return [
-        triton.Config({"ROWS": r, "STAGES": s}, num_warps=w)
-        for r in (1, 2, 4, 8, 16, 32)
-        for w in (4, 8, 16)
-        for s in (1, 2)
-    ]
+# Stage 2's search spaces; the forward aims at 16-32 fp32 values per thread, the backward, which holds ~4
+# row-sized values per thread, at 8-16 each. The backward's programs loop over row tiles: STAGES 2 prefetches the
+# next tile's x and dy into shared memory while this one is reduced (2 × 16 KB at 4096 bf16 columns).
+_ONE_BLOCK_ROWS = (1, 2, 4, 8, 16, 32)
 
 
 # ----------------------------------------------------------------------------------------------- kernels
@@ -306,16 +281,15 @@ def _rmsnorm_dw_kernel(dw_part_ptr, dw_ptr, n_parts, n_cols, BLOCK_P: tl.constex
 
 
 _rmsnorm_fwd_tuned = triton.autotune(
-    configs=_one_block_configs(),
+    configs=rows_plan.tile_configs(_ONE_BLOCK_ROWS),
     key=["n_cols"],
-    prune_configs_by={"early_config_prune": _prune(16, 32)},
+    prune_configs_by={"early_config_prune": rows_plan.per_thread_prune(16, 32)},
     do_bench=tuning_bench,
 )(_rmsnorm_fwd_kernel)
-# The backward holds ~4 row-sized values per thread: aim lower, 8-16 each.
 _rmsnorm_bwd_tuned = triton.autotune(
-    configs=_bwd_one_block_configs(),
+    configs=rows_plan.tile_configs(_ONE_BLOCK_ROWS, stages=(1, 2)),
     key=["n_cols"],
-    prune_configs_by={"early_config_prune": _prune(8, 16)},
+    prune_configs_by={"early_config_prune": rows_plan.per_thread_prune(8, 16)},
     do_bench=tuning_bench,
 )(_rmsnorm_bwd_kernel)
 
@@ -346,34 +320,21 @@ def _check_inputs(x: Any, weight: Any, max_cols: int | None) -> None:
 
 
 def _block_n(n_cols: int) -> int:
-    return max(MIN_BLOCK_N, next_power_of_2(n_cols))
+    return rows_plan.block_n(n_cols)
 
 
-@functools.lru_cache(maxsize=256)
 def _fwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[tuple[int], dict[str, int]]:
-    """Stage 3's forward tile for a shape: (grid, launch meta). Cached: a call costs a dict lookup."""
-    block = _block_n(n_cols)
-    rows = max(1, _FWD_MIN_TILE // block)
-    while rows > 1 and cdiv(n_rows, rows) < _MIN_PROGRAMS_PER_SM * n_sms:
-        rows //= 2
-    warps = max(4, min(16, rows * block // (32 * _FWD_VALUES_PER_THREAD)))
-    return (cdiv(n_rows, rows),), {"BLOCK_N": block, "ROWS": rows, "num_warps": warps}
+    """Stage 3's forward tile for a shape: (grid, launch meta)."""
+    return rows_plan.stacked_plan(n_rows, n_cols, n_sms, _FWD_MIN_TILE, _FWD_VALUES_PER_THREAD, _MIN_PROGRAMS_PER_SM)
 
 
-@functools.lru_cache(maxsize=256)
 def _bwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[int, dict[str, int]]:
     """Stage 3's backward: (persistent program count = partial rows, launch meta)."""
-    block = _block_n(n_cols)
-    rows = max(1, 1024 // block)
-    warps = max(4, min(16, rows * block // (32 * _BWD_VALUES_PER_THREAD)))
-    # ~120 registers per thread (ptxas -v): two 8-warp programs fit an SM's 64K registers, one 16-warp.
-    progs_per_sm = 2 if warps <= 8 else 1
-    n_parts = max(1, min(cdiv(n_rows, rows), progs_per_sm * n_sms))
-    return n_parts, {"BLOCK_N": block, "ROWS": rows, "STAGES": _BWD_STAGES, "num_warps": warps}
+    return rows_plan.persistent_plan(n_rows, n_cols, n_sms, _BWD_TILE, _BWD_VALUES_PER_THREAD, _BWD_STAGES)
 
 
 def _looped_meta(meta: dict[str, int]) -> dict[str, int]:
-    return {**meta, "CHUNK": _INTERPRETER_CHUNK} if interpreting() else meta
+    return rows_plan.interpreter_chunk(meta, _INTERPRETER_CHUNK)
 
 
 def _fwd(x: torch.Tensor, w: torch.Tensor, eps: float, path: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -440,11 +401,7 @@ def _bwd(
 
 def _paths(stage: int, n_cols: int) -> tuple[str, str]:
     """(forward path, backward path) a stage takes for rows of n_cols columns."""
-    if stage == 2:
-        return "tuned", "tuned"
-    fwd = "one_block" if n_cols <= FWD_ONE_BLOCK_MAX_COLS else "looped"
-    bwd = "one_block" if n_cols <= BWD_ONE_BLOCK_MAX_COLS else "looped"
-    return fwd, bwd
+    return rows_plan.paths(stage, n_cols, FWD_ONE_BLOCK_MAX_COLS, BWD_ONE_BLOCK_MAX_COLS)
 
 
 class _RMSNorm(torch.autograd.Function):
@@ -525,7 +482,7 @@ SPEC = KernelSpec(
         Case("4096×8192", {"M": 4096, "N": 8192}, small=False),
         Case("8192×4096", {"M": 8192, "N": 4096}, small=False),
         Case("8192×8192", {"M": 8192, "N": 8192}, small=False),
-        Case("16384×8192 (NOTES.md shape)", {"M": 16384, "N": 8192}, small=False),
+        Case("16384×8192", {"M": 16384, "N": 8192}, small=False),
     ),
     dtypes=(torch.bfloat16, torch.float16, torch.float32),
     # The interpreter converts fp32 → bf16 by truncation, not round-to-nearest.
@@ -540,6 +497,9 @@ SPEC = KernelSpec(
     flops=lambda d, dtype: 4 * d["M"] * d["N"],
     dims_of=lambda x, weight, eps=1e-6: {"M": x.numel() // max(1, x.shape[-1]), "N": x.shape[-1]},
     grad_inputs=(0, 1),
-    bar="forward ≥ 90 % of copy bandwidth; forward + backward ≥ torch.compile",
+    bar=(
+        "forward ≥ 90 % of copy bandwidth; forward + backward ≥ torch.compile"
+        "; ≥ Liger-Kernel forward and forward + backward (where installed)"
+    ),
 )
 get_test_cases, get_bench_cases, bytes_moved, flops = SPEC.exports()

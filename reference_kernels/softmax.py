@@ -19,7 +19,7 @@ Programs → data:
   newest-first, so the reads hit the L2 lines pass 1 touched last, and writes ``e^(x−m)/s``.
 
 Bytes: the forward reads x once and writes y once (``2·M·N·size``); eager PyTorch does the same in one
-kernel on CUDA but at ~25 % of copy bandwidth at 16384×8192 bf16 (NOTES.md). The backward reads y and dy
+kernel on CUDA but at ~25 % of copy bandwidth at 16384×8192 bf16 (H200, torch 2.11). The backward reads y and dy
 and writes dx (``3·M·N·size``). The looped paths read their rows twice, the second time mostly from L2.
 
 Limits: float32 / float16 / bfloat16; the last dimension must have stride 1 after ``reshape`` (other
@@ -30,27 +30,28 @@ length. Rows of all ``-inf`` give NaN, as in PyTorch.
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
+from reference_kernels import _rows as rows_plan
 from reference_kernels._autotune import launch_tuned, tuning_bench
-from reference_kernels._common import as_rows, cdiv, check_float_tensor, interpreting, next_power_of_2, sm_count
+from reference_kernels._common import as_rows, check_float_tensor, interpreting
 from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
 
 # Whole-row kernels keep the row in registers as fp32: 32768 columns over 16 warps (512 threads) is 64
 # values per thread, the most the forward holds unspilled (ptxas -v, sm_90: 116 registers). Stages 1
 # and 2 stop there.
 ONE_BLOCK_MAX_COLS = 32768
-# Stage 3 switches to the looped kernels past these: the backward holds two rows (y and dy) per thread,
-# so its budget is half the forward's (at 32768 columns it spills 28 bytes per thread, ptxas -v).
+# Stage 3 switches to the looped kernels past these. The backward holds two rows (y and dy) per thread, so at
+# 32768 columns it spills 28 bytes per thread (ptxas -v) — and still beats the looped backward, which reads both
+# rows twice: 0.274 against 0.346 ms at 4096×32768 bf16 on an H100 (benchmarks/rows_sweep.py,
+# results/h100/rows_sweep.json); at 65536 the one-block backward spills far more and runs 2-5× slower than looped.
 FWD_ONE_BLOCK_MAX_COLS = 32768
-BWD_ONE_BLOCK_MAX_COLS = 16384
-# Smallest block: tl.arange needs a power of two, and 16 lanes keep 128-bit accesses possible.
-MIN_BLOCK_N = 16
+BWD_ONE_BLOCK_MAX_COLS = 32768
+MIN_BLOCK_N = rows_plan.MIN_BLOCK_N
 # Stage 3's one-block tile: 16 fp32 values per thread (two 128-bit bf16 loads), 4 to 16 warps; short
 # rows are stacked until a program holds 2048 values. 16 per thread over 16 warps is stage 1's choice at
 # 8192 columns, which ran at 98 % of copy bandwidth at 16384×8192 (GPU run 1); 16-32 per thread is the
@@ -85,29 +86,17 @@ _INTERPRETER_CHUNK = 2048
 
 
 def _num_sms(t: torch.Tensor) -> int:
-    return _INTERPRETER_SMS if not t.is_cuda else sm_count(t.device.index or 0)
+    return rows_plan.num_sms(t, _INTERPRETER_SMS)
 
 
 def _warps_for(block: int) -> int:
-    # One warp per 512 fp32 values, between 4 and 16: ~16 values per thread keeps loads wide and the
-    # row in registers.
-    return max(4, min(16, block // 512))
+    return rows_plan.row_warps(block)
 
 
-def _one_block_configs() -> list[triton.Config]:
-    return [triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8, 16, 32, 64) for w in (4, 8, 16)]
-
-
-def _prune_one_block(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> list[triton.Config]:
-    """Keep tiles of 16-32 fp32 values per thread: fewer idles threads, more spills (64 at 16 warps
-    already spills in the backward, ptxas -v). Past the range, keep the config closest to it."""
-    block_n = kwargs.get("BLOCK_N", named_args.get("BLOCK_N"))
-
-    def per_thread(c: triton.Config) -> float:
-        return c.kwargs["ROWS"] * block_n / (32 * c.num_warps)
-
-    kept = [c for c in configs if 16 <= per_thread(c) <= 32]
-    return kept or [min(configs, key=lambda c: abs(math.log2(per_thread(c) / 24)))]
+# Stage 2's search space, pruned to tiles of 16-32 fp32 values per thread (64 at 16 warps already spills in the
+# backward, ptxas -v); past the range, the config closest to 24.
+_ONE_BLOCK_ROWS = (1, 2, 4, 8, 16, 32, 64)
+_prune_one_block = rows_plan.per_thread_prune(16, 32, target=24)
 
 
 # ----------------------------------------------------------------------------------------------- kernels
@@ -249,13 +238,13 @@ def _softmax_bwd_looped_kernel(
 
 
 _softmax_fwd_tuned = triton.autotune(
-    configs=_one_block_configs(),
+    configs=rows_plan.tile_configs(_ONE_BLOCK_ROWS),
     key=["n_cols"],
     prune_configs_by={"early_config_prune": _prune_one_block},
     do_bench=tuning_bench,
 )(_softmax_fwd_kernel)
 _softmax_bwd_tuned = triton.autotune(
-    configs=_one_block_configs(),
+    configs=rows_plan.tile_configs(_ONE_BLOCK_ROWS),
     key=["n_cols"],
     prune_configs_by={"early_config_prune": _prune_one_block},
     do_bench=tuning_bench,
@@ -277,18 +266,12 @@ def _check_input(x: torch.Tensor, name: str, max_cols: int | None) -> None:
 
 
 def _block_n(n_cols: int) -> int:
-    return max(MIN_BLOCK_N, next_power_of_2(n_cols))
+    return rows_plan.block_n(n_cols)
 
 
-@functools.lru_cache(maxsize=256)
 def _one_block_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[tuple[int], dict[str, int]]:
-    """Stage 3's whole-row tile for a shape: (grid, launch meta). Cached, so a call costs a dict lookup."""
-    block = _block_n(n_cols)
-    rows = max(1, _MIN_TILE // block)
-    while rows > 1 and cdiv(n_rows, rows) < _MIN_PROGRAMS_PER_SM * n_sms:
-        rows //= 2
-    warps = max(4, min(16, rows * block // (32 * _VALUES_PER_THREAD)))
-    return (cdiv(n_rows, rows),), {"BLOCK_N": block, "ROWS": rows, "num_warps": warps}
+    """Stage 3's whole-row tile for a shape: (grid, launch meta)."""
+    return rows_plan.stacked_plan(n_rows, n_cols, n_sms, _MIN_TILE, _VALUES_PER_THREAD, _MIN_PROGRAMS_PER_SM)
 
 
 @functools.lru_cache(maxsize=256)
@@ -359,13 +342,7 @@ def _bwd(y: torch.Tensor, dy: torch.Tensor, path: str) -> torch.Tensor:
 
 def _paths(stage: int, n_cols: int) -> tuple[str, str]:
     """(forward path, backward path) a stage takes for rows of n_cols columns."""
-    if stage == 1:
-        return "row", "row"
-    if stage == 2:
-        return "tuned", "tuned"
-    fwd = "one_block" if n_cols <= FWD_ONE_BLOCK_MAX_COLS else "looped"
-    bwd = "one_block" if n_cols <= BWD_ONE_BLOCK_MAX_COLS else "looped"
-    return fwd, bwd
+    return rows_plan.paths(stage, n_cols, FWD_ONE_BLOCK_MAX_COLS, BWD_ONE_BLOCK_MAX_COLS)
 
 
 class _Softmax(torch.autograd.Function):
@@ -457,7 +434,7 @@ SPEC = KernelSpec(
         Case("one column", {"M": 7, "N": 1}),
         Case("multi-row tile, odd row count", {"M": 9, "N": 64}),
         Case("3-D input flattened to rows", {"B": 2, "M": 3, "N": 200}),
-        Case("wide row: one-block fwd, looped bwd", {"M": 2, "N": 20000}),
+        Case("wide row, one block both ways", {"M": 2, "N": 20000}),
         Case("long row → looped path", {"M": 3, "N": 33000}),
         Case("LLM attention scores", {"M": 4096, "N": 4096}, small=False),
         Case("vocab-sized rows → looped path", {"M": 256, "N": 131072}, small=False),
@@ -476,6 +453,9 @@ SPEC = KernelSpec(
     flops=lambda d, dtype: 5 * _elements(d),
     dims_of=_dims_of,
     grad_inputs=(0,),
-    bar="≥ 90 % of copy bandwidth at 16384×8192 bf16; ≥ torch.compile on every shape up to 131072 columns",
+    bar=(
+        "≥ 90 % of copy bandwidth at 16384×8192 bf16; ≥ torch.compile on every shape up to 131072 columns"
+        "; ≥ Liger-Kernel forward and forward + backward (where installed)"
+    ),
 )
 get_test_cases, get_bench_cases, bytes_moved, flops = SPEC.exports()

@@ -53,3 +53,44 @@ def test_the_attention_harness_exposes_the_flash_baseline(script, tmp_path):
     assert "def sdpa_flash(*args):" in text and "sdpa_flash_attention" in text
     assert script.baselines("attention", Path("h.py")) == {"sdpa_flash": "h.py:sdpa_flash"}
     assert script.baselines("softmax", Path("h.py")) == {}
+
+
+def _liger_rows(cand_ms: float, liger_ms: float) -> list[dict]:
+    timings = [("candidate", cand_ms), ("liger", liger_ms), ("compile", 2.0)]
+    return [
+        {
+            "case": "16384×8192",
+            "timings": [{"provider": p, "median_ms": ms} for p, ms in timings],
+            "speedup_vs_compile": 2.0 / cand_ms,
+            "pct_of_bandwidth": 95.0,
+            "bytes": 1,
+        }
+    ]
+
+
+def test_memory_bound_kernels_are_held_to_liger_where_it_was_timed(script):
+    from reference_kernels.rmsnorm import SPEC
+
+    met, words = script.judge("rmsnorm", SPEC, {"rows": _liger_rows(1.0, 1.1)}, {"rows": _liger_rows(1.0, 1.2)}, {})
+    assert met is True and "min fwd vs Liger 1.100×" in words and "min fwd+bwd vs Liger 1.200×" in words
+    met, words = script.judge("rmsnorm", SPEC, {"rows": _liger_rows(1.0, 0.9)}, {"rows": _liger_rows(1.0, 1.2)}, {})
+    assert met is False and "min fwd vs Liger 0.900× (missed)" in words
+
+
+def test_a_missing_liger_is_reported_and_does_not_decide_the_bar(script):
+    from reference_kernels.rmsnorm import SPEC
+
+    rows = [{**r, "timings": [t for t in r["timings"] if t["provider"] != "liger"]} for r in _liger_rows(1.0, 1.0)]
+    met, words = script.judge("rmsnorm", SPEC, {"rows": rows}, {"rows": rows}, {})
+    assert met is True and "Liger-Kernel not installed: not compared" in words
+
+
+def test_liger_joins_the_harness_only_for_its_ops_and_only_when_installed(script, tmp_path):
+    assert script.kernel_baselines("softmax", liger="0.8.5") == {"liger": "_liger:liger_softmax"}
+    assert script.kernel_baselines("softmax", liger=None) == {}
+    assert script.kernel_baselines("matmul", liger="0.8.5") == {}
+    assert script.kernel_baselines("attention", liger="0.8.5") == {"sdpa_flash": "attention:sdpa_flash_attention"}
+    from reference_kernels import _liger
+
+    for name, function in _liger.OPS.items():
+        assert callable(getattr(_liger, function)), name

@@ -116,3 +116,31 @@ def test_weight_and_bias_gradients_are_bitwise_reproducible_on_gpu(n):
         runs.append([t.grad for t in leaves])
     for first, second in zip(*runs, strict=True):
         assert torch.equal(first, second)
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols"), [(3, 300), (2, mod.FWD_ONE_BLOCK_MAX_COLS + 100)], ids=["one-block", "looped"]
+)
+def test_rows_near_the_float32_maximum_normalise_without_overflow(rows, cols):
+    # A quarter of fp32's maximum: Σx and Σ(x − μ)² overflow fp32 where computed plainly (NaN or y = b). The
+    # statistics must come out of scaled sums instead; float64 gives the exact answer to compare with.
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(0)
+    x = torch.randn(rows, cols, device=device)
+    x = x / x.abs().max() * (torch.finfo(torch.float32).max / 4)
+    w, b = torch.randn(cols, device=device), torch.randn(cols, device=device)
+    y = mod.layernorm_stage3(x, w, b)
+    want = mod.reference_layernorm(x.double(), w.double(), b.double()).float()
+    assert torch.isfinite(y).all()
+    torch.testing.assert_close(y, want, atol=1e-4, rtol=1e-4)
+
+
+def test_ordinary_rows_keep_their_plain_statistics_next_to_the_overflow_guard():
+    # Values of order 1 and tiny ones: the scaled sums underflow there, so the plain ones must be used.
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    for scale in (1.0, 1e-20):
+        x = (torch.randn(4, 200, device=device) + 3.0) * scale
+        w, b = torch.randn(200, device=device), torch.randn(200, device=device)
+        want = mod.reference_layernorm(x.double(), w.double(), b.double(), eps=1e-45).float()
+        got = mod.layernorm_stage3(x, w, b, eps=1e-45)
+        torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3)

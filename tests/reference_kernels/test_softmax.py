@@ -99,7 +99,7 @@ BF16, FP16, FP32 = SPEC.dtypes
 # config) run one small masked case each.
 GPU_PARAMS = [
     *((3, c, BF16) for c in SPEC.cases),
-    (3, case_named(SPEC.cases, "wide row: one-block fwd, looped bwd"), FP16),
+    (3, case_named(SPEC.cases, "wide row, one block both ways"), FP16),
     (3, case_named(SPEC.cases, "multi-row tile, odd row count"), FP32),
     (3, case_named(SPEC.cases, "long row → looped path"), FP32),
     (1, case_named(SPEC.cases, "non-pow2 tail"), BF16),
