@@ -28,6 +28,7 @@ COMMANDS: tuple[str, ...] = (
     "mcp_server.cli.audit",
     "mcp_server.cli.docs",
     "mcp_server.cli.eval",
+    "mcp_server.cli.install",
 )
 
 
