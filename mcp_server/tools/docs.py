@@ -37,6 +37,6 @@ def triton_doc(path: str) -> str:
 
 def register(server: MCPServer, placement: Placement) -> None:
     server.add_tool(search_triton_docs, title="Search the Triton docs", annotations=READ_ONLY)
-    server.resource("triton-docs://{path}", title="A page of the cached Triton docs", mime_type="text/markdown")(
+    server.resource("triton-docs://{+path}", title="A page of the cached Triton docs", mime_type="text/markdown")(
         triton_doc
     )

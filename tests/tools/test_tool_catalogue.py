@@ -25,4 +25,4 @@ def test_the_catalogue_names_every_tool_prompt_and_resource():
     ):
         assert f"## `{name}`" in text
     assert "`pytorch-to-triton`(target)" in text and "`audit-triton`" in text
-    assert "skill://pytorch-to-triton/references/{name}" in text and "triton-docs://{path}" in text
+    assert "skill://pytorch-to-triton/references/{name}" in text and "triton-docs://{+path}" in text
