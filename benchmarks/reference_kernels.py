@@ -5,7 +5,7 @@
 For each kernel, through the project's own tools (isolated children): validate every stage (forward, and
 backward where the op trains) in each GPU dtype on the SPEC's cases, then bench every stage against eager
 PyTorch and torch.compile on the SPEC's bench cases (forward; forward + backward where the op trains), then
-judge the kernel's bar from those numbers. `--readme` regenerates the README's kernel table from the JSON
+judge the kernel's bar from those numbers. `--readme` regenerates the kernel table of docs/performance.md from the JSON
 files; a bar that is missed is shown with the measured ratio.
 """
 
@@ -44,7 +44,7 @@ NAMES = (
 # Liger-Kernel (reference_kernels/_liger.py) joins where it has the op and is installed.
 BASELINES = {"attention": {"sdpa_flash": "attention:sdpa_flash_attention"}}
 LIGER = "liger"
-README = ROOT / "README.md"
+PERFORMANCE = ROOT / "docs" / "performance.md"  # the kernel table lives there
 START, END = "<!-- kernels:start -->", "<!-- kernels:end -->"
 
 HARNESS = '''"""Generated for benchmarks/reference_kernels.py: {name} in {dtype}, keyword arguments passed through."""
@@ -429,29 +429,31 @@ def readme_table(results_dir: Path) -> str:
         if bad:
             r["bar_met"], r["measured"] = False, f"validation failed ({', '.join(bad)}); " + r["measured"]
         lines.append(
-            f"| [{name}](reference_kernels/{name}.py) | {', '.join(map(str, r['stages']))} | "
+            f"| [{name}](../reference_kernels/{name}.py) | {', '.join(map(str, r['stages']))} | "
             f"{'fwd + bwd' if r['backward'] else 'fwd'} | {r['bar']} | {r['measured']} | "
             f"{'yes' if r['bar_met'] else '**no**'} |"
         )
     where = results_dir.relative_to(ROOT) if results_dir.is_relative_to(ROOT) else results_dir
-    head = f"Measured on {device} ([{where}]({where})), one run; ratios are from that run.\n\n"
+    head = f"Measured on {device} ([{where}](../{where})), one run; ratios are from that run.\n\n"
     return head + "\n".join(lines)
 
 
 def write_readme(results_dir: Path) -> None:
-    text = README.read_text()
+    text = PERFORMANCE.read_text()
     if START not in text or END not in text:
-        raise SystemExit(f"README.md lacks the {START} … {END} markers")
+        raise SystemExit(f"docs/performance.md lacks the {START} … {END} markers")
     before, rest = text.split(START, 1)
     _, after = rest.split(END, 1)
-    README.write_text(f"{before}{START}\n{readme_table(results_dir)}\n{END}{after}")
+    PERFORMANCE.write_text(f"{before}{START}\n{readme_table(results_dir)}\n{END}{after}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("names", nargs="*")
     parser.add_argument("--out-dir")
-    parser.add_argument("--readme", action="store_true", help="only regenerate the README table from the JSON files")
+    parser.add_argument(
+        "--readme", action="store_true", help="only regenerate docs/performance.md's kernel table from the JSON files"
+    )
     parser.add_argument(
         "--reuse-forward",
         action="store_true",
