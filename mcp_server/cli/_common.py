@@ -17,11 +17,19 @@ from mcp_server.engine.params import Param, ToolParams
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENV = 0, 1, 2, 3
 
 
+class UsageExit(SystemExit):
+    """A usage error argparse found; ``message`` is what it said (main() repeats it under --json)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(EXIT_USAGE)
+        self.message = message
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> typing.NoReturn:  # argparse's default exits 2 too; keep the message short
         self.print_usage(sys.stderr)
         sys.stderr.write(f"ptt: {message}\n")
-        raise SystemExit(EXIT_USAGE)
+        raise UsageExit(f"{self.prog}: {message}")
 
 
 # --- options from the shared parameter sets -------------------------------------------------------------------

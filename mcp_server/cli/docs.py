@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from mcp_server.cli import markdown
 from mcp_server.cli._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_params, values
 from mcp_server.engine.docs import DocSearchResult
 from mcp_server.engine.params import DOCS_SEARCH
@@ -37,14 +38,20 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
-def render_search(result: DocSearchResult) -> str:
+def render_search(result: DocSearchResult, style: bool = False) -> str:
+    """Hits for a terminal: each hit's title and heading as a heading, its snippet's Markdown rendered (code on
+    its own lines, search terms bold when ``style``), and the page to read in full."""
     lines = [f"{len(result.hits)} hit(s) for {result.query!r} in {result.cache_dir}"]
     for note in result.notes:
         lines.append(f"note: {note}")
     for n, hit in enumerate(result.hits, 1):
+        title = hit.title if hit.heading == hit.title else f"{hit.title} — {hit.heading}"
+        lines.append("")
+        lines.extend(markdown.heading(f"{n}. {title}", 3, style))
+        body = markdown.render(hit.snippet, style)
+        lines.extend("   " + line if line else line for line in body.splitlines())
         where = hit.url or f"{hit.page}#{hit.anchor}"
-        lines.append(f"\n{n}. {hit.title} — {hit.heading}  [{where}]")
-        lines.append("   " + hit.snippet.replace("\n", "\n   "))
+        lines.append(f"   {markdown.DIM}{where}{markdown.RESET}" if style else f"   {where}")
     return "\n".join(lines)
 
 
@@ -53,7 +60,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     v = values(args, DOCS_SEARCH)
     result = search(v["query"], v["k"])
-    print(result.model_dump_json(indent=2) if args.json else render_search(result))
+    print(result.model_dump_json(indent=2) if args.json else render_search(result, markdown.use_style()))
     return EXIT_OK if result.ok else EXIT_FAILED
 
 

@@ -375,14 +375,6 @@ def install(
 
 # --- CLI ------------------------------------------------------------------------------------------------------
 
-EPILOG = """examples:
-  ptt install claude                      skill + server for the project in this folder
-  ptt install claude --scope user         for all your projects
-  ptt install claude --dir ~/src/myproj   for another project
-  ptt install cursor                      .cursor/mcp.json in this folder
-  ptt install claude --uninstall          remove what the first command added
-"""
-
 
 def cmd_install(args: argparse.Namespace) -> int:
     report = install(args.client, args.scope, args.dir, uninstall=args.uninstall, link=args.link)
@@ -391,14 +383,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "install",
-        help="set up Claude Code (skill + MCP server), Cursor or VS Code to use these tools",
-        description="Put the pytorch-to-triton skill and MCP server where a coding agent finds them. Idempotent: "
-        "a second run reports 'already installed' (and refreshes a stale copy of the skill).",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = sub.add_parser("install", help="set up Claude Code (skill + MCP server), Cursor or VS Code to use these tools")
     p.add_argument("client", choices=CLIENTS, help="the MCP client to set up")
     p.add_argument(
         "--scope",

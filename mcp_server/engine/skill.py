@@ -14,8 +14,16 @@ SKILL_NAME = "pytorch-to-triton"
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
+def _candidates() -> tuple[Path, Path]:
+    return _PACKAGE / "skill_data", _PACKAGE.parent / "skills" / SKILL_NAME
+
+
+def skill_present() -> bool:
+    return any((c / "SKILL.md").is_file() for c in _candidates())
+
+
 def skill_dir() -> Path:
-    for candidate in (_PACKAGE / "skill_data", _PACKAGE.parent / "skills" / SKILL_NAME):
+    for candidate in _candidates():
         if (candidate / "SKILL.md").is_file():
             return candidate.resolve()
     raise UsageError(

@@ -7,9 +7,11 @@ from pathlib import Path
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
+from mcp_server.engine.skill import skill_dir, skill_present
 from mcp_server.tools._common import Placement
 
-SKILL_DIR = Path(__file__).resolve().parents[2] / "skills" / "pytorch-to-triton"
+# The checkout's skills/ (an editable install) or the package's own copy (a wheel): engine.skill finds it.
+SKILL_DIR = skill_dir() if skill_present() else Path(__file__).resolve().parents[2] / "skills" / "pytorch-to-triton"
 
 
 def pytorch_to_triton(target: str) -> str:
