@@ -45,7 +45,8 @@ HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
         "exits 3: nothing is timed under the interpreter.",
         (
             f"ptt bench {K}:softmax --reference {P}:reference",
-            f"ptt bench {K}:softmax --inputs 'bf16[4096,N]' --sizes 1024,4096,8192 --plot softmax.png",
+            f"ptt bench {K}:softmax --reference {P}:reference --inputs 'bf16[4096,N]' --sizes 1024,8192 "
+            "--plot softmax.png",
         ),
     ),
     ("serve",): (
