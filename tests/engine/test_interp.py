@@ -138,3 +138,26 @@ def test_configs_the_kernels_own_pruning_drops_are_not_run(runner):
     assert tiny and tiny[0].status == "passed"
     # Rows of one element keep both configs: the narrow one ran there and was judged.
     assert any(r.case == "derived 300→1" and r.output.endswith("@config1") for r in result.rows)
+
+
+@needs_interpreter
+def test_an_unmasked_store_past_the_end_is_out_of_bounds(runner):
+    result = validate(fx("../validate/add_problem.py", "reference"), fx("add_oob.py", "candidate_store"), runner=runner)
+    oob = [f for f in errors(result) if f.kind is FindingKind.out_of_bounds]
+    assert oob and "out-of-bounds store" in oob[0].message and "`out_ptr`" in oob[0].message
+
+
+@needs_interpreter
+def test_pointers_read_from_a_table_are_not_taken_for_out_of_bounds(runner):
+    result = validate(
+        fx("../validate/add_problem.py", "reference"), fx("add_pointer_table.py", "candidate"), runner=runner
+    )
+    assert result.ok, result.findings
+
+
+def test_a_gpu_crash_says_how_to_find_the_faulting_line():
+    from mcp_server.engine.runner.child import classify_exception
+
+    failure = classify_exception(RuntimeError("CUDA error: an illegal memory access was encountered"), set())
+    assert failure.kind is FindingKind.crash
+    assert "PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck" in failure.message

@@ -87,6 +87,13 @@ def _install_bounds(interp: Any) -> None:
         bounds.check(ptr.data, np.ones(np.shape(ptr.data), dtype=bool), _itemsize(ptr), "atomic")
         return original_cas(self, ptr, cmp, val, *rest)
 
+    original_int_to_ptr = builder.create_int_to_ptr
+
+    def create_int_to_ptr(self: Any, src: Any, dst_type: Any) -> Any:
+        bounds.pointers_from_integers()
+        return original_int_to_ptr(self, src, dst_type)
+
+    builder.create_int_to_ptr = create_int_to_ptr
     builder.create_masked_load = create_masked_load
     builder.create_masked_store = create_masked_store
     builder.create_atomic_rmw = create_atomic_rmw

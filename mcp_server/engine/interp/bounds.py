@@ -7,7 +7,8 @@ inside one of them. The first access that does not raises :class:`OutOfBoundsAcc
 the program id and the nearest argument, which the child reports as an ``out_of_bounds`` finding.
 
 A lane that lands inside a *different* argument than the one its pointer was derived from is not caught:
-the interpreter does not track derivation, only addresses.
+the interpreter does not track derivation, only addresses. A kernel that makes pointers from integers
+(``x.to(tl.pointer_type(...))`` on a table of data pointers) is not checked from that point of its launch.
 """
 
 from __future__ import annotations
@@ -73,6 +74,14 @@ def _collect(name: str, value: Any, out: list[Span]) -> None:
     span = _tensor_span(name, value)
     if span is not None:
         out.append(span)
+
+
+def pointers_from_integers() -> None:
+    """The kernel made a pointer from an integer (a table of data pointers, say): its accesses may target
+    tensors that are not arguments, so address checks stop for the rest of this launch."""
+    global _starts, _ends
+    _spans.clear()
+    _starts = _ends = np.zeros(0, dtype=np.uint64)
 
 
 def set_launch(arg_names: list[str], args: list[Any], kwargs: dict[str, Any]) -> None:
