@@ -36,6 +36,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         reps=args.reps,
         timeout_s=args.timeout,
         bench=not args.no_bench,
+        allow_torch_ops=tuple(dict.fromkeys(op.strip() for op in args.allow_torch_op or () if op.strip())),
     )
     db = Path(args.db) if args.db else Path(args.solutions) / DEFAULT_DB_NAME
     plot = None if args.no_plot else (args.plot or str(db.with_name(db.stem + "-fast_p.png")))
@@ -97,6 +98,12 @@ def register(sub: Any) -> None:
     p.add_argument("--no-derive", action="store_true", help="do not validate derived edge shapes")
     p.add_argument("--reps", type=int, default=100, help="timed calls per provider (default 100)")
     p.add_argument("--no-bench", action="store_true", help="validate only, even on a GPU")
+    p.add_argument(
+        "--allow-torch-op",
+        action="append",
+        metavar="OP",
+        help="a torch op solutions may use for real work, e.g. mm to keep cuBLAS GEMMs (repeatable)",
+    )
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per isolated child (default 300)")
     p.add_argument("--plot", metavar="OUT.png", help="fast_p plot (default: next to the database)")
     p.add_argument("--no-plot", action="store_true")

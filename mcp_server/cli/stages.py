@@ -190,7 +190,12 @@ def cmd_start(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     v = values(args, STAGE_SUBMIT)
     result = engine.submit(
-        v["name"], v["candidate"], v["stage"], no_autotune_reason=v["no_autotune_reason"], ledger=v["ledger"]
+        v["name"],
+        v["candidate"],
+        v["stage"],
+        no_autotune_reason=v["no_autotune_reason"],
+        allow_torch_ops=v["allow_torch_ops"],
+        ledger=v["ledger"],
     )
     _print(result, args.json, render_submit)
     return _VERDICT_EXIT[result.verdict.state]

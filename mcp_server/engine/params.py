@@ -154,6 +154,20 @@ def _config(text: str | None) -> int | str | None:
 
 JSON = Param("json", bool, False, "Print the result model as JSON.", faces=CLI_ONLY)
 INPUTS = Param("inputs", str | None, None, INPUTS_HELP)
+ALLOW_TORCH_OPS = Param(
+    "allow_torch_ops",
+    list[str] | None,
+    None,
+    "torch ops the candidate may use for real work (e.g. ['mm'] to keep cuBLAS GEMMs, or ['aten.cumsum']); "
+    "without it such work is a torch_compute error. Recorded with the result.",
+    flag="--allow-torch-op",
+    cli={
+        "action": "append",
+        "metavar": "OP",
+        "help": "a torch op the candidate may use for real work, e.g. mm or aten.cumsum (repeatable)",
+    },
+    parse=lambda ops: tuple(ops or ()),
+)
 
 
 # --- the tools ------------------------------------------------------------------------------------------------
@@ -257,19 +271,7 @@ VALIDATE = ToolParams(
             },
             parse=_tolerances,
         ),
-        Param(
-            "allow_torch_ops",
-            list[str] | None,
-            None,
-            "torch ops the candidate may use for real work, e.g. ['aten.cumsum'].",
-            flag="--allow-torch-op",
-            cli={
-                "action": "append",
-                "metavar": "OP",
-                "help": "a torch op the candidate may use, e.g. aten.cumsum (repeatable)",
-            },
-            parse=lambda ops: tuple(ops or ()),
-        ),
+        ALLOW_TORCH_OPS,
         timeout(120.0),
         JSON,
     ),
@@ -367,6 +369,7 @@ AUDIT = ToolParams(
             "The PyTorch reference as path.py:fn (default: the file's SPEC.reference, Model or reference*).",
         ),
         INPUTS,
+        ALLOW_TORCH_OPS,
         Param("target", str | None, None, TARGET_HELP),
         Param(
             "sections",
@@ -469,6 +472,7 @@ STAGE_SUBMIT = ToolParams(
             "tuned by hand'). Recorded with the attempt.",
             cli={"metavar": "TEXT"},
         ),
+        ALLOW_TORCH_OPS,
         LEDGER,
         JSON,
     ),

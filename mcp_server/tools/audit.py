@@ -38,6 +38,7 @@ async def _audit(ctx: Context, args: dict[str, Any]) -> AuditReport:
     if not file:
         raise ToolError("The file is missing: pass file='path/to/kernels.py' (or :launcher), or file_source.")
     markdown = args.pop("markdown")
+    args["allow_torch_ops"] = tuple(args["allow_torch_ops"] or ())
     args["sections"] = tuple(args["sections"] or SECTIONS)
     args["suite"] = tuple(args["suite"] or SUITE)
     report: AuditReport = await call_engine(run, file, progress=progress_to(ctx), **args)

@@ -52,6 +52,7 @@ async def _submit(ctx: Context, args: dict[str, Any]) -> SubmitResult:
         cand,
         args["stage"],
         no_autotune_reason=args["no_autotune_reason"],
+        allow_torch_ops=tuple(args["allow_torch_ops"] or ()),
         ledger=args["ledger"],
     )
 

@@ -36,10 +36,15 @@ class EvalSettings(BaseModel):
     reps: int = Field(100, ge=10, description="timed calls per provider in the bench")
     timeout_s: float = Field(300.0, gt=0, description="seconds each isolated child may run")
     bench: bool = Field(True, description="time correct solutions when a GPU is there")
+    allow_torch_ops: tuple[str, ...] = Field(
+        (), description="torch ops solutions may use for real work (e.g. 'mm' to keep cuBLAS GEMMs)"
+    )
 
     def key(self, timings_possible: bool) -> str:
         data = self.model_dump(mode="json")
         data["timed"] = bool(timings_possible and self.bench)
+        if not data["allow_torch_ops"]:
+            del data["allow_torch_ops"]  # keys of databases written before the option existed stay valid
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

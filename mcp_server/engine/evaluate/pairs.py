@@ -210,6 +210,7 @@ def _judge(
             seeds=settings.seeds,
             derive_shapes=settings.derive_shapes,
             timeout_s=settings.timeout_s,
+            allow_torch_ops=settings.allow_torch_ops,
             runner=runner,
             cwd=problem.parent,
         )

@@ -11,7 +11,7 @@ import hashlib
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from statistics import fmean
@@ -191,6 +191,7 @@ class _Attempt:
             sha256=row["source_sha256"],
             source_chars=len(row["source"]),
             no_autotune_reason=row["no_autotune_reason"],
+            allow_torch_ops=[op for op in (row["allow_torch_ops"] or "").split(",") if op],
             device=row["device"],
             verdict=self.verdict,
             validation=self.validation.summary if self.validation else "",
@@ -353,6 +354,7 @@ def submit(
     stage: int,
     *,
     no_autotune_reason: str | None = None,
+    allow_torch_ops: Iterable[str] = (),
     ledger: LedgerArg = None,
     runner: Any = None,
     evidence: EvidenceFns | None = None,
@@ -364,7 +366,8 @@ def submit(
     """
     _check_stage(stage)
     reason = (no_autotune_reason or "").strip() or None
-    fns = evidence or real_evidence(runner)
+    allowed = tuple(dict.fromkeys(op.strip() for op in allow_torch_ops or () if op and op.strip()))
+    fns = evidence or real_evidence(runner, allow_torch_ops=allowed)
     with _opened(ledger) as led:
         conv = _conversion(led, name)
         spec = parse_spec(candidate, role="candidate", defaults=("ModelNew", "candidate"))
@@ -422,6 +425,7 @@ def submit(
             "source": source,
             "source_sha256": _sha256(data),
             "no_autotune_reason": reason,
+            "allow_torch_ops": ",".join(allowed),
             "autotune_json": ev.autotune.model_dump_json() if ev.autotune else None,
             "device": validation.device,
             "validate_json": validation.model_dump_json(),
@@ -455,6 +459,7 @@ def submit(
         speeds=case_speeds(ev.bench, ev.baseline_bench),
         autotune=ev.autotune,
         audit=ev.audit,
+        allow_torch_ops=list(allowed),
         next_step=status.next_step,
         ledger=str(led.path),
     )

@@ -45,13 +45,16 @@ def _supported(fn: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]
     return {k: v for k, v in kwargs.items() if k in params}
 
 
-def real_evidence(runner: Any = None) -> EvidenceFns:
-    """The engine's validate, bench and audit, sharing ``runner`` (default: the process-wide one)."""
+def real_evidence(runner: Any = None, allow_torch_ops: tuple[str, ...] = ()) -> EvidenceFns:
+    """The engine's validate, bench and audit, sharing ``runner`` (default: the process-wide one).
+
+    ``allow_torch_ops``: torch ops the candidate may use for real work (e.g. ``mm`` for cuBLAS GEMMs), passed to
+    every correctness check that judges it (the validation and the audit's correctness runs)."""
 
     def validate(*, reference: str, candidate: str, inputs: str | None) -> ValidateResult:
         from mcp_server.engine.validate import validate as run
 
-        return run(reference, candidate, inputs=inputs, runner=runner)
+        return run(reference, candidate, inputs=inputs, runner=runner, allow_torch_ops=allow_torch_ops)
 
     def bench(*, reference: str, candidate: str, inputs: str | None) -> BenchResult:
         try:
@@ -67,6 +70,7 @@ def real_evidence(runner: Any = None) -> EvidenceFns:
             from mcp_server.engine.audit import audit as run  # type: ignore[attr-defined]
         except ImportError as exc:
             raise AuditUnavailable(f"the audit tool is not available in this installation ({exc})") from None
-        return run(candidate, **_supported(run, {"reference": reference, "inputs": inputs, "runner": runner}))
+        options = {"reference": reference, "inputs": inputs, "runner": runner, "allow_torch_ops": allow_torch_ops}
+        return run(candidate, **_supported(run, options))
 
     return EvidenceFns(validate=validate, bench=bench, audit=audit)

@@ -82,6 +82,11 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "CREATE INDEX attempt_by_stage ON attempt (conversion_id, stage, verdict)",
         ),
     ),
+    (
+        3,
+        "the torch ops an attempt was allowed to use for real work",
+        ("ALTER TABLE attempt ADD COLUMN allow_torch_ops TEXT NOT NULL DEFAULT ''",),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -96,6 +96,9 @@ class AttemptSummary(BaseModel):
     sha256: str
     source_chars: int
     no_autotune_reason: str | None = None
+    allow_torch_ops: list[str] = Field(
+        default_factory=list, description="torch ops the attempt was allowed to use for real work"
+    )
     device: str
     verdict: GateVerdict
     validation: str = Field("", description="the validation's one-line summary")
@@ -162,6 +165,9 @@ class SubmitResult(ToolResult):
     speeds: list[CaseSpeed] = Field(default_factory=list)
     autotune: AutotuneInfo | None = None
     audit: AuditSummary | None = None
+    allow_torch_ops: list[str] = Field(
+        default_factory=list, description="torch ops this attempt was allowed to use for real work"
+    )
     next_step: str
     ledger: str
 
