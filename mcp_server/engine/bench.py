@@ -14,7 +14,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -176,6 +176,7 @@ def bench(
     grad_inputs: list[int] | None = None,
     extra_candidates: dict[str, str] | None = None,
     extra_baselines: list[str] | None = None,
+    allow_torch_ops: Iterable[str] | None = (),
     plot: str | None = None,
     timeout_s: float = BENCH_TIMEOUT_S,
     lock_wait_s: float = GPU_LOCK_WAIT_S,
@@ -233,6 +234,7 @@ def bench(
             inputs=inputs if not sizes else None,
             seeds=1,
             derive_shapes=False,
+            allow_torch_ops=tuple(op for op in allow_torch_ops or () if op),
             runner=runner,
             cwd=cwd,
         )

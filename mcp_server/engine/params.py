@@ -311,6 +311,20 @@ BENCH = ToolParams(
         ),
         Param("l2_flush", bool, True, "Flush L2 before every timed call (keep it on).", flag="--no-l2-flush"),
         Param("baselines", bool, True, "Also time the reference in eager mode and under torch.compile."),
+        Param(
+            "extra_baselines",
+            list[str] | None,
+            None,
+            "Other implementations to beat, as path.py:function (e.g. a Liger-Kernel wrapper), timed in the same "
+            "runs on the same inputs; each row reports the candidate's speed-up over each.",
+            flag="--baseline",
+            cli={
+                "action": "append",
+                "metavar": "PATH.py:FN",
+                "help": "another implementation to time against, as path.py:function (repeatable)",
+            },
+        ),
+        ALLOW_TORCH_OPS,
         Param("validate_first", bool, True, "Validate against the reference before timing.", flag="--no-validate"),
         Param("force", bool, False, "Time the candidate even if it fails validation."),
         Param("backward", bool, False, "Time forward + backward through autograd."),

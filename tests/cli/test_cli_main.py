@@ -72,6 +72,18 @@ def test_validate_exits_1_for_a_failing_kernel_and_json_carries_the_findings(ptt
             "not a @triton.jit",
         ),
         (["validate", f"{FX}/add_problem.py:reference", f"{FX}/add_good.py:candidate", "--tol", "bf16=x"], "--tol"),
+        (["bench", f"{FX}/add_good.py:candidate", "--baseline", "nowhere.py:fn"], "does not exist"),
+        (
+            [
+                "bench",
+                f"{FX}/add_good.py:candidate",
+                "--baseline",
+                f"{FX}/add_good.py",
+                "--baseline",
+                f"{FX}/add_good.py",
+            ],
+            "baseline",
+        ),
     ],
 )
 def test_bad_usage_exits_2_with_a_message_and_no_traceback(ptt, args, words):
