@@ -13,6 +13,7 @@ from mcp_server.engine.stages import (
     evaluate,
     summarize_audit,
 )
+from mcp_server.engine.stages.gates import check_autotune
 
 SIZES = {"1M": 1.0, "4M": 4.0, "16M": 16.0}
 
@@ -216,7 +217,10 @@ def test_stage3_without_a_gpu_lists_every_performance_part_as_pending():
 
 
 def test_autotune_check_requires_every_launched_kernel_to_be_autotuned():
-    source = AUTOTUNED_KERNEL + "\n\n@triton.jit\ndef _other(p):\n    pass\n\n\ndef more(x):\n    _other[(1,)](x)\n"
+    source = AUTOTUNED_KERNEL + (
+        "\n\n@triton.jit\ndef _other(p, BLOCK: tl.constexpr):\n    pass\n\n\n"
+        "def more(x):\n    _other[(x.numel() // 256,)](x, BLOCK=256)\n"
+    )
     info = autotune_info(source)
     assert info.launched == ["_k", "_other"] and info.autotuned == ["_k"] and info.missing == ["_other"]
     assert not info.ok
@@ -264,3 +268,95 @@ def test_audit_reader_accepts_plain_dicts():
         {"findings": [{"severity": "error", "kind": "mismatch", "message": "bad"}, {"severity": "warning"}]}
     )
     assert summary.errors == ["[mismatch] bad"] and summary.warnings == 1
+
+
+# --- the stage-2 rule: autotuning where there is something to tune ------------------------------------------
+
+TUNED_MAIN = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 1024})], key=["n"])
+@triton.jit
+def _partial(x_ptr, part_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+@triton.jit
+def _finish(part_ptr, out_ptr, n_parts, BLOCK: tl.constexpr):
+    pass
+
+
+@triton.jit
+def _small(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pass
+"""
+
+
+def _info(launcher: str):
+    return autotune_info(TUNED_MAIN + launcher)
+
+
+def test_a_single_program_finishing_kernel_beside_an_autotuned_one_needs_no_autotune():
+    info = _info(
+        "\ndef candidate(x):\n    parts = torch.empty(64)\n    out = torch.empty(1)\n"
+        "    _partial[(64,)](x, parts, x.numel())\n    _finish[(1,)](parts, out, 64, BLOCK=64)\n    return out\n"
+    )
+    assert info.ok and info.missing == [] and "single-program" in info.exempt["_finish"]
+
+
+def test_a_finishing_kernel_with_many_programs_still_needs_autotune():
+    info = _info(
+        "\ndef candidate(x):\n    parts = torch.empty(64)\n    out = torch.empty(8)\n"
+        "    _partial[(64,)](x, parts, x.numel())\n    _finish[(8,)](parts, out, 64, BLOCK=64)\n    return out\n"
+    )
+    assert not info.ok and info.missing == ["_finish"]
+
+
+def test_a_single_program_kernel_alone_is_not_exempt():
+    info = _info(
+        "\ndef candidate(x):\n    out = torch.empty(1)\n    _finish[(1,)](x, out, 64, BLOCK=64)\n    return out\n"
+    )
+    assert not info.ok and info.missing == ["_finish"]
+
+
+def test_a_fallback_in_the_other_branch_of_an_autotuned_launch_needs_no_autotune():
+    launcher = (
+        "\ndef candidate(x):\n    out = torch.empty_like(x)\n    if x.numel() > 4096:\n"
+        "        _partial[(64,)](x, out, x.numel())\n    else:\n"
+        "        _small[(x.shape[0],)](x, out, x.numel(), BLOCK=4096)\n    return out\n"
+    )
+    info = _info(launcher)
+    assert info.ok and "fallback" in info.exempt["_small"]
+    # The same kernel launched unconditionally is no fallback.
+    both = (
+        "\ndef candidate(x):\n    out = torch.empty_like(x)\n    if x.numel() > 4096:\n"
+        "        _partial[(64,)](x, out, x.numel())\n"
+        "    _small[(x.shape[0],)](x, out, x.numel(), BLOCK=4096)\n    return out\n"
+    )
+    info = _info(both)
+    assert info.missing == ["_small"]
+
+
+def test_a_kernel_whose_tile_is_set_by_the_problem_size_has_nothing_to_tune():
+    info = _info(
+        "\ndef candidate(x):\n    out = torch.empty_like(x)\n    n = x.shape[-1]\n"
+        "    block = triton.next_power_of_2(n)\n    _small[(x.shape[0],)](x, out, n, BLOCK=block)\n    return out\n"
+    )
+    assert info.ok and info.autotuned == [] and "problem's sizes" in info.exempt["_small"]
+    check = check_autotune(info, None)
+    assert check.state == "met" and "_small" in check.detail
+
+
+def test_a_hand_picked_tile_or_warp_count_is_something_to_tune():
+    picked = _info(
+        "\ndef candidate(x):\n    out = torch.empty_like(x)\n    _small[(8,)](x, out, 8, BLOCK=128)\n    return out\n"
+    )
+    assert not picked.ok and picked.missing == ["_small"]
+    warps = _info(
+        "\ndef candidate(x):\n    out = torch.empty_like(x)\n    n = x.shape[-1]\n"
+        "    _small[(8,)](x, out, n, BLOCK=triton.next_power_of_2(n), num_warps=8)\n    return out\n"
+    )
+    assert not warps.ok and warps.missing == ["_small"]

@@ -140,7 +140,9 @@ def check_autotune(info: AutotuneInfo | None, reason: str | None) -> GateCheck:
     if info is None:
         return GateCheck(name="autotune", state="unmet", detail="the candidate's autotuning was not checked")
     if info.ok:
-        return GateCheck(name="autotune", state="met", detail=f"@triton.autotune on {', '.join(info.autotuned)}")
+        parts = [f"@triton.autotune on {', '.join(info.autotuned)}"] if info.autotuned else []
+        parts += [f"{k}: {why}" for k, why in info.exempt.items()]
+        return GateCheck(name="autotune", state="met", detail="; ".join(parts))
     if not info.kernels:
         what = "the candidate file defines no @triton.jit kernel (kernels imported from other files are not read)"
     else:
@@ -284,30 +286,162 @@ def _decorator_name(node: ast.expr) -> str:
     return ""
 
 
+_SIZE_WORDS = ("next_power_of_2", "shape", "numel", "size", "stride", "cdiv", "len")
+
+
+def _is_constexpr(arg: ast.arg) -> bool:
+    ann = arg.annotation
+    return ann is not None and _decorator_name(ann).rsplit(".", 1)[-1] == "constexpr"
+
+
+def _size_derived(expr: ast.expr | None, derived: set[str]) -> bool:
+    """True when ``expr`` is computed from the problem's sizes (a shape, numel, next_power_of_2 of one, or a
+    variable assigned from such an expression), so the launch does not choose it."""
+    if expr is None:
+        return False
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name) and node.id in derived:
+            return True
+        if isinstance(node, ast.Attribute) and node.attr in _SIZE_WORDS:
+            return True
+        if isinstance(node, ast.Call) and _decorator_name(node.func).rsplit(".", 1)[-1] in _SIZE_WORDS:
+            return True
+    return False
+
+
+def _derived_names(fn: ast.AST) -> set[str]:
+    """Variables of a launcher assigned from the problem's sizes (followed through chains of assignments)."""
+    derived: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for node in ast.walk(fn):
+            targets: list[ast.expr] = []
+            value: ast.expr | None = None
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+                targets, value = [node.target], node.value
+            if value is None or not _size_derived(value, derived):
+                continue
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and n.id not in derived:
+                        derived.add(n.id)
+                        changed = True
+    return derived
+
+
+def _single_program(grid: ast.expr) -> bool:
+    if isinstance(grid, ast.Lambda):
+        grid = grid.body
+    items = grid.elts if isinstance(grid, ast.Tuple | ast.List) else [grid]
+    return bool(items) and all(isinstance(i, ast.Constant) and i.value == 1 for i in items)
+
+
+class _Launch:
+    def __init__(self, kernel: str, call: ast.Call, grid: ast.expr, branch: tuple[tuple[int, str], ...], owner):
+        self.kernel, self.call, self.grid, self.branch, self.owner = kernel, call, grid, branch, owner
+
+
+def _launches(tree: ast.AST, kernels: set[str]) -> list[_Launch]:
+    """Every ``kernel[grid](...)`` call with the if/else branches around it and the function that makes it."""
+    found: list[_Launch] = []
+
+    def visit(node: ast.AST, branch: tuple[tuple[int, str], ...], owner: ast.AST) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            owner = node
+        if isinstance(node, ast.If):
+            visit(node.test, branch, owner)
+            for child in node.body:
+                visit(child, (*branch, (id(node), "body")), owner)
+            for child in node.orelse:
+                visit(child, (*branch, (id(node), "orelse")), owner)
+            return
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Subscript)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in kernels
+        ):
+            found.append(_Launch(node.func.value.id, node, node.func.slice, branch, owner))
+        for child in ast.iter_child_nodes(node):
+            visit(child, branch, owner)
+
+    visit(tree, (), tree)
+    return found
+
+
+def _exemption(
+    fn: ast.FunctionDef, launches: list[_Launch], autotuned_launches: list[_Launch], tuned_kernel_exists: bool
+) -> str:
+    """Why a launched, un-autotuned kernel has nothing to tune ('' when it has something)."""
+    params = [a for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
+    constexprs = [a.arg for a in params if _is_constexpr(a)]
+    positions = {a.arg: i for i, a in enumerate((*fn.args.posonlyargs, *fn.args.args))}
+    chosen_launch_options = any(
+        kw.arg in ("num_warps", "num_stages", "num_ctas") and isinstance(kw.value, ast.Constant)
+        for launch in launches
+        for kw in launch.call.keywords
+    )
+    if tuned_kernel_exists and launches and all(_single_program(launch.grid) for launch in launches):
+        return "a single-program step beside an autotuned kernel"
+    if tuned_kernel_exists and launches:
+
+        def falls_back(launch: _Launch) -> bool:
+            for if_id, side in launch.branch:
+                other = "orelse" if side == "body" else "body"
+                if any((if_id, other) in tuned.branch for tuned in autotuned_launches):
+                    return True
+            return False
+
+        if all(falls_back(launch) for launch in launches):
+            return "a fallback in the other branch of an autotuned launch"
+    if not launches:
+        return ""  # never seen launched: nothing shows what it is given
+    if not constexprs and not chosen_launch_options:
+        return "no tile sizes or launch options to choose"
+    if constexprs and not chosen_launch_options:
+        for launch in launches:
+            derived = _derived_names(launch.owner)
+            given = {kw.arg: kw.value for kw in launch.call.keywords if kw.arg}
+            for name in constexprs:
+                if name in given:
+                    value: ast.expr | None = given[name]
+                elif name in positions and positions[name] < len(launch.call.args):
+                    value = launch.call.args[positions[name]]
+                else:
+                    continue  # a default or a heuristic decides it, not the launch
+                if not _size_derived(value, derived):
+                    return ""
+        return "every tile size is set by the problem's sizes"
+    return ""
+
+
 def autotune_info(source: str, filename: str = "<candidate>") -> AutotuneInfo:
-    """Which kernels of the file must be autotuned, and which are. Parses the file; imports nothing."""
+    """Which kernels of the file must be autotuned, and which are. Parses the file; imports nothing.
+
+    The rule: every launched kernel with something to tune carries ``@triton.autotune``. A kernel has nothing
+    to tune when it takes no tile-size constexprs and its launches choose no warps or stages, or when every
+    constexpr its launches pass is computed from the problem's sizes (``triton.next_power_of_2(n)``, a shape).
+    Beside an autotuned kernel, a single-program finishing step (grid ``(1,)``) and a fallback launched in the
+    other branch of an ``if`` that launches an autotuned kernel are exempt too. At least one kernel must be
+    autotuned unless none has anything to tune.
+    """
     try:
         tree = ast.parse(source, filename=filename)
     except SyntaxError as exc:
         return AutotuneInfo(note=f"the file does not parse: {exc.msg} at line {exc.lineno}")
     kernels: dict[str, bool] = {}
-    bodies: dict[str, ast.AST] = {}
+    bodies: dict[str, ast.FunctionDef] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
             names = [_decorator_name(d).rsplit(".", 1)[-1] for d in node.decorator_list]
             if "jit" in names:
                 kernels[node.name] = "autotune" in names
                 bodies[node.name] = node
-    launched: list[str] = []
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Subscript)
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id in kernels
-            and node.func.value.id not in launched
-        ):
-            launched.append(node.func.value.id)
+    calls = _launches(tree, set(kernels))
+    launched: list[str] = list(dict.fromkeys(c.kernel for c in calls))
     if launched:
         targets = launched
         note = ""
@@ -322,11 +456,22 @@ def autotune_info(source: str, filename: str = "<candidate>") -> AutotuneInfo:
         note = (
             "no kernel[grid](...) launch found; kernels that no other kernel calls must be autotuned" if kernels else ""
         )
+    autotuned = [k for k in targets if kernels[k]]
+    tuned_launches = [c for c in calls if kernels[c.kernel]]
+    exempt: dict[str, str] = {}
+    for k in targets:
+        if kernels[k]:
+            continue
+        why = _exemption(bodies[k], [c for c in calls if c.kernel == k], tuned_launches, bool(autotuned))
+        if why:
+            exempt[k] = why
+    missing = [k for k in targets if not kernels[k] and k not in exempt]
     return AutotuneInfo(
         kernels=list(kernels),
         launched=launched,
-        autotuned=[k for k in targets if kernels[k]],
-        missing=[k for k in targets if not kernels[k]],
+        autotuned=autotuned,
+        missing=missing,
+        exempt=exempt,
         note=note,
     )
 
