@@ -113,6 +113,9 @@ def render_validate(result: ValidateResult) -> str:
         out.append(f"torch compute ops in the candidate: {ops}")
     for note in result.notes:
         out.append(f"note: {note}")
+    if result.interpreter_caveats:
+        out.append("under the interpreter this verdict cannot show:")
+        out.extend(f"  - {c}" for c in result.interpreter_caveats)
     out.append(findings_block(result.findings))
     out.append(f"({result.seconds:.1f} s)")
     return "\n".join(out)

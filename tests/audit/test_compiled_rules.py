@@ -70,6 +70,8 @@ def test_fp64_and_dot_findings_point_at_the_source_line(reports):
     assert "tl.float64" in line or "x * 3.0" in line
     (dot,) = _compiled(reports["dot_no_tensor_cores_bad.py"], "dot-no-tensor-cores")
     assert "tl.dot" in _fixture("dot-no-tensor-cores", "bad").read_text().splitlines()[dot.where.line - 1]
+    # The advice for fp32 data is the precision that passes an fp32 tolerance, never plain tf32.
+    assert "tf32x3" in dot.fix and "input_precision='tf32')" not in dot.fix
 
 
 def test_the_capture_records_the_jit_specialisation_and_the_launch_options(reports):

@@ -51,6 +51,7 @@ def test_validate_prints_a_table_and_exits_0_for_a_correct_kernel(ptt):
     assert proc.returncode == 0, proc.stderr
     assert "PASS" in proc.stdout and "max abs err" in proc.stdout
     assert ("Triton interpreter" in proc.stdout) is (not HAS_GPU)  # the banner, only without a GPU
+    assert ("cannot show:" in proc.stdout) is (not HAS_GPU)  # and what the interpreter cannot show
 
 
 def test_validate_exits_1_for_a_failing_kernel_and_json_carries_the_findings(ptt):

@@ -105,6 +105,14 @@ def _place(place: tuple[str, int, int] | None) -> Location | None:
     return Location(file=place[0], line=place[1], column=place[2]) if place else None
 
 
+# fp32 data: plain tf32 truncates the inputs to 10 mantissa bits and fails an fp32 tolerance at every K
+# measured (benchmarks/results/h100/fp32_matmul_precision.json); tf32x3 passes and runs on tensor cores.
+_FP32_DOT_ADVICE = (
+    "For fp32 data whose result must meet an fp32 tolerance, use input_precision='tf32x3' (tensor cores, passes "
+    "fp32 validation; about 1.08x cuBLAS fp32 on an H100), not 'tf32', which fails it."
+)
+
+
 @COMPILED.check(COMPILE_FAILED, on="not-compiled")
 def _compile_failed(p: Planned, arch: int) -> list[Hit]:
     return [
@@ -245,8 +253,8 @@ def _dot_no_tensor_cores(p: Planned, arch: int) -> list[Hit]:
             (
                 _W,
                 f"{_name(p)}: {k.dots} tl.dot lowered to {fell}, not wgmma, on sm_{arch}",
-                "For wgmma: fp16/bf16/fp8 operands (or tf32 for fp32: input_precision='tf32'), a tile M of at "
-                "least 64 per 4 warps (num_warps a multiple of 4), N and K multiples of 16.",
+                "For wgmma: fp16/bf16/fp8 operands, a tile M of at least 64 per 4 warps (num_warps a multiple of 4), "
+                f"N and K multiples of 16. {_FP32_DOT_ADVICE}",
                 where,
             )
         ]
@@ -255,8 +263,7 @@ def _dot_no_tensor_cores(p: Planned, arch: int) -> list[Hit]:
             (
                 _W,
                 f"{_name(p)}: {k.dots} tl.dot lowered to FMA units, no tensor-core instructions on sm_{arch}",
-                "Feed tl.dot fp16/bf16 operands (or fp32 with input_precision='tf32', not 'ieee') and tiles of "
-                "at least 16 in every dimension.",
+                f"Feed tl.dot fp16/bf16 operands and tiles of at least 16 in every dimension. {_FP32_DOT_ADVICE}",
                 where,
             )
         ]
