@@ -23,6 +23,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             allow_origins=args.allow_origin or [],
             max_concurrency=args.max_concurrency,
             max_request_bytes=args.max_request_bytes,
+            header_timeout_s=args.header_timeout,
+            body_timeout_s=args.body_timeout,
+            keep_alive_s=args.keep_alive,
+            max_connections=args.max_connections,
+            roots=args.root,
         )
         return EXIT_OK
     from mcp_server.server import build_server
@@ -51,4 +56,39 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--max-concurrency", type=int, help="http: tool calls at once (default 2 per GPU, or 4)")
     p.add_argument("--max-request-bytes", type=int, default=1 << 20, help="http: largest request body (1 MiB)")
+    p.add_argument(
+        "--root",
+        action="append",
+        metavar="DIR",
+        help="http: a folder whose files the tools may read and write (repeatable; default the working folder); "
+        "file arguments outside every root are refused, symlinks followed",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="http: a request's headers must arrive within this time (10)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="http: a request's body must arrive within this time after its headers (30)",
+    )
+    p.add_argument(
+        "--keep-alive",
+        type=int,
+        default=5,
+        metavar="SECONDS",
+        help="http: an idle connection is closed after this time (5; at most 30)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="http: open connections at most; past it the oldest unauthenticated, then idle, one is closed "
+        "(default 256, or half the open-file limit)",
+    )
     p.set_defaults(fn=cmd_serve)

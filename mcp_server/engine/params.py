@@ -37,7 +37,9 @@ class Param:
     ``flag``: the CLI spelling (default ``--name-with-dashes``; a bool that defaults to True becomes
     ``--no-name``; ``""`` makes it positional). ``cli``: extra argparse keywords where the command line spells
     the value differently (``metavar``, ``action='append'``, a ``default`` of its own). ``parse``: turns the
-    command-line value into the engine's (e.g. ``"a,b"`` into a tuple).
+    command-line value into the engine's (e.g. ``"a,b"`` into a tuple). ``path``: how the value names a file
+    (``"spec"``: ``path.py[:name]``; ``"inputs"``: a type list or ``path.py:fn``; ``"file"``: a plain path), so a
+    server can confine it to the folders it serves (:mod:`mcp_server.http_serve`).
     """
 
     name: str
@@ -49,6 +51,7 @@ class Param:
     flag: str | None = None
     cli: dict[str, Any] = field(default_factory=dict)
     parse: Any = None
+    path: Literal["spec", "inputs", "file"] | None = None
 
     @property
     def required(self) -> bool:
@@ -83,7 +86,7 @@ TARGET_HELP = "Compile target: cuda:80, cuda:90 or cuda:100; default the local G
 def spec(name: str, help: str = SPEC_HELP, *, positional: bool = True) -> Param:
     """A ``path.py:name`` argument: positional on the command line; on MCP optional, since source text may
     stand in for it (see :func:`source`)."""
-    return Param(name, str | None, None, help, flag="" if positional else None)
+    return Param(name, str | None, None, help, flag="" if positional else None, path="spec")
 
 
 def source(role: str, help: str | None = None) -> tuple[Param, Param]:
@@ -153,7 +156,7 @@ def _config(text: str | None) -> int | str | None:
 
 
 JSON = Param("json", bool, False, "Print the result model as JSON.", faces=CLI_ONLY)
-INPUTS = Param("inputs", str | None, None, INPUTS_HELP)
+INPUTS = Param("inputs", str | None, None, INPUTS_HELP, path="inputs")
 ALLOW_TORCH_OPS = Param(
     "allow_torch_ops",
     list[str] | None,
@@ -201,6 +204,7 @@ COMPILE = ToolParams(
             None,
             "Example arguments to infer the signature from: 'f32[1024], f32[1024], 1024, BLOCK=256' or "
             "path.py:make_args.",
+            path="inputs",
         ),
         Param(
             "constexprs",
@@ -230,7 +234,7 @@ COMPILE = ToolParams(
             cli={"type": str, "metavar": ",".join(IR_STAGE_NAMES), "help": "IR stages to print, comma-separated"},
             parse=_csv,
         ),
-        Param("out_dir", str | None, None, "Folder to write every IR stage to in full."),
+        Param("out_dir", str | None, None, "Folder to write every IR stage to in full.", path="file"),
         timeout(300.0),
         JSON,
     ),
@@ -323,6 +327,7 @@ BENCH = ToolParams(
                 "metavar": "PATH.py:FN",
                 "help": "another implementation to time against, as path.py:function (repeatable)",
             },
+            path="spec",
         ),
         ALLOW_TORCH_OPS,
         Param("validate_first", bool, True, "Validate against the reference before timing.", flag="--no-validate"),
@@ -367,6 +372,7 @@ AUDIT = ToolParams(
             "launches the kernels; default: the SPEC's best stage, ModelNew, `candidate`, or the only public "
             "launcher).",
             flag="",
+            path="spec",
         ),
         Param("file_source", str | None, None, "Python source text of the file instead of a path.", faces=MCP_ONLY),
         Param(
@@ -381,6 +387,7 @@ AUDIT = ToolParams(
             str | None,
             None,
             "The PyTorch reference as path.py:fn (default: the file's SPEC.reference, Model or reference*).",
+            path="spec",
         ),
         INPUTS,
         ALLOW_TORCH_OPS,
@@ -446,6 +453,7 @@ LEDGER = Param(
     str | None,
     None,
     "Ledger file; default $PTT_LEDGER, else .ptt/ledger.db in the working folder.",
+    path="file",
 )
 LEDGER_SOURCE_HELP = "Python source text instead of a file; kept under the ledger's folder, named by *_name."
 

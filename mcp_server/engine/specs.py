@@ -105,6 +105,8 @@ def read_python(path: Path, role: str) -> tuple[str, ast.Module]:
     try:
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
+        if path.suffix != ".py":  # not a Python file: quote nothing of it (it may be any file on the machine)
+            raise UsageError(f"The {role} file {path} is not Python source. Pass a .py file as {SPEC_FORM}.") from None
         line = (exc.text or "").rstrip("\n")
         caret = " " * max((exc.offset or 1) - 1, 0) + "^" if line else ""
         detail = f"\n    {line}\n    {caret}" if line else ""
