@@ -14,6 +14,7 @@ import shutil
 import socket
 import threading
 import time
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -391,20 +392,30 @@ def test_a_type_list_is_not_a_path_and_an_inputs_file_is():
 NOT_PATHS = {
     "signature", "target", "sizes", "notes", "name", "query", "no_autotune_reason", "mode",
     "kernel_source", "kernel_name", "reference_source", "reference_name", "candidate_source", "candidate_name",
-    "file_source", "launcher_name",
+    "file_source", "launcher_name", "allow_torch_ops", "constexprs", "tolerances",
 }  # fmt: skip
+
+
+def _takes_text(annotation: Any) -> bool:
+    """Whether a parameter's type holds free text anywhere (``str``, ``str | None``, ``list[str]`` …)."""
+    return annotation is str or any(_takes_text(a) for a in typing.get_args(annotation))
 
 
 def test_every_string_parameter_is_either_a_path_or_known_not_to_be_one():
     for tool in TOOLS:
         for p in tool.on("mcp"):
-            if str in getattr(p.type, "__args__", (p.type,)) and not p.path:
+            if _takes_text(p.type) and not p.path:
                 assert p.name in NOT_PATHS, f"{tool.tool}.{p.name}: mark it path= in params.py, or list it here"
     confinement = PathConfinement([Path("/srv/work")])
     for tool in TOOLS:
         for p in tool.on("mcp"):
             if p.path:
-                assert confinement.check(str(tool.tool), {p.name: "/etc/passwd.py:x"}), (tool.tool, p.name)
+                value = (
+                    ["/etc/passwd.py:x"]
+                    if typing.get_origin(p.type) is list or "list" in str(p.type)
+                    else "/etc/passwd.py:x"
+                )
+                assert confinement.check(str(tool.tool), {p.name: value}), (tool.tool, p.name)
 
 
 # --- the contents of a file that is not Python -------------------------------------------------------------
