@@ -69,6 +69,13 @@ class FindingKind(str, Enum):
     exception = "exception"  # a Python exception raised by the candidate
     compile_error = "compile_error"  # Triton could not compile the kernel
     load_error = "load_error"  # the user's file could not be imported
+    # trust: evidence the candidate's own Python cannot switch off (engine.trust, runner.sandbox)
+    evasion = "evasion"  # source switches off or tampers with what the judge records (dispatch, tracing, ctypes)
+    process_escape = "process_escape"  # source starts or signals processes
+    reads_reference = "reads_reference"  # source reaches the reference's module or the runner's job files
+    host_compute = "host_compute"  # tensor data computed on the host in numpy during the call
+    copy_only_kernel = "copy_only_kernel"  # every launched kernel only loads and stores; the reference computes
+    host_round_trip = "host_round_trip"  # input/output-sized data copied device→host during a call (CUDA trace)
     # bench: what the timings say
     slower_than_eager = "slower_than_eager"  # the candidate loses to the reference in eager mode
     slower_than_compile = "slower_than_compile"  # … or to the reference under torch.compile

@@ -29,6 +29,7 @@ from mcp_server.engine.device import DeviceInfo, probe
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.inputs import looks_like_type_list, parse_type_list
 from mcp_server.engine.interp.configs import judge_configs
+from mcp_server.engine.jobs import registry
 from mcp_server.engine.models import (
     BadElement,
     CaseReport,
@@ -41,6 +42,7 @@ from mcp_server.engine.models import (
 )
 from mcp_server.engine.runner import DEFAULT_TIMEOUT_S, Runner, shared_runner
 from mcp_server.engine.specs import CallableSpec, parse_spec
+from mcp_server.engine.trust import evidence
 
 FIRST_SEED = 1234
 # With refusals_ok, these exceptions mean "this shape is not supported", not "this kernel is wrong".
@@ -49,7 +51,6 @@ REFUSALS = ("ValueError", "NotImplementedError")
 TORCH_WORK_ERROR = 0.5
 TORCH_WORK_WARNING = 0.1
 MAX_FINDINGS_PER_KIND = 6
-_JOBS = "mcp_server.engine.jobs.validate_jobs"
 
 
 def _spec_dict(spec: CallableSpec) -> dict[str, str]:
@@ -122,7 +123,7 @@ def validate(
     workdir = str(cwd or Path.cwd())
 
     ref_out = runner.run(
-        f"{_JOBS}:reference",
+        registry.VALIDATE_REFERENCE.name,
         {
             "reference": _spec_dict(ref_spec),
             "inputs": inputs_spec,
@@ -162,10 +163,12 @@ def validate(
         "state": ref_data.get("state"),
         "init": ref_data.get("init") or [],
     }
+    # What the candidate's source says about it, read here before its child starts (engine.trust.scan).
+    trust_findings = evidence.static_findings(cand_spec.path, ref_spec.path)
     job_dir = runner.new_job_dir()
     torch.save(bundle, job_dir / "cases.pt")
     cand_out = runner.run(
-        f"{_JOBS}:candidate",
+        registry.VALIDATE_CANDIDATE.name,
         {
             "candidate": _spec_dict(cand_spec),
             "cases_file": str(job_dir / "cases.pt"),
@@ -174,10 +177,12 @@ def validate(
             "backward": backward,
             "determinism": determinism,
             "device": device.torch_device,
+            "trace": not device.interpreter,
         },
         timeout_s=timeout_s,
         env=env,
-        user_files=user_files,
+        # The candidate's child learns nothing of the reference: not even where its file is.
+        user_files=[str(cand_spec.path)],
         cwd=workdir,
         job_dir=job_dir,
     )
@@ -204,6 +209,10 @@ def validate(
             judge.whole_job_failed(cand_out.failure, progress)
         else:
             judge.run()
+            trust_findings += evidence.run_findings(
+                cand_spec.path, ref_meta, ref_data, cand_out.result or {}, judge.launches
+            )
+        judge.findings.extend(trust_findings)
 
     findings = judge.capped_findings()
     ok = not any(f.severity is Severity.error for f in findings)

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from mcp_server.engine.inputs import looks_like_type_list, materialise, parse_type_list
-from mcp_server.engine.jobs import common
+from mcp_server.engine.jobs import common, recorder
 from mcp_server.engine.runner.child import (
     JobContext,
     UsageProblem,
@@ -188,7 +188,7 @@ def _join_launch_streams() -> None:
     """Make the timed stream wait for every other stream a Triton kernel was launched on, so the end event
     covers work the candidate sent elsewhere."""
     current = torch.cuda.current_stream()
-    for stream in common.LAUNCH_STREAMS or ():
+    for stream in recorder.LAUNCH_STREAMS or ():
         if stream != current:
             current.wait_stream(stream)
 
@@ -367,7 +367,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     if not torch.cuda.is_available():
         raise UsageProblem("bench needs a CUDA GPU; interpreter timings are meaningless")
     common.install_launch_hooks()
-    common.LAUNCH_STREAMS = set()
+    recorder.LAUNCH_STREAMS = set()
     cand_module = load_module(params["candidate"]["path"], ctx.user_files)
     candidate = resolve(cand_module, params["candidate"]["name"])
     reference = ref_module = None

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from mcp_server.engine.interp import configs as autotune_configs
-from mcp_server.engine.jobs import common
+from mcp_server.engine.jobs import common, trace
 from mcp_server.engine.runner.child import (
     JobContext,
     UsageProblem,
@@ -361,7 +361,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             for repeat in range(2 if params.get("determinism", True) else 1):
                 args = common.clone(inputs)
                 started = time.perf_counter()
-                with common.recording(poison=True, second=repeat == 1) as record:
+                with trace.window(f"{key}@{repeat}"), common.recording(poison=True, second=repeat == 1) as record:
                     if params.get("backward") and case.get("grad_out") is not None:
                         args = _with_grad(args)
                         grad_out = common.to_device(case["grad_out"], device)
@@ -422,4 +422,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         }
         report.append(entry)
     torch.save(saved, ctx.path("candidate.pt"))
-    return {"cases": report, "weights": weights, "device": device, "autotune_notes": common.AUTOTUNE_NOTES}
+    result = {"cases": report, "weights": weights, "device": device, "autotune_notes": common.AUTOTUNE_NOTES}
+    if params.get("trace"):
+        result["trace"] = trace.collect()
+    return result

@@ -243,6 +243,12 @@ def main(job_dir: str) -> int:
     job = json.loads(Path(job_dir, "job.json").read_text())
     ctx = JobContext(job_dir, job.get("user_files") or [])
     payload: dict[str, Any]
+    params = job.get("params")
+    if isinstance(params, dict) and params.get("trace"):
+        # The CUDA trace starts before the job imports any user code (see jobs.trace).
+        from mcp_server.engine.jobs import trace
+
+        trace.start(job_dir)
     try:
         if os.environ.get("TRITON_INTERPRET") == "1":
             from mcp_server.engine.interp import install

@@ -12,10 +12,12 @@ and reads from our stdout::
     {"event": "error", "id": 7, "message": "…"}                    # the fork itself failed
 
 The server is single-threaded (a selector over stdin and a SIGCHLD wake-up pipe), so forking from it is
-safe. Each child starts a new session (its pid is its process group, so the parent can kill the group),
-points fds 0/1/2 at /dev/null and the job's log files, closes the protocol pipes, applies the job's
-environment and runs :func:`mcp_server.engine.runner.child.main`. When our stdin closes (the parent went
-away) every live child group is killed and we exit.
+safe. Each child points fds 0/1/2 at /dev/null and the job's log files, closes the protocol pipes and
+becomes the job's supervisor (:mod:`mcp_server.engine.runner.sandbox`), which confines and runs a worker
+that applies the job's environment and runs :func:`mcp_server.engine.runner.child.main`. The pid the
+parent learns is the supervisor's: SIGTERM to it ends the job and everything it started. We die with the
+parent (``PR_SET_PDEATHSIG``), adopt processes whose supervisor died (``PR_SET_CHILD_SUBREAPER``) and kill
+them; when our stdin closes (the parent went away) every live job is killed and we exit.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ PRELOAD = (
     "triton.testing",
     "mcp_server.engine.runner.child",
     "mcp_server.engine.jobs.common",
+    "mcp_server.engine.jobs.trace",
     "mcp_server.engine.jobs.validate_jobs",
     "mcp_server.engine.jobs.compile_job",
     "mcp_server.engine.jobs.bench_job",
@@ -50,8 +53,7 @@ def _write(fd: int, message: dict) -> None:
 
 
 def _run_child(job: dict, keep_fds: set[int]) -> int:
-    """In the forked child: isolate, then run the job. Never returns to the server loop."""
-    os.setsid()
+    """In the forked child: become the job's supervisor (see ``sandbox``). Never returns to the server loop."""
     job_dir = job["job_dir"]
     null_fd = os.open(os.devnull, os.O_RDONLY)
     out_fd = os.open(os.path.join(job_dir, "stdout.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -67,15 +69,25 @@ def _run_child(job: dict, keep_fds: set[int]) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    from mcp_server.engine.runner.sandbox import supervise
+
+    return supervise(job, _run_worker)
+
+
+def _run_worker(job: dict, enforced: dict) -> int:
+    """In the worker (the supervisor's child, already confined): the job's environment, then the job."""
     os.environ.update(job.get("env") or {})
     for name in job.get("unset") or ():
         os.environ.pop(name, None)
     if job.get("cwd"):
-        os.chdir(job["cwd"])
+        try:
+            os.chdir(job["cwd"])
+        except OSError:
+            os.chdir(job["job_dir"])
     # Python-level streams still point at fds 1 and 2, now the job's logs.
     from mcp_server.engine.runner.child import main
 
-    return main(job_dir)
+    return main(job["job_dir"])
 
 
 def serve() -> None:
@@ -95,6 +107,12 @@ def serve() -> None:
             importlib.import_module(name)
         except Exception:
             continue
+
+    from mcp_server.engine.runner import sandbox
+
+    # Die with the server; adopt every process a job's supervisor leaves behind (killed below).
+    sandbox.prctl(sandbox.PR_SET_PDEATHSIG, signal.SIGKILL)
+    sandbox.prctl(sandbox.PR_SET_CHILD_SUBREAPER, 1)
 
     in_fd = sys.stdin.fileno()
     out_fd = os.dup(sys.stdout.fileno())
@@ -125,7 +143,7 @@ def serve() -> None:
     )
 
     def reap() -> None:
-        while live:
+        while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -136,8 +154,19 @@ def serve() -> None:
             if job_id is not None:
                 _write(out_fd, {"event": "exited", "id": job_id, "pid": pid, "status": status})
 
+    def sweep_orphans() -> None:
+        """Processes re-parented to us whose supervisor died: no job owns them any more."""
+        for pid, (state, _) in sandbox.descendants(os.getpid()).items():
+            if state != "Z" and pid not in live and _ppid(pid) == os.getpid():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+
     buffer = b""
+    last_sweep = time.monotonic()
     while True:
+        if time.monotonic() - last_sweep > 1.0:
+            last_sweep = time.monotonic()
+            sweep_orphans()
         for key, _ in selector.select(timeout=1.0):
             if key.data == "wake":
                 try:
@@ -178,6 +207,15 @@ def serve() -> None:
                 live[pid] = job["id"]
                 _write(out_fd, {"event": "started", "id": job["id"], "pid": pid})
         reap()
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+        return int(data[data.rfind(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 if __name__ == "__main__":

@@ -1,17 +1,23 @@
-"""The trusted side of process isolation: starts the fork server, submits jobs, enforces timeouts.
+"""The trusted parent of process isolation: starts fork servers, submits jobs, enforces limits.
 
-A job is a function of ours (``"module:function"``) that runs in a fresh child forked from the fork
-server; it loads the user's files there. The parent never imports user code. What a child sends back is
-read with safe loaders only (JSON, ``torch.load(weights_only=True)``): a child cannot run code here.
+A job is a function of ours, named in :mod:`mcp_server.engine.jobs.registry`, that runs in a fresh child
+forked from a fork server; it loads the user's files there. The parent never imports user code. What a
+child sends back is read with safe loaders only (JSON checked against the job's result model,
+``torch.load(weights_only=True)``): a child cannot run code here. What is enforced on the child (session,
+subreaper, namespaces, uid, memory cap) is decided here per job, carried out by
+:mod:`mcp_server.engine.runner.sandbox`, and described in docs/sandbox.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
+import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -22,13 +28,96 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp_server.engine.jobs import registry
 from mcp_server.engine.models import Failure, FindingKind
+from mcp_server.engine.runner.sandbox import SANDBOX_FILE
 
 DEFAULT_TIMEOUT_S = 120.0
 STDERR_TAIL_LINES = 30
 # A child's result.json larger than this is not read (a hostile child could try to exhaust us).
 MAX_RESULT_BYTES = 64 * 1024 * 1024
 _READY_TIMEOUT_S = 180.0
+# After SIGTERM to a job's supervisor, how long it has to sweep its tree before the group is SIGKILLed.
+_TERM_GRACE_S = 5.0
+# The unprivileged uid/gid jobs run as when every file they need is readable by others ("nobody").
+SANDBOX_UID = 65534
+# Environment variables that look like secrets never reach a child (e.g. the HTTP server's bearer token).
+SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY|ACCESS_KEY|PRIVATE_KEY|_AUTH", re.I)
+SECRET_ENV_NAMES = frozenset({"PTT_SERVE_TOKEN"})
+
+
+def scrub_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment without anything that looks like a secret."""
+    return {k: v for k, v in env.items() if k not in SECRET_ENV_NAMES and not SECRET_ENV.search(k)}
+
+
+def _memory_total() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+@dataclass
+class SandboxPolicy:
+    """What the runner enforces on each job (see docs/sandbox.md). Defaults come from the environment.
+
+    ``uid``: "auto" runs jobs as ``SANDBOX_UID`` when every file they need is readable by others (else as
+    ourselves), None never switches, a number forces that uid. ``namespaces``: a PID and mount namespace
+    per job (private /proc) where the kernel allows. ``memory_fraction`` / ``memory_limit``: resident
+    memory cap of a job's whole process tree (bytes; the fraction of RAM when no limit is given; 0 = none).
+    """
+
+    uid: int | str | None = "auto"
+    namespaces: bool = True
+    memory_fraction: float = 0.5
+    memory_limit: int | None = None
+
+    @classmethod
+    def from_env(cls) -> SandboxPolicy:
+        policy = cls()
+        raw_uid = os.environ.get("PTT_SANDBOX_UID", "auto").strip().lower()
+        policy.uid = None if raw_uid in ("off", "none", "0", "no") else ("auto" if raw_uid == "auto" else int(raw_uid))
+        policy.namespaces = os.environ.get("PTT_SANDBOX_NAMESPACES", "on").strip().lower() not in ("off", "0", "no")
+        if os.environ.get("PTT_JOB_MEMORY_GB"):
+            policy.memory_limit = int(float(os.environ["PTT_JOB_MEMORY_GB"]) * (1 << 30))
+        return policy
+
+    def memory_cap(self) -> int | None:
+        if self.memory_limit is not None:
+            return self.memory_limit or None
+        total = _memory_total()
+        return int(total * self.memory_fraction) if total and self.memory_fraction > 0 else None
+
+
+def _others_can(path: str, need: int) -> bool:
+    """Whether a process of another uid can reach ``path`` (x on every ancestor) and has ``need`` on it."""
+    try:
+        real = os.path.realpath(path)
+        mode = os.stat(real).st_mode
+    except OSError:
+        return True  # nothing there to read (a path that does not exist fails alike for everyone)
+    if (mode & need) != need:
+        return False
+    parent = os.path.dirname(real)
+    while parent and parent != os.path.dirname(parent):
+        try:
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                return False
+        except OSError:
+            return False
+        parent = os.path.dirname(parent)
+    return True
+
+
+_RX = stat.S_IROTH | stat.S_IXOTH
+
+
+_SERVER_DIED = "the fork server exited"
 
 
 class RunnerError(RuntimeError):
@@ -48,6 +137,8 @@ class JobOutcome:
     stdout_tail: str = ""
     # The job found the caller's input at fault (raised as UsageError by the engine).
     usage_error: str | None = None
+    # What the job's supervisor enforced and saw (sandbox.json; see runner.sandbox).
+    sandbox: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -109,7 +200,7 @@ class _ForkServer:
             if self.proc is not None and self.proc.poll() is None:
                 return self.proc
             self.ready.clear()
-            env = dict(os.environ)
+            env = scrub_env(dict(os.environ))
             # Triton decides between its JIT and its interpreter when a kernel is decorated, and the fork
             # server imports triton.language (whose own functions are decorated) once: so one server per mode.
             if self.interpret:
@@ -167,7 +258,7 @@ class _ForkServer:
         self.ready.set()
         for pending in list(self.pending.values()):
             if not pending.exited.is_set():
-                pending.error = pending.error or "the fork server exited"
+                pending.error = pending.error or _SERVER_DIED
                 pending.started.set()
                 pending.exited.set()
 
@@ -201,10 +292,18 @@ class Runner:
     There is one fork server per Triton mode (compiled kernels, or the interpreter), started on first use.
     """
 
-    def __init__(self, *, base_env: dict[str, str | None] | None = None, tmp_root: str | None = None):
+    def __init__(
+        self,
+        *,
+        base_env: dict[str, str | None] | None = None,
+        tmp_root: str | None = None,
+        sandbox: SandboxPolicy | None = None,
+    ):
         self._base_env = dict(base_env or {})
         self._tmp_root = Path(tmp_root or _default_tmp_root())
         self._tmp_root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.sandbox = sandbox or SandboxPolicy.from_env()
+        self._static_readable: bool | None = None
         self._lock = threading.Lock()
         self._next_id = 1
         self._servers = {
@@ -227,6 +326,44 @@ class Runner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- sandbox -----------------------------------------------------------------------------------
+    def _sandbox_uid(self, user_files: list[str] | tuple[str, ...], cwd: str | None) -> int | None:
+        """The uid a job runs as: unprivileged when we are root and everything it reads is readable."""
+        policy = self.sandbox.uid
+        if policy is None or os.geteuid() != 0:
+            return None
+        if policy != "auto":
+            return int(policy)
+        if self._static_readable is None:
+            roots = [str(Path(__file__).resolve().parents[3]), sys.prefix, sys.base_prefix]
+            roots += [p for p in sys.path if p and os.path.isdir(p)]
+            ok = all(_others_can(p, _RX) for p in roots)
+            devices = glob.glob("/dev/nvidia*")
+            need_rw = stat.S_IROTH | stat.S_IWOTH
+            ok = ok and all(_others_can(d, need_rw) for d in devices if not os.path.isdir(d))
+            if ok:
+                # Others may pass through the job root (to their own folder) but not list it.
+                with contextlib.suppress(OSError):
+                    self._tmp_root.chmod(0o711)
+                ok = _others_can(str(self._tmp_root), stat.S_IXOTH)
+            self._static_readable = ok
+        if not self._static_readable:
+            return None
+        for path in user_files:
+            if not (_others_can(path, stat.S_IROTH) and _others_can(os.path.dirname(path) or ".", _RX)):
+                return None
+        if cwd and not _others_can(cwd, stat.S_IXOTH):
+            return None
+        return SANDBOX_UID
+
+    def _sandbox_cache(self, uid: int) -> str:
+        """A Triton cache the sandbox uid can write, shared by this runner's jobs."""
+        path = self._tmp_root / f"triton-cache-{uid}"
+        if not path.exists():
+            path.mkdir(mode=0o700)
+            os.chown(path, uid, uid)
+        return str(path)
+
     # -- jobs --------------------------------------------------------------------------------------
     def new_job_dir(self) -> Path:
         return Path(tempfile.mkdtemp(prefix="job-", dir=self._tmp_root))
@@ -243,19 +380,67 @@ class Runner:
         job_dir: Path | None = None,
         on_progress: Callable[[float, float | None, str], None] | None = None,
     ) -> JobOutcome:
-        """Run ``entry(params, ctx)`` in a fresh child; block until it ends or ``timeout_s`` passes.
+        """Run job ``entry`` (a name in ``jobs.registry`` or its ``module:function``) with ``params`` in a
+        fresh child; block until it ends or ``timeout_s`` passes.
 
-        ``on_progress(done, total, message)`` is called with what the child reports through
-        ``ctx.progress`` (polled twice a second).
+        ``params`` are checked against the job's parameter model here, and its result against the result
+        model when it comes back. ``on_progress(done, total, message)`` is called with what the child
+        reports through ``ctx.progress`` (polled twice a second). A job whose fork server died under it
+        (not of its own doing, as far as we can tell) is run once more on a fresh one.
         """
+        spec = registry.lookup(entry)
+        if spec is not None:
+            params = spec.check_params(params)
+            entry = spec.entry
         job_dir = job_dir or self.new_job_dir()
         (job_dir / "job.json").write_text(
             json.dumps({"entry": entry, "params": params, "user_files": list(user_files)})
         )
         merged = {**self._base_env, **(env or {})}
-        set_env = {k: v for k, v in merged.items() if v is not None}
+        uid = self._sandbox_uid(user_files, cwd)
+        if uid is not None:
+            merged["TRITON_CACHE_DIR"] = self._sandbox_cache(uid)
+        set_env = scrub_env({k: v for k, v in merged.items() if v is not None})
         unset = [k for k, v in merged.items() if v is None]
+        sandbox = {
+            "uid": uid,
+            "namespaces": self.sandbox.namespaces,
+            "memory_limit": self.sandbox.memory_cap(),
+        }
         server = self._servers[set_env.get("TRITON_INTERPRET") == "1"]
+        outcome = self._run_once(server, job_dir, set_env, unset, sandbox, cwd, timeout_s, on_progress)
+        if outcome.failure is not None and outcome.failure.message == _SERVER_DIED:
+            # The fork server died under this job: not the candidate's fault as far as we know. Once more.
+            for name in ("stdout.log", "stderr.log", "result.json", SANDBOX_FILE, "progress.jsonl"):
+                with contextlib.suppress(OSError):
+                    (job_dir / name).unlink()
+            outcome = self._run_once(server, job_dir, set_env, unset, sandbox, cwd, timeout_s, on_progress)
+            if outcome.failure is not None and outcome.failure.message == _SERVER_DIED:
+                outcome.failure.message = (
+                    "the fork server died twice while this job ran (a job that kills its parent processes)"
+                )
+        if spec is not None and outcome.result is not None:
+            try:
+                outcome.result = spec.check_result(outcome.result)
+            except ValueError as exc:
+                outcome.failure = Failure(
+                    kind=FindingKind.crash,
+                    message=f"the child sent back a result that is not a {spec.name} result: {str(exc)[:400]}",
+                    stderr_tail=outcome.stderr_tail,
+                )
+        return outcome
+
+    def _run_once(
+        self,
+        server: _ForkServer,
+        job_dir: Path,
+        set_env: dict[str, str],
+        unset: list[str],
+        sandbox: dict[str, Any],
+        cwd: str | None,
+        timeout_s: float,
+        on_progress: Callable[[float, float | None, str], None] | None,
+    ) -> JobOutcome:
         with self._lock:
             job_id = self._next_id
             self._next_id += 1
@@ -267,6 +452,7 @@ class Runner:
             "env": set_env,
             "unset": unset,
             "cwd": cwd,
+            "sandbox": sandbox,
         }
         started = time.perf_counter()
         server.submit(message, pending)
@@ -278,7 +464,11 @@ class Runner:
             timed_out = True
             pending.started.wait(5)
             if pending.pid is not None:
-                _kill_group(pending.pid)
+                # The supervisor sweeps the job's whole tree on SIGTERM; SIGKILL the group if it does not.
+                with contextlib.suppress(OSError):
+                    os.kill(pending.pid, signal.SIGTERM)
+                if not pending.exited.wait(_TERM_GRACE_S):
+                    _kill_group(pending.pid)
             pending.exited.wait(15)
         wall_s = time.perf_counter() - started
         server.pending.pop(job_id, None)
@@ -310,12 +500,28 @@ class Runner:
                 stderr_tail=stderr_tail,
             )
             return outcome
-        if pending.error is not None:
+        if pending.error is not None and not (job_dir / SANDBOX_FILE).exists():
             outcome.failure = Failure(kind=FindingKind.crash, message=pending.error, stderr_tail=stderr_tail)
             return outcome
 
         status = pending.status or 0
+        report = _read_result(job_dir / SANDBOX_FILE)
+        if report is not None:
+            outcome.sandbox = report
+            if isinstance(report.get("status"), int):
+                status = report["status"]
         payload = _read_result(job_dir / "result.json")
+        if report is not None and report.get("oom"):
+            limit = report.get("memory_limit") or 0
+            outcome.failure = Failure(
+                kind=FindingKind.oom,
+                message=(
+                    f"the job's processes held {report.get('rss_bytes', 0) / 2**30:.1f} GiB of memory, over its "
+                    f"{limit / 2**30:.1f} GiB cap, and were killed (PTT_JOB_MEMORY_GB raises the cap)"
+                ),
+                stderr_tail=stderr_tail,
+            )
+            return outcome
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)

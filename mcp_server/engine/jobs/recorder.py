@@ -1,0 +1,283 @@
+"""What ran during a call: Triton launches (hooks on Triton's launch paths) and torch ops (a dispatch mode).
+
+The dispatch mode lives in the child with the user's code, which can switch it off; the trace in
+``jobs.trace`` (CUDA) and the static scan in ``engine.trust`` are the evidence it cannot.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from mcp_server.engine.jobs.trees import iter_tensors
+
+_tls = threading.local()
+# Which autotune config ran, per kernel, when the interpreter could not benchmark (reported as info).
+AUTOTUNE_NOTES: list[str] = []
+# The CUDA streams Triton kernels were launched on, when bench asks (set to a set() to collect).
+LAUNCH_STREAMS: set[Any] | None = None
+_launches: list[str] = []
+_launch_recording = False
+_hooks_installed = False
+
+ALLOC_OPS = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"}
+# Data movement, views, allocation and initialisation: not the kernel's arithmetic.
+MOVEMENT_OPS = ALLOC_OPS | {
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "_reshape_alias",
+    "as_strided",
+    "expand",
+    "permute",
+    "transpose",
+    "t",
+    "squeeze",
+    "unsqueeze",
+    "select",
+    "slice",
+    "narrow",
+    "split",
+    "split_with_sizes",
+    "chunk",
+    "unbind",
+    "alias",
+    "detach",
+    "lift_fresh",
+    "lift_fresh_copy",
+    "clone",
+    "contiguous",
+    "copy_",
+    "copy",
+    "_to_copy",
+    "to",
+    "fill_",
+    "fill",
+    "zero_",
+    "zeros",
+    "zeros_like",
+    "ones",
+    "ones_like",
+    "full",
+    "full_like",
+    "scalar_tensor",
+    "arange",
+    "resize_",
+    "set_",
+    "cat",
+    "stack",
+    "constant_pad_nd",
+    "view_as_real",
+    "view_as_complex",
+    "_local_scalar_dense",
+    "item",
+    "is_nonzero",
+    "randn",
+    "rand",
+    "randint",
+    "normal_",
+    "uniform_",
+    "random_",
+    "bernoulli_",
+    "sym_size",
+    "sym_stride",
+    "sym_numel",
+    "_has_compatible_shallow_copy_type",
+    "record_stream",
+    "_conj",
+    "_neg_view",
+    "resolve_conj",
+    "resolve_neg",
+    "index_select",
+    "gather",
+    "flatten",
+    "unflatten",
+    "movedim",
+    "repeat",
+    "empty_permuted",
+    "_pin_memory",
+    "set_data",
+}
+# The ops a kernel is usually written to replace; their work is counted in FLOPs.
+MATMUL_OPS = {"mm", "bmm", "addmm", "addmv", "mv", "matmul", "baddbmm", "addbmm", "dot", "vdot", "linear"}
+
+
+def _in_triton() -> bool:
+    return getattr(_tls, "triton_depth", 0) > 0
+
+
+@contextmanager
+def _triton_scope() -> Iterator[None]:
+    _tls.triton_depth = getattr(_tls, "triton_depth", 0) + 1
+    try:
+        yield
+    finally:
+        _tls.triton_depth -= 1
+
+
+def _kernel_name(fn_obj: Any) -> str:
+    inner = fn_obj
+    for _ in range(8):  # Autotuner -> Heuristics -> JITFunction -> python function
+        if inspect.isfunction(inner) or not hasattr(inner, "fn"):
+            break
+        inner = inner.fn
+    name = getattr(inner, "__name__", None) or type(fn_obj).__name__
+    code = getattr(inner, "__code__", None)
+    where = f" ({code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno})" if code else ""
+    return f"{name}{where}"
+
+
+def install_launch_hooks() -> None:
+    """Count launches of @triton.jit kernels and keep Triton's own torch calls out of the op record."""
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    from triton.runtime import autotuner, jit
+
+    classes: list[Any] = [jit.JITFunction]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    except ImportError:  # pragma: no cover
+        pass
+
+    for cls in classes:
+        original = cls.run
+
+        def run(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            if _launch_recording and not kwargs.get("warmup", False) and not _in_triton():
+                _launches.append(_kernel_name(self))
+            if LAUNCH_STREAMS is not None and not kwargs.get("warmup", False):
+                LAUNCH_STREAMS.add(torch.cuda.current_stream())
+            with _triton_scope():
+                return __original(self, *args, **kwargs)
+
+        cls.run = run
+
+    interpret = os.environ.get("TRITON_INTERPRET") == "1"
+    for cls in (autotuner.Autotuner, autotuner.Heuristics):
+        original = cls.run
+
+        def tuned_run(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            if _launch_recording and not kwargs.get("warmup", False) and not _in_triton():
+                _launches.append(_kernel_name(getattr(self, "base_fn", None) or self.fn))
+            configs = getattr(self, "configs", None)
+            if interpret and configs and len(configs) > 1:
+                # Triton's autotuner benchmarks through a GPU driver, which the interpreter does not have:
+                # run one config (PTT_AUTOTUNE_CONFIG, default 0) and say so.
+                index = int(os.environ.get("PTT_AUTOTUNE_CONFIG", "0")) % len(configs)
+                note = f"{_kernel_name(self)}: autotune config {index} of {len(configs)} ({configs[index]})"
+                if note not in AUTOTUNE_NOTES:
+                    AUTOTUNE_NOTES.append(note)
+                self.configs = [configs[index]]
+                try:
+                    with _triton_scope():
+                        return __original(self, *args, **kwargs)
+                finally:
+                    self.configs = configs
+            with _triton_scope():
+                return __original(self, *args, **kwargs)
+
+        cls.run = tuned_run
+    _hooks_installed = True
+
+
+def _numel(x: Any) -> int:
+    return x.numel() if isinstance(x, torch.Tensor) else 0
+
+
+def op_work(name: str, args: tuple[Any, ...], out: Any) -> float:
+    """A rough measure of an op's work: FLOPs for matrix products, else elements touched."""
+    tensors_in = [a for a in args if isinstance(a, torch.Tensor)]
+    tensors_out = list(iter_tensors(out)) if not isinstance(out, torch.Tensor) else [out]
+    if name in MATMUL_OPS and tensors_in:
+        dims = [t.shape for t in tensors_in if t.dim() >= 1]
+        out_numel = sum(_numel(t) for t in tensors_out)
+        inner = max((s[-1] for s in dims if len(s) >= 2), default=1)
+        return 2.0 * out_numel * inner
+    if "convolution" in name and len(tensors_in) >= 2:
+        w = tensors_in[1]
+        per_out = w[0].numel() if w.dim() >= 1 else 1
+        return 2.0 * sum(_numel(t) for t in tensors_out) * per_out
+    if "attention" in name and len(tensors_in) >= 3:
+        q, k = tensors_in[0], tensors_in[1]
+        return 4.0 * q.numel() * (k.shape[-2] if k.dim() >= 2 else 1)
+    return float(max([_numel(t) for t in tensors_in + tensors_out] or [0]))
+
+
+@dataclass
+class Record:
+    launches: list[str] = field(default_factory=list)
+    ops: dict[str, list[float]] = field(default_factory=dict)  # name -> [calls, work]
+
+    @property
+    def torch_work(self) -> float:
+        return sum(v[1] for v in self.ops.values())
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "launches": self.launches,
+            "ops": {k: {"calls": int(v[0]), "work": v[1]} for k, v in self.ops.items()},
+        }
+
+
+def poison_value(dtype: torch.dtype, second: bool) -> float | int | None:
+    if dtype.is_floating_point:
+        return 12345.0 if second else float("nan")
+    if dtype == torch.bool:
+        return None
+    info = torch.iinfo(dtype)
+    return info.max - 3 if second else info.min + 3
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self, record: Record, poison: bool, second: bool):
+        super().__init__()
+        self.record = record
+        self.poison = poison
+        self.second = second
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if _in_triton():
+            return out
+        name = func.overloadpacket.__name__
+        base = name[:-1] if name.endswith("_") and name not in MOVEMENT_OPS else name
+        if name in ALLOC_OPS:
+            if self.poison and isinstance(out, torch.Tensor) and out.numel():
+                value = poison_value(out.dtype, self.second)
+                if value is not None:
+                    out.fill_(value)
+            return out
+        if name in MOVEMENT_OPS or base in MOVEMENT_OPS:
+            return out
+        entry = self.record.ops.setdefault(base, [0, 0.0])
+        entry[0] += 1
+        entry[1] += op_work(base, args, out)
+        return out
+
+
+@contextmanager
+def recording(poison: bool = False, second: bool = False) -> Iterator[Record]:
+    """Record Triton launches and torch compute ops; optionally poison fresh allocations."""
+    global _launch_recording
+    install_launch_hooks()
+    record = Record()
+    start = len(_launches)
+    _launch_recording = True
+    try:
+        with _Recorder(record, poison, second):
+            yield record
+    finally:
+        _launch_recording = False
+        record.launches = _launches[start:]
+        del _launches[start:]

@@ -1,0 +1,105 @@
+"""A CUDA-level record of what each candidate call ran (child side; judged by ``engine.trust.cuda_trace``).
+
+The runner starts the profiler (CUPTI activity records of kernels and memory copies) in the child before
+the job imports any user code (``runner.child.main`` calls :func:`start` when the job asks for a trace).
+A job marks each call with :func:`window`; :func:`collect` stops the profiler and sums, per window, the
+kernels that ran (name, count, GPU time) and the bytes copied device→host and host→device. Unlike the
+dispatch-mode recorder, this sees kernels launched by torch under any dispatch switch, by a library, or by
+``torch.compile``; the candidate could only stop it through the profiler API, which the static scan flags.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+PREFIX = "ptt_call:"
+_state: dict[str, Any] = {"prof": None, "error": None, "dir": None}
+
+
+def start(job_dir: str) -> None:
+    """Start recording CUDA activity (no-op without CUDA). Errors are kept and reported by collect()."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return
+        from torch.profiler import ProfilerActivity, profile
+
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        prof.__enter__()
+        _state.update(prof=prof, dir=job_dir)
+    except Exception as exc:  # CUPTI unavailable, profiler busy, …
+        _state["error"] = f"{type(exc).__name__}: {exc}"
+
+
+def active() -> bool:
+    return _state["prof"] is not None
+
+
+@contextlib.contextmanager
+def window(label: str) -> Iterator[None]:
+    """Mark one call (enter it outside the op recorder: the marker itself is a torch op)."""
+    if _state["prof"] is None:
+        yield
+        return
+    import torch
+
+    with torch.profiler.record_function(PREFIX + label):
+        yield
+
+
+def collect() -> dict[str, Any] | None:
+    """Stop the profiler; per window: kernels {name: [count, gpu_us]}, dtoh_bytes, htod_bytes."""
+    prof = _state["prof"]
+    if prof is None:
+        return {"error": _state["error"]} if _state["error"] else None
+    _state["prof"] = None
+    try:
+        prof.__exit__(None, None, None)
+        path = os.path.join(_state["dir"], "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as fh:
+            events = json.load(fh).get("traceEvents", [])
+        os.unlink(path)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return summarise(events)
+
+
+def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Group GPU activity by the call window it started in (chrome-trace events as the profiler writes them)."""
+    windows = []
+    for ev in events:
+        name = str(ev.get("name", ""))
+        if ev.get("cat") == "user_annotation" and name.startswith(PREFIX):
+            start = float(ev.get("ts", 0))
+            windows.append((start, start + float(ev.get("dur", 0)), name[len(PREFIX) :]))
+    windows.sort()
+    out: dict[str, dict[str, Any]] = {label: {"kernels": {}, "dtoh_bytes": 0, "htod_bytes": 0} for *_, label in windows}
+    for ev in events:
+        cat = ev.get("cat")
+        if cat not in ("kernel", "gpu_memcpy", "gpu_memset"):
+            continue
+        ts = float(ev.get("ts", 0))
+        label = next((w[2] for w in windows if w[0] <= ts <= w[1]), None)
+        if label is None:
+            continue
+        entry = out[label]
+        name = str(ev.get("name", ""))
+        if cat == "gpu_memcpy":
+            size = int((ev.get("args") or {}).get("bytes", 0) or 0)
+            if "DtoH" in name or "Device -> Pageable" in name or "Device -> Pinned" in name:
+                entry["dtoh_bytes"] += size
+            elif "HtoD" in name:
+                entry["htod_bytes"] += size
+            continue
+        if cat == "gpu_memset":
+            name = "memset"
+        slot = entry["kernels"].setdefault(name[:300], [0, 0.0])
+        slot[0] += 1
+        slot[1] += float(ev.get("dur", 0))
+    return {"windows": out}

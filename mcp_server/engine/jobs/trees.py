@@ -1,0 +1,118 @@
+"""Argument trees inside children: tensors nested in lists, tuples and dicts, and what is done to them."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from mcp_server.engine.runner.child import UsageProblem
+
+
+def map_tensors(tree: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
+    if isinstance(tree, torch.Tensor):
+        return fn(tree)
+    if isinstance(tree, list):
+        return [map_tensors(t, fn) for t in tree]
+    if isinstance(tree, tuple):
+        return tuple(map_tensors(t, fn) for t in tree)
+    if isinstance(tree, dict):
+        return {k: map_tensors(v, fn) for k, v in tree.items()}
+    return tree
+
+
+def iter_tensors(tree: Any) -> Iterator[torch.Tensor]:
+    if isinstance(tree, torch.Tensor):
+        yield tree
+    elif isinstance(tree, list | tuple):
+        for t in tree:
+            yield from iter_tensors(t)
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            yield from iter_tensors(v)
+
+
+def check_plain(tree: Any, what: str) -> None:
+    """Arguments travel between processes as tensors and plain Python values only."""
+    if isinstance(tree, torch.Tensor) or tree is None or isinstance(tree, bool | int | float | str):
+        return
+    if isinstance(tree, list | tuple):
+        for t in tree:
+            check_plain(t, what)
+        return
+    if isinstance(tree, dict):
+        for v in tree.values():
+            check_plain(v, what)
+        return
+    raise UsageProblem(
+        f"{what} contains a {type(tree).__name__}; inputs must be tensors, numbers, strings, None, or "
+        "lists/tuples/dicts of those. Build other objects inside the function under test."
+    )
+
+
+def to_device(tree: Any, device: str) -> Any:
+    return map_tensors(tree, lambda t: t.to(device))
+
+
+def to_cpu(tree: Any) -> Any:
+    return map_tensors(tree, lambda t: t.detach().to("cpu"))
+
+
+def clone(tree: Any) -> Any:
+    return map_tensors(tree, lambda t: t.detach().clone())
+
+
+def flatten_outputs(out: Any) -> list[Any]:
+    """A call's result as a flat list: a tensor, or the leaves of tuples/lists/dicts (dicts by key)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, list | tuple):
+        flat: list[Any] = []
+        for item in out:
+            flat.extend(flatten_outputs(item))
+        return flat
+    if isinstance(out, dict):
+        flat = []
+        for key in sorted(out, key=str):
+            flat.extend(flatten_outputs(out[key]))
+        return flat
+    return [out]
+
+
+def tensor_digest(t: torch.Tensor) -> str:
+    data = t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    return hashlib.sha256(data + str((t.dtype, tuple(t.shape))).encode()).hexdigest()
+
+
+def storage_span(t: torch.Tensor) -> tuple[int, int] | None:
+    if t.numel() == 0:
+        return None
+    try:
+        storage = t.untyped_storage()
+        start = storage.data_ptr()
+        return (start, start + storage.nbytes())
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def aliases(outputs: list[Any], inputs: list[Any]) -> list[tuple[int, int]]:
+    """(output index, input index) pairs whose storages overlap."""
+    spans_in = [(i, storage_span(t)) for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)]
+    pairs = []
+    for o, out in enumerate(outputs):
+        if not isinstance(out, torch.Tensor):
+            continue
+        span = storage_span(out)
+        if span is None:
+            continue
+        for i, other in spans_in:
+            if other is not None and span[0] < other[1] and other[0] < span[1]:
+                pairs.append((o, i))
+    return pairs
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()

@@ -1,0 +1,90 @@
+"""The trust findings of one validation, gathered in the parent from what it can check itself.
+
+``static_findings`` reads the candidate's source before its child starts; ``run_findings`` judges what
+came back: whether every launched Triton kernel only copies while the reference computes, and (on a GPU)
+the CUDA trace of each call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mcp_server.engine.models import Finding, FindingKind, Severity
+from mcp_server.engine.trust import cuda_trace, kernels, scan
+
+
+def static_findings(candidate: Path, reference: Path | None) -> list[Finding]:
+    return scan.scan(candidate, reference)
+
+
+def _split(key: str) -> tuple[str, int | None]:
+    name, _, seed = key.rpartition("#")
+    try:
+        return name, int(seed)
+    except ValueError:
+        return key, None
+
+
+def _io_bytes(case: dict[str, Any]) -> int:
+    sizes = []
+    for group in ("inputs", "out"):
+        for t in case.get(group) or []:
+            if isinstance(t, torch.Tensor) and t.numel():
+                sizes.append(t.numel() * t.element_size())
+    return min(sizes) if sizes else 0
+
+
+def run_findings(
+    candidate: Path,
+    ref_meta: dict[str, Any],
+    ref_data: dict[str, Any],
+    cand_meta: dict[str, Any],
+    launches: set[str],
+) -> list[Finding]:
+    findings: list[Finding] = []
+    ref_ops: set[str] = set()
+    for case in ref_meta.get("cases") or []:
+        ref_ops.update((case.get("record") or {}).get("ops", {}).keys())
+    if launches and kernels.reference_computes(ref_ops):
+        copies = kernels.copy_only_launches(launches, scan.local_modules(candidate))
+        if copies:
+            findings.append(
+                Finding(
+                    kind=FindingKind.copy_only_kernel,
+                    severity=Severity.error,
+                    message=(
+                        f"every Triton kernel the candidate launched ({', '.join(sorted(set(copies)))}) only loads "
+                        f"and stores, while the reference computes ({', '.join(sorted(ref_ops)[:5])}): the answer "
+                        "was computed somewhere else and copied"
+                    ),
+                )
+            )
+    trace = cand_meta.get("trace")
+    if isinstance(trace, dict) and trace.get("error"):
+        findings.append(
+            Finding(
+                kind=FindingKind.torch_compute,
+                severity=Severity.info,
+                message=f"no CUDA trace of the calls could be taken ({trace['error']}); kernels were not cross-checked",
+            )
+        )
+    windows = (trace or {}).get("windows") if isinstance(trace, dict) else None
+    if isinstance(windows, dict):
+        for case in cand_meta.get("cases") or []:
+            if case.get("status") != "ok":
+                continue
+            key = case["key"]
+            window = windows.get(f"{key}@0")
+            if not isinstance(window, dict):
+                continue
+            record = case.get("record") or {}
+            calls = sum(int(v.get("calls", 0)) for v in (record.get("ops") or {}).values())
+            name, seed = _split(key)
+            io_bytes = _io_bytes((ref_data.get("cases") or {}).get(key) or {})
+            findings.extend(
+                cuda_trace.judge_window(key, window, record.get("launches") or [], calls, io_bytes, name, seed)
+            )
+    return findings

@@ -1,0 +1,414 @@
+"""Static scan of the candidate's own modules for known ways out of the judge (runs here, in the parent).
+
+The recorder that sees torch ops and Triton launches lives in the child beside the candidate, which could
+switch it off; the sandbox limits what a child can do to processes and files. This scan reads the
+candidate's source (never runs it) for the means: dispatch-mode and recorder toggles, tracing and
+profiling hooks, ``/proc/self``, ``ctypes``, subprocesses and signals, the reference's own module or the
+runner's files, and numpy arithmetic on tensor data. Scanned: the candidate's file and every module it
+imports from its own folder (or package), recursively; never site-packages.
+
+Each hit is a finding: ``evasion`` (tampers with what the judge sees), ``process_escape`` (processes and
+signals), ``reads_reference`` (the reference's code or data, or the runner's job files),
+``host_compute`` (the arithmetic ran in numpy on the host). Errors where the construct has no place in a
+kernel's launcher and serves to cheat; warnings where it is merely unusual. references/audit.md lists them.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from mcp_server.engine.models import Finding, FindingKind, Location, Severity
+
+MAX_FILES = 64
+MAX_BYTES = 2_000_000
+
+
+@dataclass(frozen=True)
+class Rule:
+    pattern: re.Pattern[str]
+    kind: FindingKind
+    severity: Severity
+    why: str
+
+
+def _rule(pattern: str, kind: FindingKind, severity: Severity, why: str) -> Rule:
+    return Rule(re.compile(pattern), kind, severity, why)
+
+
+E, W = Severity.error, Severity.warning
+EV, PROC, REF, HOST = (
+    FindingKind.evasion,
+    FindingKind.process_escape,
+    FindingKind.reads_reference,
+    FindingKind.host_compute,
+)
+
+# Matched against the fully qualified dotted name of every import and attribute chain (aliases resolved).
+NAME_RULES: tuple[Rule, ...] = (
+    _rule(r"^torch\.utils\._python_dispatch\b", EV, E, "switches PyTorch dispatch modes (the op recorder is one)"),
+    _rule(
+        r"(TorchDispatchMode|_DisableTorchDispatch|DispatchKeyGuard|_EnablePythonDispatcher|no_dispatch"
+        r"|_disable_current_modes|_pop_mode|_push_mode|_torch_dispatch_stack|_dispatch_mode|DisableTorchFunction"
+        r"|_DisableFuncTorch|_AutoDispatchBelow\w*|_unsafe_set_level)$",
+        EV,
+        E,
+        "switches PyTorch dispatch off or around the op recorder",
+    ),
+    _rule(r"^torch\._C\._dispatch_", EV, E, "calls the dispatcher directly, under the op recorder"),
+    _rule(
+        r"^torch\.(autograd\.profiler|profiler|_C\._profiler|autograd\._(disable|enable)_profiler)|_kineto",
+        EV,
+        E,
+        "touches the profiler whose CUDA trace is the judge's evidence",
+    ),
+    _rule(r"^(sys|threading)\.(settrace|setprofile)$|^sys\.monitoring", EV, E, "installs a trace/profile hook"),
+    _rule(r"^(ctypes|_ctypes|cffi)\b", EV, E, "calls native code directly (ctypes/cffi)"),
+    _rule(r"^mcp_server\b", EV, E, "imports the judge's own package"),
+    _rule(r"^gc\.get_(objects|referrers|referents)$", EV, W, "walks the interpreter's objects"),
+    _rule(r"^(sys\._getframe|inspect\.(currentframe|stack|getouterframes))$", EV, W, "reads its caller's frames"),
+    _rule(r"^(runpy|importlib\.util\.spec_from_file_location|importlib\.machinery)\b", EV, W, "imports a file by path"),
+    _rule(r"^(subprocess|multiprocessing|torch\.multiprocessing|pty)\b", PROC, E, "starts processes"),
+    _rule(r"^concurrent\.futures\.ProcessPoolExecutor$|^asyncio\.create_subprocess", PROC, E, "starts processes"),
+    _rule(
+        r"^os\.(system|popen|fork|forkpty|spawn\w*|exec\w*|posix_spawn\w*|kill|killpg|setsid|setpgid|setpgrp"
+        r"|setuid|setgid|setreuid|seteuid|pidfd_open|ptrace)$",
+        PROC,
+        E,
+        "starts or signals processes",
+    ),
+    _rule(r"^signal\.(pthread_kill|raise_signal|alarm|setitimer|pidfd_send_signal)$", PROC, E, "sends signals"),
+    _rule(r"^os\.getppid$|^signal\.signal$|^psutil\b", PROC, W, "looks at or handles other processes' signals"),
+)
+# Attribute names that reach into a frame's variables (our code's, once a frame of ours is found).
+FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame"}
+# String constants that point at the runner's files or other processes.
+STRING_RULES: tuple[Rule, ...] = (
+    _rule(r"/proc/(self|\d+|thread-self)|/proc/\{|^/proc/?$", EV, E, "reads /proc (its own fds, other processes)"),
+    _rule(
+        r"(^|/)(job\.json|cases\.pt|reference\.pt|candidate\.pt|result\.json|sandbox\.json|progress\.jsonl?)$",
+        REF,
+        E,
+        "names a file of the runner's job folder",
+    ),
+)
+# Monkeypatching these is tampering; setting flags elsewhere in torch (torch.backends.…) is fine.
+PATCH_ERROR = re.compile(r"^(triton\.(runtime|compiler|language)|torch\.(_C|Tensor|utils|ops|library|_ops|nn))\b")
+PATCH_WARN = re.compile(r"^(torch|triton|builtins|numpy|sys)\b")
+PATCH_OK = re.compile(r"^torch\.(backends|_dynamo\.config|_inductor\.config)\b")
+# numpy calls that are not arithmetic (conversions and constructors).
+NUMPY_PLAIN = {"asarray", "array", "ascontiguousarray", "empty", "zeros", "ones", "frombuffer", "dtype", "float32"}
+NUMPY_METHODS_PLAIN = {"numpy", "tobytes", "copy", "astype", "reshape", "view", "item"}
+OPEN_CALLS = {"open", "io.open", "builtins.open", "numpy.load", "torch.load", "pickle.load", "json.load"}
+READ_METHODS = {"read_text", "read_bytes", "open"}
+
+
+def local_modules(candidate: Path, limit: int = MAX_FILES) -> list[Path]:
+    """The candidate's file and the modules it imports from its own folder (or package), recursively."""
+    candidate = candidate.resolve()
+    root = candidate.parent
+    while (root / "__init__.py").exists() and root.parent != root:
+        root = root.parent
+    seen: list[Path] = []
+    queue = [candidate]
+    while queue and len(seen) < limit:
+        path = queue.pop(0)
+        if path in seen:
+            continue
+        seen.append(path)
+        tree = _parse(path)
+        if tree is None:
+            continue
+        for name, level in _imported_modules(tree):
+            # Absolute imports: the candidate's folder, or its own top-level package (not its siblings).
+            top = root if name.split(".")[0] == _top_package(candidate, root) else candidate.parent
+            found = _resolve_local(name, level, path, candidate.parent, top)
+            queue.extend(p for p in found if p not in seen)
+    return seen
+
+
+def _top_package(candidate: Path, root: Path) -> str | None:
+    try:
+        rel = candidate.relative_to(root)
+    except ValueError:
+        return None
+    return rel.parts[0] if len(rel.parts) > 1 else None
+
+
+def _parse(path: Path) -> ast.Module | None:
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            return None
+        return ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _imported_modules(tree: ast.Module) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((alias.name, 0) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            out.append((base, node.level))
+            out.extend(((f"{base}.{alias.name}" if base else alias.name), node.level) for alias in node.names)
+    return out
+
+
+def _resolve_local(name: str, level: int, importer: Path, cand_dir: Path, root: Path) -> list[Path]:
+    bases = [importer.parent] if level else [cand_dir, root]
+    if level > 1:
+        bases = [importer.parents[level - 1]] if len(importer.parents) >= level else []
+    found = []
+    parts = [p for p in name.split(".") if p]
+    for base in bases:
+        target = base.joinpath(*parts) if parts else base
+        for candidate in (target.with_suffix(".py"), target / "__init__.py"):
+            if parts and candidate.is_file():
+                found.append(candidate.resolve())
+    return found
+
+
+class _Scanner(ast.NodeVisitor):
+    def __init__(self, path: Path, lines: list[str], reference: Path | None, ref_modules: set[str]):
+        self.path = path
+        self.lines = lines
+        self.reference = reference
+        self.ref_modules = ref_modules
+        self.aliases: dict[str, str] = {}
+        self.findings: list[Finding] = []
+
+    # -- reporting ---------------------------------------------------------------------------------
+    def hit(self, node: ast.AST, kind: FindingKind, severity: Severity, message: str) -> None:
+        line = getattr(node, "lineno", None)
+        text = self.lines[line - 1].rstrip() if line and line <= len(self.lines) else None
+        where = Location(file=str(self.path), line=line, column=getattr(node, "col_offset", -1) + 1, source_line=text)
+        self.findings.append(Finding(kind=kind, severity=severity, message=message, where=where))
+
+    def check_name(self, node: ast.AST, dotted: str) -> None:
+        for rule in NAME_RULES:
+            if rule.pattern.search(dotted):
+                self.hit(node, rule.kind, rule.severity, f"`{dotted}` {rule.why}")
+                return
+
+    # -- names -------------------------------------------------------------------------------------
+    def dotted(self, node: ast.AST) -> str | None:
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Name):
+            parts.append(self.aliases.get(node.id, node.id))
+            return ".".join(reversed(parts))
+        if isinstance(node, ast.Call):  # getattr(...) chains end here
+            return None
+        return None
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            top = alias.name.split(".")[0]
+            self.aliases[alias.asname or top] = alias.name if alias.asname else top
+            self.check_name(node, alias.name)
+            self.check_reference_import(node, alias.name, 0)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = node.module or ""
+        self.check_reference_import(node, base, node.level)
+        for alias in node.names:
+            full = f"{base}.{alias.name}" if base else alias.name
+            self.aliases[alias.asname or alias.name] = full
+            self.check_name(node, full)
+            self.check_reference_import(node, full, node.level)
+
+    def check_reference_import(self, node: ast.AST, name: str, level: int) -> None:
+        if self.reference is None or not name:
+            return
+        for path in _resolve_local(name, level, self.path, self.path.parent, self.path.parent):
+            if path == self.reference:
+                self.hit(node, REF, E, f"imports the reference's module ({self.reference.name})")
+                return
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        dotted = self.dotted(node)
+        if dotted is not None:
+            self.check_name(node, dotted)
+        if node.attr in FRAME_ATTRS:
+            self.hit(node, EV, Severity.warning, f"`.{node.attr}` reads another frame's variables")
+        # Report the outermost chain only.
+        inner = node.value
+        while isinstance(inner, ast.Attribute):
+            inner = inner.value
+        self.visit(inner)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        full = self.aliases.get(node.id)
+        if full is not None and full != node.id:
+            self.check_name(node, full)
+        if node.id == "__builtins__":
+            self.hit(node, EV, W, "`__builtins__` reaches the interpreter's built-ins")
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and len(node.value) < 4096:
+            for rule in STRING_RULES:
+                if rule.pattern.search(node.value):
+                    self.hit(node, rule.kind, rule.severity, f"{node.value!r} {rule.why}")
+                    break
+            if self.reference is not None and node.value.endswith(self.reference.name):
+                self.hit(node, REF, E, f"{node.value!r} names the reference's file or module")
+
+    # -- assignments (monkeypatching) --------------------------------------------------------------
+    def _check_patch(self, target: ast.AST) -> None:
+        if not isinstance(target, ast.Attribute):
+            return
+        dotted = self.dotted(target)
+        if dotted is None or PATCH_OK.search(dotted):
+            return
+        if PATCH_ERROR.search(dotted):
+            self.hit(target, EV, E, f"assigns `{dotted}`: patches torch/triton internals the judge relies on")
+        elif PATCH_WARN.search(dotted):
+            self.hit(target, EV, W, f"assigns `{dotted}`: patches a library")
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._check_patch(target)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_patch(node.target)
+        self.generic_visit(node)
+
+    # -- calls -------------------------------------------------------------------------------------
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        dotted = self.dotted(func) if isinstance(func, ast.Attribute | ast.Name) else None
+        name = dotted or ""
+        literal = bool(node.args) and isinstance(node.args[0], ast.Constant)
+        if isinstance(func, ast.Name) and func.id in ("exec", "eval", "compile") and not literal:
+            self.hit(node, EV, W, f"`{func.id}()` runs code the scan cannot read")
+        if name in ("getattr", "setattr", "delattr") and len(node.args) >= 2:
+            target = self.dotted(node.args[0]) or ""
+            attr = node.args[1]
+            if isinstance(attr, ast.Constant) and isinstance(attr.value, str):
+                self.check_name(node, f"{target}.{attr.value}")
+                if name != "getattr" and target:
+                    self._check_patch(ast.Attribute(value=node.args[0], attr=attr.value, lineno=node.lineno))
+            elif target.startswith(("torch", "triton", "os", "sys", "signal")):
+                self.hit(node, EV, W, f"`{name}({target}, <computed name>)` hides which attribute it reaches")
+        if name in ("importlib.import_module", "__import__") and node.args:
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                self.check_name(node, arg.value)
+                self.check_reference_import(node, arg.value, 0)
+            elif name != "__import__":
+                self.hit(node, EV, W, "imports a module whose name is computed")
+        reads = name in OPEN_CALLS or (isinstance(func, ast.Attribute) and func.attr in READ_METHODS)
+        if reads and name != "os.open" and not name.startswith(("torch.", "triton.", "tl.")):
+            self.hit(node, REF, W, f"`{name or func.attr}()` reads a file at run time")
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._scan_host_compute(node)
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def _scan_host_compute(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """Data taken to numpy (``.numpy()``) and then used in arithmetic, inside one function."""
+        tainted: set[str] = set()
+        first_numpy: ast.AST | None = None
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy":
+                first_numpy = first_numpy or node
+        if first_numpy is None:
+            return
+        # Names bound to numpy data (directly or through another tainted name), to a fixed point.
+        assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign | ast.AugAssign | ast.AnnAssign)]
+        for _ in range(4):
+            for node in assigns:
+                value = node.value
+                if value is None or not _uses_numpy_data(value, tainted):
+                    continue
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for sub in ast.walk(target):
+                        if isinstance(sub, ast.Name):
+                            tainted.add(sub.id)
+        numpy_alias = {k for k, v in self.aliases.items() if v == "numpy"}
+        for node in ast.walk(fn):
+            arithmetic = None
+            if isinstance(node, ast.BinOp | ast.UnaryOp) and _uses_numpy_data(node, tainted):
+                arithmetic = node
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                base = node.func.value
+                if isinstance(base, ast.Name) and base.id in numpy_alias and node.func.attr not in NUMPY_PLAIN:
+                    if any(_uses_numpy_data(a, tainted) for a in node.args):
+                        arithmetic = node
+                elif node.func.attr not in NUMPY_METHODS_PLAIN and _uses_numpy_data(base, tainted):
+                    arithmetic = node
+            if arithmetic is not None:
+                self.hit(
+                    arithmetic,
+                    HOST,
+                    E,
+                    f"`{fn.name}` computes on tensor data in numpy on the host (`.numpy()` then arithmetic): "
+                    "the kernel is not doing the work",
+                )
+                return
+        self.hit(first_numpy, HOST, W, f"`{fn.name}` takes tensor data to numpy (`.numpy()`) during the call")
+
+
+def _uses_numpy_data(node: ast.AST, tainted: set[str]) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id in tainted:
+            return True
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "numpy":
+            return True
+    return False
+
+
+def scan(candidate: Path, reference: Path | None = None) -> list[Finding]:
+    """Findings for the candidate's own modules. ``reference`` (its file) is looked for unless it is the
+    candidate's own file (a reference and its kernels in one module see each other by construction)."""
+    candidate = candidate.resolve()
+    ref = reference.resolve() if reference is not None else None
+    if ref == candidate:
+        ref = None
+    ref_modules = {ref.stem} if ref is not None else set()
+    findings: list[Finding] = []
+    for path in local_modules(candidate):
+        if ref is not None and path == ref:
+            continue
+        tree = _parse(path)
+        if tree is None:
+            continue
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            lines = []
+        scanner = _Scanner(path, lines, ref, ref_modules)
+        scanner.visit(tree)
+        findings.extend(_dedupe(scanner.findings))
+    return findings
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    """One finding per (kind, severity, reason) per file: the first place, and how many more."""
+    first: dict[tuple[str, str, str], Finding] = {}
+    more: dict[tuple[str, str, str], int] = {}
+    for f in findings:
+        reason = re.sub(r"^`[^`]*` |^'[^']*' ", "", f.message)
+        key = (f.kind.value, f.severity.value, reason)
+        if key in first:
+            more[key] += 1
+        else:
+            first[key], more[key] = f, 0
+    out = []
+    for key, f in first.items():
+        if more[key] and f.where is not None:
+            note = f" (and {more[key]} more place(s) in {Path(f.where.file).name})"
+            f = f.model_copy(update={"message": f.message + note})
+        out.append(f)
+    return out
