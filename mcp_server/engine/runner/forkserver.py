@@ -15,9 +15,9 @@ The server is single-threaded (a selector over stdin and a SIGCHLD wake-up pipe)
 safe. Each child points fds 0/1/2 at /dev/null and the job's log files, closes the protocol pipes and
 becomes the job's supervisor (:mod:`mcp_server.engine.runner.sandbox`), which confines and runs a worker
 that applies the job's environment and runs :func:`mcp_server.engine.runner.child.main`. The pid the
-parent learns is the supervisor's: SIGTERM to it ends the job and everything it started. We die with the
-parent (``PR_SET_PDEATHSIG``), adopt processes whose supervisor died (``PR_SET_CHILD_SUBREAPER``) and kill
-them; when our stdin closes (the parent went away) every live job is killed and we exit.
+parent learns is the supervisor's: SIGTERM to it ends the job and everything it started. We adopt
+processes whose supervisor died (``PR_SET_CHILD_SUBREAPER``) and kill them; when our stdin closes (the
+parent went away) every live job is killed and we exit.
 """
 
 from __future__ import annotations
@@ -110,8 +110,9 @@ def serve() -> None:
 
     from mcp_server.engine.runner import sandbox
 
-    # Die with the server; adopt every process a job's supervisor leaves behind (killed below).
-    sandbox.prctl(sandbox.PR_SET_PDEATHSIG, signal.SIGKILL)
+    # Adopt every process a job's supervisor leaves behind (killed below). No PR_SET_PDEATHSIG here: it
+    # fires when the parent *thread* that started us exits, and the parent starts us from any thread; we
+    # exit when our stdin closes instead, which happens when the parent process dies.
     sandbox.prctl(sandbox.PR_SET_CHILD_SUBREAPER, 1)
 
     in_fd = sys.stdin.fileno()

@@ -39,6 +39,8 @@ MAX_RESULT_BYTES = 64 * 1024 * 1024
 _READY_TIMEOUT_S = 180.0
 # After SIGTERM to a job's supervisor, how long it has to sweep its tree before the group is SIGKILLed.
 _TERM_GRACE_S = 5.0
+# A fork server that dies after living this long is restarted at once (one that dies sooner is broken).
+_RESTART_MIN_LIFE_S = 5.0
 # The unprivileged uid/gid jobs run as when every file they need is readable by others ("nobody").
 SANDBOX_UID = 65534
 # Environment variables that look like secrets never reach a child (e.g. the HTTP server's bearer token).
@@ -194,6 +196,7 @@ class _ForkServer:
         self.pending: dict[int, _Pending] = {}
         self.ready = threading.Event()
         self.info: dict[str, Any] = {}
+        self.started_at = time.monotonic()
 
     def ensure(self) -> subprocess.Popen[bytes]:
         with self.lock:
@@ -220,6 +223,7 @@ class _ForkServer:
                 start_new_session=True,
             )
             log.close()
+            self.started_at = time.monotonic()
             threading.Thread(target=self._read_events, args=(self.proc,), daemon=True).start()
             proc = self.proc
         if not self.ready.wait(_READY_TIMEOUT_S):
@@ -255,12 +259,22 @@ class _ForkServer:
                 pending.started.set()
                 pending.exited.set()
         # The fork server is gone: every job still waiting fails as a crash of the machinery.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)  # reaped, so ensure() starts a new one
+        lived = time.monotonic() - self.started_at
         self.ready.set()
         for pending in list(self.pending.values()):
             if not pending.exited.is_set():
                 pending.error = pending.error or _SERVER_DIED
                 pending.started.set()
                 pending.exited.set()
+        # It died under us (not closed by us): start a fresh one now, so the next job does not wait for it.
+        if self.proc is proc and lived > _RESTART_MIN_LIFE_S:
+            threading.Thread(target=self._restart_quietly, daemon=True).start()
+
+    def _restart_quietly(self) -> None:
+        with contextlib.suppress(RunnerError, OSError):
+            self.ensure()
 
     def submit(self, message: dict[str, Any], pending: _Pending) -> None:
         proc = self.ensure()
@@ -305,6 +319,7 @@ class Runner:
         self.sandbox = sandbox or SandboxPolicy.from_env()
         self._static_readable: bool | None = None
         self._lock = threading.Lock()
+        self._retry_lock = threading.Lock()
         self._next_id = 1
         self._servers = {
             mode: _ForkServer(mode, self._tmp_root / f"forkserver{'-interp' if mode else ''}.log")
@@ -414,7 +429,9 @@ class Runner:
             for name in ("stdout.log", "stderr.log", "result.json", SANDBOX_FILE, "progress.jsonl"):
                 with contextlib.suppress(OSError):
                     (job_dir / name).unlink()
-            outcome = self._run_once(server, job_dir, set_env, unset, sandbox, cwd, timeout_s, on_progress)
+            # One retry at a time: a job that kills fork servers cannot take another retried job down with it.
+            with self._retry_lock:
+                outcome = self._run_once(server, job_dir, set_env, unset, sandbox, cwd, timeout_s, on_progress)
             if outcome.failure is not None and outcome.failure.message == _SERVER_DIED:
                 outcome.failure.message = (
                     "the fork server died twice while this job ran (a job that kills its parent processes)"

@@ -168,9 +168,12 @@ def _prepare_worker(job: dict[str, Any], supervisor_pid: int, in_pidns: bool) ->
     # A group of our own: kill(0, …) from the job reaches no process outside it.
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)
-    if in_pidns and job.get("sandbox", {}).get("private_proc", True):
-        # A /proc of our own namespace: no other process of the machine is listed or reachable.
-        enforced["private_proc"] = _mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    if in_pidns and job.get("sandbox", {}).get("private_proc", True) and unshare(CLONE_NEWNS) is None:
+        # A /proc of our own namespace: no other process of the machine is listed or reachable. Mounted in a
+        # mount namespace of our own (private, so nothing propagates back): the supervisor keeps the real one.
+        enforced["private_proc"] = _mount(None, b"/", None, MS_REC | MS_PRIVATE) and _mount(
+            b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC
+        )
     uid = job.get("sandbox", {}).get("uid")
     if uid is not None:
         _drop_privileges(int(uid), int(job["sandbox"].get("gid", uid)))
@@ -227,13 +230,9 @@ def supervise(job: dict[str, Any], run_job: Any) -> int:
                 with contextlib.suppress(OSError):
                     os.chown(name, int(uid), gid, follow_symlinks=False)
     if sandbox.get("namespaces", True):
-        why = unshare(CLONE_NEWPID | CLONE_NEWNS)
-        if why is None:
-            # Mounts made in our namespace (the worker's /proc) must not leak to the machine's.
-            report["pidns"] = _mount(None, b"/", None, MS_REC | MS_PRIVATE)
-            if not report["pidns"]:
-                report["namespace_error"] = "mount --make-rprivate / failed"
-        else:
+        why = unshare(CLONE_NEWPID)  # our next child is PID 1 of a new namespace
+        report["pidns"] = why is None
+        if why is not None:
             report["namespace_error"] = why
     terminate = {"asked": False}
 

@@ -1,0 +1,170 @@
+"""Children cannot hurt the server, the fork server or each other, and learn nothing of the reference.
+
+Each attack fixture (tests/fixtures/validate/attacks/) is validated and must come back not ok or be
+contained, with a correct neighbour still passing and the runner answering the next call within 3 s.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mcp_server.engine.models import FindingKind, Severity
+from mcp_server.engine.runner import Runner
+from mcp_server.engine.runner.parent import SandboxPolicy, scrub_env
+from mcp_server.engine.validate import validate
+
+ATTACKS = Path(__file__).resolve().parent.parent / "fixtures" / "validate" / "attacks"
+PROBLEM = ATTACKS / "problem.py"
+MARKER = "ptt-attack-spawn-marker"
+
+pytestmark = pytest.mark.slow
+
+
+def _validate(runner, candidate: str, **kw):
+    kw.setdefault("timeout_s", 60)
+    return validate(
+        f"{PROBLEM}:reference",
+        f"{ATTACKS / candidate}:candidate",
+        runner=runner,
+        seeds=1,
+        derive_shapes=False,
+        determinism=False,
+        **kw,
+    )
+
+
+def _marked(marker: str) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                if marker.encode() in fh.read():
+                    with open(f"/proc/{name}/stat") as st:
+                        if st.read().rsplit(")", 1)[1].split()[0] != "Z":
+                            found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def _answers_quickly(runner: Runner) -> float:
+    started = time.perf_counter()
+    outcome = runner.run("probe", {}, env={"TRITON_INTERPRET": "1"})
+    with outcome:
+        assert outcome.ok, outcome.failure
+    return time.perf_counter() - started
+
+
+def test_the_environment_loses_its_secrets():
+    env = {"PATH": "/bin", "PTT_SERVE_TOKEN": "s" * 32, "GITHUB_TOKEN": "x", "AWS_SECRET_ACCESS_KEY": "y", "HOME": "/h"}
+    assert scrub_env(env) == {"PATH": "/bin", "HOME": "/h"}
+
+
+def test_no_process_outlives_its_job(runner):
+    result = _validate(runner, "spawns.py")
+    assert not result.ok and any(f.kind is FindingKind.process_escape for f in result.findings)
+    deadline = time.time() + 3
+    while _marked(MARKER) and time.time() < deadline:
+        time.sleep(0.1)
+    assert _marked(MARKER) == []
+
+
+def test_a_timeout_sweeps_every_descendant(runner, tmp_path):
+    (tmp_path / "hang.py").write_text(
+        "import subprocess, sys\n\n"
+        "def candidate(x, y):\n"
+        f"    code = 'import time; time.sleep(600)  # {MARKER}-hang'\n"
+        "    subprocess.Popen([sys.executable, '-c', code], start_new_session=True)\n"
+        "    while True:\n"
+        "        pass\n"
+    )
+    result = validate(f"{PROBLEM}:reference", f"{tmp_path / 'hang.py'}:candidate", runner=runner, seeds=1,
+                      derive_shapes=False, determinism=False, timeout_s=8)  # fmt: skip
+    assert any(f.kind is FindingKind.timeout for f in result.findings)
+    assert _marked(f"{MARKER}-hang") == []
+
+
+def test_the_child_learns_nothing_of_the_reference_or_the_server(monkeypatch):
+    monkeypatch.setenv("PTT_SERVE_TOKEN", "token-that-must-not-leak-0123456789")
+    with Runner() as fresh:
+        result = _validate(fresh, "leaks.py")
+    message = next(f.message for f in result.findings if f.kind is FindingKind.exception)
+    seen = message.split("SEEN<<", 1)[1]
+    assert "token-that-must-not-leak" not in seen
+    assert str(PROBLEM) not in seen and "problem.py" not in seen
+    if fresh.sandbox.namespaces and "pid=1 " in seen:
+        # A PID namespace with a /proc of its own: the job sees only itself.
+        assert "procs=1" in seen or "procs=2" in seen
+
+
+def test_jobs_run_unprivileged_in_their_own_namespace(runner):
+    outcome = runner.run("probe", {}, env={"TRITON_INTERPRET": "1"}, user_files=[str(ATTACKS / "good.py")])
+    with outcome:
+        assert outcome.ok
+        report = outcome.sandbox
+    assert report["subreaper"] and report["session"]
+    if os.geteuid() == 0 and report["uid"] is not None:
+        assert report["uid"] == 65534
+    assert report["memory_limit"] and report["memory_limit"] > 0
+
+
+def test_a_memory_hog_is_oom_and_the_runner_carries_on():
+    with Runner(sandbox=SandboxPolicy(memory_limit=768 << 20)) as capped:
+        result = _validate(capped, "memory_hog.py")
+        assert not result.ok
+        assert [f.kind for f in result.findings if f.severity is Severity.error] == [FindingKind.oom]
+        assert _answers_quickly(capped) < 3
+
+
+def test_killing_everything_reachable_hurts_no_one_outside_the_job(runner):
+    probe = runner.run("probe", {}, env={"TRITON_INTERPRET": "1"})
+    with probe:
+        if not probe.sandbox or not probe.sandbox.get("pidns"):
+            pytest.skip("no PID namespace on this machine: kill(-1) as root would reach the test runner itself")
+    server = runner._servers[True].proc
+    result = _validate(runner, "kills_everything.py")
+    assert not result.ok  # the scan names the attempt
+    assert server.poll() is None  # the fork server lives
+    assert _answers_quickly(runner) < 3
+
+
+def _beside_a_neighbour(runner, attack: str):
+    results = {}
+
+    def neighbour():
+        results["neighbour"] = _validate(runner, "good_slow.py")
+
+    thread = threading.Thread(target=neighbour)
+    thread.start()
+    time.sleep(1.0)
+    results["attack"] = _validate(runner, attack)
+    thread.join()
+    return results["attack"], results["neighbour"]
+
+
+def test_killing_the_parents_leaves_the_fork_server_and_the_neighbour_alone(runner):
+    server = runner._servers[True].proc
+    attack, neighbour = _beside_a_neighbour(runner, "kills_parents.py")
+    assert not attack.ok
+    assert neighbour.ok, neighbour.findings
+    assert runner._servers[True].proc is server and server.poll() is None
+    assert _answers_quickly(runner) < 3
+
+
+def test_without_namespaces_or_uid_a_dead_fork_server_is_replaced_and_the_neighbour_retried():
+    with Runner(sandbox=SandboxPolicy(uid=None, namespaces=False)) as bare:
+        _answers_quickly(bare)
+        first = bare._servers[True].proc
+        attack, neighbour = _beside_a_neighbour(bare, "kills_parents.py")
+        assert not attack.ok
+        assert neighbour.ok, neighbour.findings  # retried on a fresh fork server, not charged to it
+        assert first.poll() is not None  # the attack did kill the fork server here…
+        time.sleep(6)  # …and the runner restarts it by itself
+        assert _answers_quickly(bare) < 3

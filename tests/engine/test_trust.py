@@ -1,0 +1,213 @@
+"""Evidence the candidate's Python cannot switch off: the static scan, the copy-only kernel check, the CUDA
+trace judge (fed synthetic traces here; the device test feeds real ones), and each attack validated."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from mcp_server.engine.jobs import trace
+from mcp_server.engine.models import FindingKind, Severity
+from mcp_server.engine.trust import cuda_trace, kernels, scan
+from mcp_server.engine.validate import validate
+
+ATTACKS = Path(__file__).resolve().parent.parent / "fixtures" / "validate" / "attacks"
+PROBLEM = ATTACKS / "problem.py"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _errors(findings) -> set[str]:
+    return {f.kind.value for f in findings if f.severity is Severity.error}
+
+
+# --- the static scan ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("attack", "kind"),
+    [
+        ("dispatch_toggle.py", "evasion"),
+        ("numpy_host.py", "host_compute"),
+        ("reads_reference.py", "evasion"),
+        ("reads_reference.py", "reads_reference"),
+        ("spawns.py", "process_escape"),
+        ("kills_parents.py", "process_escape"),
+        ("kills_everything.py", "process_escape"),
+        ("leaks.py", "evasion"),
+    ],
+)
+def test_the_scan_names_each_way_out(attack, kind):
+    assert kind in _errors(scan.scan(ATTACKS / attack, PROBLEM))
+
+
+@pytest.mark.parametrize("twin", ["good.py", "copy_good.py"])
+def test_the_scan_passes_the_twins(twin):
+    assert scan.scan(ATTACKS / twin, PROBLEM) == []
+
+
+def test_the_scan_follows_local_imports_but_not_site_packages(tmp_path):
+    (tmp_path / "helper.py").write_text("import ctypes\n")
+    (tmp_path / "cand.py").write_text("import torch\nimport helper\n\ndef candidate(x):\n    return x\n")
+    modules = scan.local_modules(tmp_path / "cand.py")
+    assert {p.name for p in modules} == {"cand.py", "helper.py"}
+    found = scan.scan(tmp_path / "cand.py")
+    assert [f.where.file for f in found if f.kind is FindingKind.evasion] == [str(tmp_path / "helper.py")]
+
+
+def test_importing_the_reference_by_name_is_reads_reference(tmp_path):
+    (tmp_path / "ref.py").write_text("def reference(x):\n    return x + 1\n")
+    (tmp_path / "cand.py").write_text("from ref import reference\n\ndef candidate(x):\n    return reference(x)\n")
+    assert "reads_reference" in _errors(scan.scan(tmp_path / "cand.py", tmp_path / "ref.py"))
+    # The same file as reference and candidate sees itself by construction: nothing to flag.
+    assert scan.scan(tmp_path / "ref.py", tmp_path / "ref.py") == []
+
+
+def test_numpy_alone_is_a_warning_and_numpy_arithmetic_an_error(tmp_path):
+    (tmp_path / "look.py").write_text("def candidate(x):\n    n = x.numpy()\n    return x\n")
+    (tmp_path / "calc.py").write_text("def candidate(x):\n    n = x.numpy()\n    return n * 2\n")
+    look = scan.scan(tmp_path / "look.py")
+    assert [(f.kind.value, f.severity.value) for f in look] == [("host_compute", "warning")]
+    assert "host_compute" in _errors(scan.scan(tmp_path / "calc.py"))
+
+
+def test_setting_torch_flags_is_fine_but_patching_triton_is_evasion(tmp_path):
+    (tmp_path / "flags.py").write_text("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n")
+    (tmp_path / "patch.py").write_text("import triton\ntriton.runtime.jit.JITFunction.run = print\n")
+    assert scan.scan(tmp_path / "flags.py") == []
+    assert "evasion" in _errors(scan.scan(tmp_path / "patch.py"))
+
+
+def test_no_false_alarm_on_the_bundled_kernels_and_the_validate_fixtures():
+    sources = [p for p in (REPO / "reference_kernels").glob("*.py") if p.name != "__main__.py"]
+    sources += [p for p in (REPO / "tests" / "fixtures" / "validate").glob("*.py")]
+    sources += list((REPO / "tests" / "fixtures" / "eval").rglob("*.py"))
+    # These fixtures crash or hang on purpose through the very means the scan looks for.
+    on_purpose = {"add_segfault.py", "add_spawns_and_hangs.py", "5_negate.py"}
+    flagged = {p.name: _errors(scan.scan(p)) for p in sources if p.name not in on_purpose}
+    assert {k: v for k, v in flagged.items() if v} == {}
+
+
+# --- copy-only kernels -------------------------------------------------------------------------------
+
+
+def _kernel(source: str) -> ast.FunctionDef:
+    tree = ast.parse(source)
+    return next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))
+
+
+def test_a_copy_is_copy_only_and_arithmetic_on_loads_is_not():
+    module = ast.parse((ATTACKS / "_kernels.py").read_text())
+    fns = {n.name: n for n in ast.walk(module) if isinstance(n, ast.FunctionDef)}
+    assert kernels.copy_only(fns["copy_kernel"])
+    assert not kernels.copy_only(fns["fma_kernel"])
+
+
+@pytest.mark.parametrize(
+    ("body", "copy"),
+    [
+        ("tl.store(o + i, tl.load(x + i).to(tl.float16))", True),  # a cast moves data
+        ("tl.store(o + i, tl.where(i < 4, tl.load(x + i), 0.0))", True),  # a select on addresses
+        ("tl.store(o + i, tl.where(tl.load(x + i) > 0, 1.0, 0.0))", False),  # a comparison on data
+        ("tl.store(o + i, tl.sum(tl.load(x + i), axis=0))", False),
+        ("tl.store(o + i, _helper(tl.load(x + i)))", False),  # another jit function: assumed to compute
+        ("v = tl.load(x + i)\n    if v > 0:\n        tl.store(o, i)", False),  # data-dependent control flow
+        ("tl.atomic_add(o, tl.load(x + i))", False),
+        ("tl.load(x + i)", True),  # stores nothing at all
+    ],
+)
+def test_the_kernel_data_flow(body, copy):
+    source = (
+        f"@triton.jit\ndef k(x, o, n, B: tl.constexpr):\n    i = tl.program_id(0) * B + tl.arange(0, B)\n    {body}\n"
+    )
+    assert kernels.copy_only(_kernel(source)) is copy
+
+
+def test_a_reference_that_only_moves_data_does_not_count_as_computing():
+    assert not kernels.reference_computes({"embedding", "flip", "index"})
+    assert kernels.reference_computes({"mul", "add"})
+
+
+# --- the CUDA trace judge ----------------------------------------------------------------------------
+
+
+def _events(kernels_run, dtoh=0):
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ptt_call:base#1@0", "ts": 100.0, "dur": 1000.0}]
+    for i, (name, dur) in enumerate(kernels_run):
+        events.append({"ph": "X", "cat": "kernel", "name": name, "ts": 200.0 + i * 10, "dur": dur})
+    if dtoh:
+        events.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "ts": 150.0,
+                       "dur": 5.0, "args": {"bytes": dtoh}})  # fmt: skip
+    # Activity outside every window is not the call's.
+    events.append({"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "ts": 5000.0, "dur": 90.0})
+    return trace.summarise(events)["windows"]["base#1@0"]
+
+
+def test_hidden_library_kernels_are_torch_compute():
+    window = _events(
+        [("void at::native::vectorized_elementwise_kernel<4, MulFunctor<float>>", 8.0), ("copy_kernel", 2.0)]
+    )
+    found = cuda_trace.judge_window("base#1", window, ["copy_kernel (_kernels.py:14)"], 0, 16384, "base", 1)
+    assert [(f.kind.value, f.severity.value) for f in found] == [("torch_compute", "error")]
+
+
+def test_triton_kernels_fills_and_recorded_ops_are_not_hidden_compute():
+    window = _events(
+        [("fma_kernel", 8.0), ("void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>", 1.0)]
+    )
+    assert cuda_trace.judge_window("base#1", window, ["fma_kernel (_kernels.py:7)"], 0, 16384, "base", 1) == []
+    # A compute kernel the recorder saw (as one op call) is judged by the recorder, not here.
+    window = _events([("fma_kernel", 8.0), ("void at::native::reduce_kernel<512, 1, SumOps>", 4.0)])
+    assert cuda_trace.judge_window("base#1", window, ["fma_kernel (_kernels.py:7)"], 1, 16384, "base", 1) == []
+
+
+def test_data_copied_to_the_host_during_a_call_is_a_round_trip():
+    big = _events([("copy_kernel", 2.0)], dtoh=16384)
+    small = _events([("fma_kernel", 2.0)], dtoh=4)
+    kinds = [
+        (f.kind.value, f.severity.value) for f in cuda_trace.judge_window("k", big, ["copy_kernel"], 0, 16384, "b", 1)
+    ]
+    assert kinds == [("host_round_trip", "error")]
+    kinds = [
+        (f.kind.value, f.severity.value) for f in cuda_trace.judge_window("k", small, ["fma_kernel"], 0, 16384, "b", 1)
+    ]
+    assert kinds == [("host_round_trip", "info")]
+
+
+# --- each attack, validated (interpreter) -------------------------------------------------------------
+
+
+def _validate(runner, candidate: str, reference: Path = PROBLEM):
+    return validate(
+        f"{reference}:reference",
+        f"{ATTACKS / candidate}:candidate",
+        runner=runner,
+        seeds=1,
+        derive_shapes=False,
+        determinism=False,
+        timeout_s=60,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("attack", "kinds"),
+    [
+        ("dispatch_toggle.py", {"evasion", "copy_only_kernel"}),
+        ("numpy_host.py", {"host_compute", "copy_only_kernel"}),
+        ("reads_reference.py", {"evasion", "reads_reference"}),
+    ],
+)
+def test_forging_attacks_fail(runner, attack, kinds):
+    result = _validate(runner, attack)
+    assert not result.ok
+    assert kinds <= _errors(result.findings), result.findings
+
+
+@pytest.mark.slow
+def test_the_twins_pass(runner):
+    assert _validate(runner, "good.py").ok
+    copy = _validate(runner, "copy_good.py", ATTACKS / "copy_problem.py")
+    assert copy.ok, copy.findings
+    assert not any(f.kind is FindingKind.copy_only_kernel for f in copy.findings)
