@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import time
 from pathlib import Path
 
 from mcp_server.engine.models import FindingKind
@@ -15,22 +14,33 @@ from mcp_server.engine.validate import validate
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "validate"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(0); it is dead for our purpose.
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+def _running(marker: str) -> list[int]:
+    """Live processes whose command line holds ``marker`` (a job's pids are namespaced: look them up by name)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                if marker.encode() not in fh.read():
+                    continue
+            with open(f"/proc/{name}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
 
 
 def test_a_timeout_kills_the_whole_process_group(runner, tmp_path):
     for name in ("add_spawns_and_hangs.py", "add_problem.py"):
         shutil.copy(FIXTURES / name, tmp_path / name)
+    # The helper's command line names this test's folder, so only its own helper matches.
+    source = (tmp_path / "add_spawns_and_hangs.py").read_text()
+    marker = f"# {tmp_path.name}"
+    (tmp_path / "add_spawns_and_hangs.py").write_text(
+        source.replace('"import time; time.sleep(600)"', f'"import time; time.sleep(600)  {marker}"')
+    )
     result = validate(
         f"{tmp_path / 'add_problem.py'}:reference",
         f"{tmp_path / 'add_spawns_and_hangs.py'}:candidate",
@@ -38,11 +48,8 @@ def test_a_timeout_kills_the_whole_process_group(runner, tmp_path):
         timeout_s=12,
     )
     assert any(f.kind is FindingKind.timeout for f in result.findings)
-    helper = int((tmp_path / "add_spawns_and_hangs.pid").read_text())
-    deadline = time.time() + 10
-    while _alive(helper) and time.time() < deadline:
-        time.sleep(0.1)
-    assert not _alive(helper)
+    assert (tmp_path / "add_spawns_and_hangs.pid").exists()  # the helper did start
+    assert _running(marker) == []
 
 
 def test_the_user_code_never_runs_in_the_parent(runner, fx):
@@ -71,3 +78,27 @@ def test_children_get_their_own_environment_and_the_parent_keeps_its(runner):
     outcome = runner.run("mcp_server.engine.jobs.probe:run", {}, env={"TRITON_INTERPRET": None})
     with outcome:
         assert outcome.ok and outcome.result["interpreter"] is False
+
+
+def test_jobs_are_named_in_one_registry_with_typed_parameters_and_results(runner):
+    import pytest
+
+    from mcp_server.engine.jobs import registry
+
+    assert set(registry.JOBS) == {
+        "probe",
+        "validate.reference",
+        "validate.candidate",
+        "compile",
+        "bench",
+        "bench.peaks",
+        "audit",
+    }
+    assert registry.lookup("mcp_server.engine.jobs.probe:run") is registry.PROBE
+    with pytest.raises(ValueError, match="validate.candidate"):
+        runner.run("validate.candidate", {"candidate": {"path": "x.py"}, "seeds": [1]})
+    with pytest.raises(ValueError):
+        registry.PROBE.check_result({"torch": "2", "triton": "3"})  # fields missing: not a probe result
+    outcome = runner.run(registry.PROBE.name, {}, env={"TRITON_INTERPRET": "1"})
+    with outcome:
+        assert outcome.ok and outcome.result["interpreter"] is True
