@@ -95,7 +95,7 @@ def test_jobs_are_named_in_one_registry_with_typed_parameters_and_results(runner
         "audit",
     }
     assert registry.lookup("mcp_server.engine.jobs.probe:run") is registry.PROBE
-    with pytest.raises(ValueError, match="validate.candidate"):
+    with pytest.raises(ValueError, match=r"validate\.candidate"):
         runner.run("validate.candidate", {"candidate": {"path": "x.py"}, "seeds": [1]})
     with pytest.raises(ValueError):
         registry.PROBE.check_result({"torch": "2", "triton": "3"})  # fields missing: not a probe result
