@@ -211,3 +211,14 @@ def test_the_twins_pass(runner):
     copy = _validate(runner, "copy_good.py", ATTACKS / "copy_problem.py")
     assert copy.ok, copy.findings
     assert not any(f.kind is FindingKind.copy_only_kernel for f in copy.findings)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_cuda_trace_sees_hidden_compute_and_host_round_trips(runner):
+    toggle = _validate(runner, "dispatch_toggle.py")
+    assert {"evasion", "copy_only_kernel", "torch_compute"} <= _errors(toggle.findings), toggle.findings
+    host = _validate(runner, "numpy_host.py")
+    assert {"host_compute", "host_round_trip"} <= _errors(host.findings), host.findings
+    good = _validate(runner, "good.py")
+    assert good.ok, good.findings
+    assert not any(f.kind in (FindingKind.torch_compute, FindingKind.host_round_trip) for f in good.findings)
