@@ -102,3 +102,19 @@ def test_jobs_are_named_in_one_registry_with_typed_parameters_and_results(runner
     outcome = runner.run(registry.PROBE.name, {}, env={"TRITON_INTERPRET": "1"})
     with outcome:
         assert outcome.ok and outcome.result["interpreter"] is True
+
+
+def test_sandbox_settings_come_from_the_environment_and_bad_ones_name_the_fix(monkeypatch):
+    import pytest
+
+    from mcp_server.engine.errors import UsageError
+    from mcp_server.engine.runner.parent import SandboxPolicy
+
+    monkeypatch.setenv("PTT_SANDBOX_UID", "off")
+    monkeypatch.setenv("PTT_SANDBOX_NAMESPACES", "off")
+    monkeypatch.setenv("PTT_JOB_MEMORY_GB", "2")
+    policy = SandboxPolicy.from_env()
+    assert (policy.uid, policy.namespaces, policy.memory_cap()) == (None, False, 2 << 30)
+    monkeypatch.setenv("PTT_JOB_MEMORY_GB", "lots")
+    with pytest.raises(UsageError, match="PTT_JOB_MEMORY_GB"):
+        SandboxPolicy.from_env()

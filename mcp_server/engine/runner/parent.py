@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp_server.engine.errors import UsageError
 from mcp_server.engine.jobs import registry
 from mcp_server.engine.models import Failure, FindingKind
 from mcp_server.engine.runner.sandbox import SANDBOX_FILE
@@ -83,10 +84,16 @@ class SandboxPolicy:
     def from_env(cls) -> SandboxPolicy:
         policy = cls()
         raw_uid = os.environ.get("PTT_SANDBOX_UID", "auto").strip().lower()
-        policy.uid = None if raw_uid in ("off", "none", "0", "no") else ("auto" if raw_uid == "auto" else int(raw_uid))
         policy.namespaces = os.environ.get("PTT_SANDBOX_NAMESPACES", "on").strip().lower() not in ("off", "0", "no")
-        if os.environ.get("PTT_JOB_MEMORY_GB"):
-            policy.memory_limit = int(float(os.environ["PTT_JOB_MEMORY_GB"]) * (1 << 30))
+        try:
+            policy.uid = None if raw_uid in ("off", "none", "no") else ("auto" if raw_uid == "auto" else int(raw_uid))
+            if os.environ.get("PTT_JOB_MEMORY_GB"):
+                policy.memory_limit = int(float(os.environ["PTT_JOB_MEMORY_GB"]) * (1 << 30))
+        except ValueError:
+            raise UsageError(
+                "PTT_SANDBOX_UID must be auto, off or a uid number, and PTT_JOB_MEMORY_GB a number of GiB "
+                f"(got {os.environ.get('PTT_SANDBOX_UID')!r}, {os.environ.get('PTT_JOB_MEMORY_GB')!r})"
+            ) from None
         return policy
 
     def memory_cap(self) -> int | None:
