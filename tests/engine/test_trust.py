@@ -222,3 +222,14 @@ def test_on_a_gpu_the_cuda_trace_sees_hidden_compute_and_host_round_trips(runner
     good = _validate(runner, "good.py")
     assert good.ok, good.findings
     assert not any(f.kind in (FindingKind.torch_compute, FindingKind.host_round_trip) for f in good.findings)
+
+
+def test_profiler_annotations_are_fine_but_stopping_the_profiler_is_evasion(tmp_path):
+    (tmp_path / "note.py").write_text(
+        "import torch.profiler\n\ndef candidate(x):\n    with torch.profiler.record_function('k'):\n        return x\n"
+    )
+    (tmp_path / "stop.py").write_text("import torch\n\ndef candidate(x):\n    torch.autograd._disable_profiler()\n")
+    (tmp_path / "own.py").write_text("from torch.profiler import profile\n")
+    assert scan.scan(tmp_path / "note.py") == []
+    assert "evasion" in _errors(scan.scan(tmp_path / "stop.py"))
+    assert "evasion" in _errors(scan.scan(tmp_path / "own.py"))

@@ -58,11 +58,13 @@ NAME_RULES: tuple[Rule, ...] = (
         "switches PyTorch dispatch off or around the op recorder",
     ),
     _rule(r"^torch\._C\._dispatch_", EV, E, "calls the dispatcher directly, under the op recorder"),
+    # Starting or stopping a profiler (record_function annotations are harmless and not matched).
     _rule(
-        r"^torch\.(autograd\.profiler|profiler|_C\._profiler|autograd\._(disable|enable)_profiler)|_kineto",
+        r"^torch\.(profiler\.(profile|_KinetoProfile)|autograd\.profiler\.(profile|emit_nvtx|emit_itt)|_C\._profiler)"
+        r"|_kineto|_(disable|enable|prepare)_profiler",
         EV,
         E,
-        "touches the profiler whose CUDA trace is the judge's evidence",
+        "starts or stops a profiler: the CUDA trace that is the judge's evidence",
     ),
     _rule(r"^(sys|threading)\.(settrace|setprofile)$|^sys\.monitoring", EV, E, "installs a trace/profile hook"),
     _rule(r"^(ctypes|_ctypes|cffi)\b", EV, E, "calls native code directly (ctypes/cffi)"),
