@@ -6,6 +6,10 @@ Exit codes: 0 ok, 1 the kernel failed, 2 bad usage, 3 this environment cannot do
 ``--json`` prints the result model — always exactly one JSON object on stdout, failures included
 (``{"ok": false, "error": {"kind", "message", "exit_code"}}``); otherwise a readable table. No traceback of
 ours reaches the user: set PTT_DEBUG=1 to see one.
+
+The `ptt` entry point (``main()`` with no arguments) runs the command in the warm background engine of
+:mod:`mcp_server.cli.daemon` when it can, and in this process otherwise; ``main(argv)`` always runs here.
+This module imports little at its top: a call that goes to the engine does not pay for the parser.
 """
 
 from __future__ import annotations
@@ -15,9 +19,9 @@ import importlib
 import json
 import os
 import sys
+from contextlib import nullcontext
 from typing import Any, TextIO
 
-from mcp_server.cli._common import EXIT_ENV, EXIT_USAGE, Parser
 from mcp_server.cli.help import annotate
 from mcp_server.cli.version import VersionAction
 
@@ -34,10 +38,13 @@ COMMANDS: tuple[str, ...] = (
     "mcp_server.cli.docs",
     "mcp_server.cli.eval",
     "mcp_server.cli.install",
+    "mcp_server.cli.daemon",
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from mcp_server.cli._common import Parser
+
     parser = Parser(
         prog="ptt",
         description="Compile, validate, bench and audit Triton kernels against PyTorch.",
@@ -45,6 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
         "included. Exit codes: 0 ok, 1 the kernel failed, 2 bad usage, 3 this machine cannot do it.",
     )
     parser.add_argument("--version", action=VersionAction, help="ptt, torch and Triton versions, and the device")
+    parser.add_argument(
+        "--no-daemon",
+        action="store_true",
+        help="run in this process instead of the warm background engine (also PTT_NO_DAEMON=1)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="say on stderr when the background engine is not used, and why"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for module in COMMANDS:
         importlib.import_module(module).register(sub)
@@ -79,7 +94,22 @@ def _error(as_json: bool, kind: str, message: str, code: int, printed: bool = Tr
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """`ptt`: with no ``argv`` (the entry point), through the background engine when it can be used."""
+    if argv is None:
+        from mcp_server.cli.daemon import dispatch
+
+        argv = sys.argv[1:]
+        code = dispatch(argv)
+        if code is not None:
+            return code
+    return run(argv)
+
+
+def run(argv: list[str]) -> int:
+    """The command, in this process."""
+    from mcp_server.cli._common import EXIT_ENV, EXIT_USAGE, Heartbeat
+
+    argv = list(argv)
     as_json = "--json" in argv
     parser = build_parser()
     try:
@@ -98,8 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     stdout = sys.stdout
     watched = _Watched(stdout)
     sys.stdout = watched  # type: ignore[assignment]
+    heartbeat = Heartbeat(args.command) if args.command not in ("serve", "install", "daemon") else nullcontext()
     try:
-        code = int(args.fn(args) or 0)
+        with heartbeat:
+            code = int(args.fn(args) or 0)
     except UsageError as exc:
         return _error(as_json, "usage", str(exc), EXIT_USAGE, printed=False)
     except (EnvironmentUnavailable, RunnerError) as exc:

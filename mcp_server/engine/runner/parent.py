@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.jobs import registry
@@ -191,6 +191,24 @@ def _read_text(path: Path, limit: int = 256 * 1024) -> str:
         return ""
 
 
+def popen_fork_server(env: dict[str, str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """A new interpreter running the fork server (it imports torch and triton itself)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "mcp_server.engine.runner.forkserver"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        env=env,
+        start_new_session=True,
+    )
+
+
+# Starts one fork-server process from its full environment (TRITON_INTERPRET gives the mode) and its log file,
+# and returns a Popen-like object (stdin, stdout, poll, wait, kill). The ptt daemon swaps in one that forks
+# the server from a process that has already imported torch and triton.
+start_fork_server: Callable[[dict[str, str], IO[bytes]], Any] = popen_fork_server
+
+
 class _ForkServer:
     """One fork-server process and the jobs in flight on it."""
 
@@ -221,14 +239,7 @@ class _ForkServer:
             root = str(Path(__file__).resolve().parents[3])
             env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
             log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the process
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "mcp_server.engine.runner.forkserver"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                env=env,
-                start_new_session=True,
-            )
+            self.proc = start_fork_server(env, log)
             log.close()
             self.started_at = time.monotonic()
             threading.Thread(target=self._read_events, args=(self.proc,), daemon=True).start()
