@@ -16,6 +16,9 @@ HAS_GPU = torch.cuda.is_available()
 if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# `ptt` run as a process by a test stays in that process; tests/cli/test_daemon.py turns the daemon on itself.
+os.environ.setdefault("PTT_NO_DAEMON", "1")
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if HAS_GPU:

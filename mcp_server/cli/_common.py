@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
+import time
 import types
 import typing
 from collections.abc import Callable
@@ -113,6 +115,10 @@ def emit(result: Any, as_json: bool, render: Callable[[Any], str]) -> int:
     return EXIT_OK if getattr(result, "ok", True) else EXIT_FAILED
 
 
+# When a progress line last reached stderr (a Heartbeat stays quiet while a ProgressBar speaks).
+_last_progress = [0.0]
+
+
 class ProgressBar:
     """A one-line progress display on stderr (a plain log line per message when stderr is not a terminal)."""
 
@@ -121,6 +127,7 @@ class ProgressBar:
         self.last = ""
 
     def __call__(self, done: float, total: float | None, message: str) -> None:
+        _last_progress[0] = time.monotonic()
         if total:
             width = 24
             filled = int(width * min(1.0, done / total))
@@ -146,3 +153,44 @@ class ProgressBar:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Heartbeat:
+    """Progress for a command without progress of its own: after ``after_s`` seconds without any progress line,
+    ``ptt COMMAND: working (N s)`` on stderr, rewritten each second on a terminal, otherwise a line at
+    ``after_s`` and then every ``every_s`` seconds. Every command runs under one (see ``cli.run``)."""
+
+    def __init__(self, label: str, after_s: float = 3.0, every_s: float = 15.0) -> None:
+        self.label, self.after_s, self.every_s = label, after_s, every_s
+        self.started = time.monotonic()
+        self.stop = threading.Event()
+        self.shown = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        tty = sys.stderr.isatty()
+        last_line = 0.0
+        while not self.stop.wait(1.0):
+            now = time.monotonic()
+            if now - self.started < self.after_s or now - _last_progress[0] < self.after_s:
+                continue
+            if not tty and self.shown and now - last_line < self.every_s:
+                continue
+            text = f"ptt {self.label}: working ({now - self.started:.0f} s)"
+            try:
+                sys.stderr.write(("\r\033[K" + text) if tty else text + "\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                return
+            self.shown, last_line = True, now
+
+    def __enter__(self) -> Heartbeat:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(2.0)
+        if self.shown and sys.stderr.isatty():
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()

@@ -1,0 +1,313 @@
+"""The warm engine behind `ptt` (mcp_server/cli/daemon.py): the same results as the in-process CLI, one listener
+per environment, stale code never served, idle exit, and the in-process fallback when it cannot be used or dies.
+
+Tests that start a listener pay for its torch imports (10 s and more on a busy 2-core machine): they are `slow`
+and share one listener where they can.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from mcp_server.cli import daemon
+
+ROOT = Path(__file__).resolve().parents[2]
+FX = ROOT / "tests" / "fixtures" / "validate"
+KERNELS = ROOT / "tests" / "fixtures" / "compile" / "kernels.py"
+
+
+def _env(runtime: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PTT_NO_DAEMON"}
+    env.update(
+        XDG_RUNTIME_DIR=str(runtime),
+        PYTHONPATH=str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
+        PTT_DAEMON_IDLE_S="120",
+    )
+    env.update(extra)
+    return env
+
+
+def ptt(runtime: Path, *args: str, cwd: Path = ROOT, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_server.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=_env(runtime, **env),
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _status(runtime: Path) -> dict:
+    proc = ptt(runtime, "daemon", "status", "--json", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def runtime():
+    # A short path: unix socket paths are limited to 108 bytes.
+    path = Path(tempfile.mkdtemp(prefix="pttd-"))
+    yield path
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_RUNTIME_DIR", str(path))
+        try:
+            paths = daemon.Paths.for_env()
+            daemon.query(paths, "stop")
+        except daemon.Unavailable:
+            pass
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def warm():
+    """One listener shared by the module's slow tests."""
+    path = Path(tempfile.mkdtemp(prefix="pttw-"))
+    proc = ptt(path, "daemon", "start", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    yield path
+    ptt(path, "daemon", "stop", timeout=60)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _same_text(text: str) -> str:
+    """Rendered output with its timings (and every other decimal number) blanked."""
+    return re.sub(r"\b\d+\.\d+\b", "N", text)
+
+
+def _same_json(text: str) -> object:
+    def strip(value: object) -> object:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if "second" not in k and not k.endswith("_s")}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return strip(json.loads(text))
+
+
+# --- fast: no listener -----------------------------------------------------------------------------------------
+
+
+def test_the_key_changes_when_the_source_changes(tmp_path, monkeypatch):
+    pkg = tmp_path / "mcp_server"
+    shutil.copytree(ROOT / "mcp_server", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(daemon, "PKG", pkg)
+    before = daemon.daemon_key()
+    assert daemon.daemon_key() == before
+    target = pkg / "engine" / "validate.py"
+    target.write_text(target.read_text() + "\n# edited\n")
+    assert daemon.daemon_key() != before
+
+
+def test_the_key_follows_the_import_environment_but_not_the_mode():
+    base = {"HOME": "/x"}
+    assert daemon.daemon_key({**base, "TRITON_INTERPRET": "1"}) == daemon.daemon_key(base)
+    assert daemon.daemon_key({**base, "PYTHONPATH": "/elsewhere"}) != daemon.daemon_key(base)
+    assert daemon.daemon_key({**base, "TORCH_LOGS": "dynamo"}) != daemon.daemon_key(base)
+
+
+def test_a_folder_that_is_not_private_or_not_a_folder_is_not_used(tmp_path):
+    shared = tmp_path / "shared"
+    (shared / "ptt").mkdir(parents=True)
+    (shared / "ptt").chmod(0o777)
+    with pytest.raises(daemon.Unavailable, match="not a private folder"):
+        daemon.runtime_dir({"XDG_RUNTIME_DIR": str(shared)})
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    with pytest.raises(daemon.Unavailable, match="cannot use"):
+        daemon.runtime_dir({"XDG_RUNTIME_DIR": str(a_file)})
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve"],
+        ["install", "claude"],
+        ["daemon", "status"],
+        ["--no-daemon", "validate", "a.py:f", "b.py:g"],
+        ["--help"],
+        [],
+    ],
+)
+def test_commands_that_never_go_through_the_daemon(argv, monkeypatch):
+    monkeypatch.delenv("PTT_NO_DAEMON", raising=False)
+    monkeypatch.setattr(daemon.Client, "run", lambda self, argv: pytest.fail("went to the daemon"))
+    assert daemon.dispatch(argv) is None
+
+
+def test_ptt_no_daemon_keeps_every_command_here(monkeypatch):
+    monkeypatch.setenv("PTT_NO_DAEMON", "1")
+    monkeypatch.setattr(daemon.Client, "run", lambda self, argv: pytest.fail("went to the daemon"))
+    assert daemon.dispatch(["validate", "a.py:f", "b.py:g"]) is None
+
+
+def test_an_unusable_socket_folder_falls_back_to_this_process_and_says_so_with_v(tmp_path):
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_text("")
+    args = ("validate", "nope.py:f", f"{FX}/add_good.py:candidate")
+    quiet = ptt(a_file, *args, timeout=120)
+    assert quiet.returncode == 2 and "does not exist" in quiet.stderr
+    assert "background engine" not in quiet.stderr
+    loud = ptt(a_file, "-v", *args, timeout=120)
+    assert loud.returncode == 2 and "running in this process" in loud.stderr and "cannot use" in loud.stderr
+
+
+# --- slow: a listener -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("validate", f"{FX}/add_problem.py:reference", f"{FX}/add_good.py:candidate"),
+        ("validate", f"{FX}/add_problem.py:reference", f"{FX}/add_unwritten.py:candidate", "--json"),
+        ("validate", "nope.py:f", f"{FX}/add_good.py:candidate", "--json"),
+        ("compile", f"{KERNELS}:scale_kernel", "--signature", "*fp32, *fp32, i32, fp32", "--constexpr", "BLOCK=1024"),
+        ("compile", f"{KERNELS}:launcher", "--signature", "*fp32"),
+    ],
+    ids=["validate-ok", "validate-fails-json", "validate-usage", "compile", "compile-usage"],
+)
+def test_exit_codes_and_output_are_those_of_the_in_process_cli(warm, args):
+    here = ptt(warm, "--no-daemon", *args)
+    there = ptt(warm, *args)
+    assert there.returncode == here.returncode, (here.stderr, there.stderr)
+    assert "stopped before answering" not in there.stderr
+    if "--json" in args and here.stdout.strip():
+        assert _same_json(there.stdout) == _same_json(here.stdout)
+    else:
+        assert _same_text(there.stdout) == _same_text(here.stdout)
+    assert _status(warm)["served"] >= 1
+
+
+@pytest.mark.slow
+def test_paths_resolve_against_the_callers_folder_and_the_callers_environment_reaches_the_kernel(warm, tmp_path):
+    shutil.copy(FX / "add_problem.py", tmp_path / "problem.py")
+    source = (FX / "add_good.py").read_text()
+    check = "import os\n\nimport torch\n\nassert os.environ['WARM_MARK'] == 'yes'\n"
+    marked = source.replace("import torch\n", check, 1)
+    (tmp_path / "kernel.py").write_text(marked)
+    args = ("validate", "problem.py:reference", "kernel.py:candidate", "--json")
+    seen = ptt(warm, *args, cwd=tmp_path, WARM_MARK="yes")
+    assert seen.returncode == 0, seen.stderr
+    assert json.loads(seen.stdout)["candidate"].startswith(str(tmp_path))
+    unseen = ptt(warm, *args, cwd=tmp_path, WARM_MARK="no")
+    assert unseen.returncode == 1
+
+
+@pytest.mark.slow
+def test_two_clients_at_once_start_one_listener_that_exits_when_idle(runtime):
+    args = ("validate", f"{FX}/add_problem.py:reference", f"{FX}/add_good.py:candidate")
+    env = _env(runtime, PTT_DAEMON_IDLE_S="3")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "mcp_server.cli", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert all("PASS" in out for out, _ in outs)
+    logs = list((runtime / "ptt").glob("*.log"))
+    assert len(logs) == 1
+    assert logs[0].read_text().count("listening on") == 1
+    status = _status(runtime)
+    assert status["running"] and status["served"] == 2
+    pid = status["pid"]
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _alive(pid), "the listener outlived its idle timeout"
+    assert "idle for" in logs[0].read_text()
+    assert not list((runtime / "ptt").glob("*.sock"))
+
+
+def _slow_candidate(folder: Path, seconds: float) -> str:
+    """add_good, after ``seconds`` of touching ``folder/beat`` (so a test can see whether its job still runs)."""
+    source = (FX / "add_good.py").read_text()
+    wait = (
+        "import pathlib\nimport time\n\nimport torch\n\n"
+        f"for _ in range(int({seconds} / 0.2)):\n"
+        f"    pathlib.Path({str(folder / 'beat')!r}).write_text(str(time.time()))\n"
+        "    time.sleep(0.2)\n"
+    )
+    (folder / "slow_kernel.py").write_text(source.replace("import torch\n", wait, 1))
+    return f"{folder}/slow_kernel.py:candidate"
+
+
+def _handler_of(runtime: Path, timeout: float = 60) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        handlers = _status(runtime)["handlers"]
+        if handlers:
+            return handlers[0]
+        time.sleep(0.2)
+    raise AssertionError("no request in progress")
+
+
+@pytest.mark.slow
+def test_a_handler_killed_mid_request_falls_back_to_this_process_and_says_so(warm, tmp_path):
+    candidate = _slow_candidate(tmp_path, 3)
+    client = subprocess.Popen(
+        [sys.executable, "-m", "mcp_server.cli", "validate", f"{FX}/add_problem.py:reference", candidate],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=_env(warm),
+    )
+    os.kill(_handler_of(warm), signal.SIGKILL)
+    out, err = client.communicate(timeout=300)
+    assert "stopped before answering" in err and "running the command in this process" in err
+    assert client.returncode == 0 and "PASS" in out
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_the_client_stops_the_request_and_its_jobs(warm, tmp_path):
+    candidate = _slow_candidate(tmp_path, 60)
+    client = subprocess.Popen(
+        [sys.executable, "-m", "mcp_server.cli", "validate", f"{FX}/add_problem.py:reference", candidate],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=_env(warm),
+    )
+    handler = _handler_of(warm)
+    time.sleep(3)  # let the candidate's job start
+    client.send_signal(signal.SIGINT)
+    _, err = client.communicate(timeout=60)
+    assert client.returncode == 130 and "interrupted" in err
+    deadline = time.monotonic() + 20
+    while _alive(handler) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(handler)
+    time.sleep(2)
+    beat = (tmp_path / "beat").read_text()
+    time.sleep(2)
+    assert (tmp_path / "beat").read_text() == beat, "a job of the interrupted request is still running"
