@@ -896,6 +896,7 @@ def _main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from mcp_server.cli import daemon as _self  # one copy of this module, not __main__ beside it
+    import importlib
 
-    sys.exit(_self._main(sys.argv[1:]))
+    # One copy of this module (the handlers run in it), not a __main__ copy beside it.
+    sys.exit(importlib.import_module("mcp_server.cli.daemon")._main(sys.argv[1:]))
