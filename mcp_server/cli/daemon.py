@@ -869,15 +869,7 @@ def cmd_daemon(args: Any) -> int:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "daemon",
-        help="the warm background engine that runs ptt commands: status, start or stop it",
-        description=(
-            "ptt commands run in a per-user background engine that keeps torch imported and its fork servers "
-            "warm; it starts on first use and exits after PTT_DAEMON_IDLE_S seconds (default 600) idle. "
-            "PTT_NO_DAEMON=1 or `ptt --no-daemon …` runs a command in its own process instead."
-        ),
-    )
+    p = sub.add_parser("daemon", help="the warm background engine that runs ptt commands: status, start or stop it")
     p.add_argument("action", choices=("status", "start", "stop"), nargs="?", default="status")
     p.add_argument("--json", action="store_true", help="print the status as JSON")
     p.set_defaults(fn=cmd_daemon)

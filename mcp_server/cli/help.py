@@ -110,6 +110,13 @@ HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
         "pool; report correctness and fast_p. Resumable: results go to a SQLite database.",
         ("ptt eval problems/ solutions/", "ptt eval problems/ solutions/ --no-bench --json"),
     ),
+    ("daemon",): (
+        "ptt commands run in a per-user background engine that keeps torch imported and its fork servers warm "
+        "(about a second per small validate instead of tens): it starts on first use, one per environment, and "
+        "exits after PTT_DAEMON_IDLE_S seconds idle (default 600). PTT_NO_DAEMON=1 or `ptt --no-daemon …` runs "
+        "a command in its own process instead; `ptt -v …` says when the engine is not used and why.",
+        ("ptt daemon status", "ptt daemon start", "ptt daemon stop --json"),
+    ),
     ("install",): (
         "Put the pytorch-to-triton skill and MCP server where a coding agent finds them: Claude Code (the skill "
         "in .claude/skills/, the server in .mcp.json or, with --scope user, through `claude mcp add` or "
