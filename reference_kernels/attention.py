@@ -271,10 +271,10 @@ def _attn_fwd_inner(
     acc, l_i, m_i, q, k_src, v_src, row0, lo, hi, offs_m, qk_scale, N_CTX,
     stride_ks, stride_kd, stride_vs, stride_vd,
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-    MASKED: tl.constexpr, USE_DESC: tl.constexpr,
+    MASKED: tl.constexpr, USE_DESC: tl.constexpr, WARP_SPEC: tl.constexpr,
 ):  # fmt: skip
     """Key blocks [lo, hi): with MASKED the sequence tail (and causal triangle) is masked."""
-    for start_n in tl.range(lo, hi, BLOCK_N):
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPEC):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         k_t, v = _load_kv(
             k_src, v_src, row0, start_n, N_CTX, stride_ks, stride_kd, stride_vs, stride_vd,
@@ -301,7 +301,7 @@ def _attn_fwd_split_kernel(
     stride_vb, stride_vh, stride_vs, stride_vd,
     stride_ob, stride_oh, stride_os, stride_od,
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, USE_DESC: tl.constexpr, STORE_LSE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WARP_SPEC: tl.constexpr = False,
 ):  # fmt: skip
     """Stage 3: unmasked off-diagonal / in-sequence key blocks, masked diagonal / tail blocks only."""
     if CAUSAL:
@@ -336,22 +336,22 @@ def _attn_fwd_split_kernel(
         diag = start_m * BLOCK_M
         acc, l_i, m_i = _attn_fwd_inner(
             acc, l_i, m_i, q, k_src, v_src, row0, 0, diag, offs_m, qk_scale, N_CTX,
-            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, False, USE_DESC,
+            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, False, USE_DESC, WARP_SPEC,
         )  # fmt: skip
         hi = tl.minimum(diag + BLOCK_M, N_CTX)
         acc, l_i, m_i = _attn_fwd_inner(
             acc, l_i, m_i, q, k_src, v_src, row0, diag, hi, offs_m, qk_scale, N_CTX,
-            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, True, USE_DESC,
+            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, True, USE_DESC, WARP_SPEC,
         )  # fmt: skip
     else:
         full = (N_CTX // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attn_fwd_inner(
             acc, l_i, m_i, q, k_src, v_src, row0, 0, full, offs_m, qk_scale, N_CTX,
-            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, False, USE_DESC,
+            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, False, USE_DESC, WARP_SPEC,
         )  # fmt: skip
         acc, l_i, m_i = _attn_fwd_inner(
             acc, l_i, m_i, q, k_src, v_src, row0, full, N_CTX, offs_m, qk_scale, N_CTX,
-            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, True, USE_DESC,
+            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, True, USE_DESC, WARP_SPEC,
         )  # fmt: skip
 
     acc = acc / l_i[:, None]
@@ -402,90 +402,161 @@ def _attn_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, N_CTX, HEAD_DIM: tl.co
 
 
 @triton.jit
-def _attn_bwd_dkdv_kernel(
-    q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, delta_ptr,
-    sm_scale, N_CTX,
-    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-):  # fmt: skip
-    """dK, dV of BLOCK_N keys: stream the query blocks that see them, rebuilding Pᵀ from the saved lse.
+def _bwd_rows(src, row0, start, N_CTX, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr, USE_DESC: tl.constexpr):
+    """Rows start…start+BLOCK of one head, [BLOCK, HEAD_DIM]; ``row0`` = the head's first row of the
+    [batch·heads·seq, head_dim] view. Rows past N_CTX are the next head's (descriptor) or zeros (pointers):
+    the callers give them P = 0 (queries) or drop their results (keys)."""
+    if USE_DESC:
+        return src.load([(row0 + start).to(tl.int32), 0])
+    else:
+        offs = start + tl.arange(0, BLOCK)
+        offs_d = tl.arange(0, HEAD_DIM)
+        # other=0: see the docstring.
+        return tl.load(src + (row0 + offs[:, None]) * HEAD_DIM + offs_d[None, :], mask=offs[:, None] < N_CTX, other=0.0)
 
-    dV = Pᵀ dO,  dPᵀ = V dOᵀ,  dSᵀ = Pᵀ ∘ (dPᵀ − delta),  dK = scale · dSᵀ Q.
-    """
-    bh = tl.program_id(1).to(tl.int64)
-    start_n = tl.program_id(0) * BLOCK_N
-    head = bh * N_CTX * HEAD_DIM
-    offs_n = start_n + tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    key_ok = offs_n < N_CTX
-    kv_tile = head + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
-    # other=0: padded keys get P = 0 below and are not stored.
-    k = tl.load(k_ptr + kv_tile, mask=key_ok[:, None], other=0.0)
-    v = tl.load(v_ptr + kv_tile, mask=key_ok[:, None], other=0.0)
-    dk = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
-    dv = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
-    qk_scale = sm_scale * LOG2E
-    lo = 0
-    if CAUSAL:
-        lo = (start_n // BLOCK_M) * BLOCK_M  # earlier queries see none of these keys
-    for start_m in range(lo, N_CTX, BLOCK_M):
+
+@triton.jit
+def _bwd_dkdv_inner(
+    dk, dv, k, v, q_src, do_src, lse_ptr, delta_ptr, row0, lo, hi, offs_n, qk_scale, N_CTX,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr, USE_DESC: tl.constexpr,
+):  # fmt: skip
+    """Query blocks [lo, hi) into dK, dV; MASKED: the blocks that straddle the causal diagonal."""
+    for start_m in tl.range(lo, hi, BLOCK_M):
+        start_m = tl.multiple_of(start_m, BLOCK_M)
         offs_m = start_m + tl.arange(0, BLOCK_M)
-        row_ok = offs_m < N_CTX
-        q_tile = head + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
-        # other=0: padded query rows get P = 0 below.
-        q = tl.load(q_ptr + q_tile, mask=row_ok[:, None], other=0.0)
-        do = tl.load(do_ptr + q_tile, mask=row_ok[:, None], other=0.0)
-        lse = tl.load(lse_ptr + bh * N_CTX + offs_m, mask=row_ok, other=0.0)
-        delta = tl.load(delta_ptr + bh * N_CTX + offs_m, mask=row_ok, other=0.0)
-        keep = key_ok[:, None] & row_ok[None, :]
-        if CAUSAL:
-            keep = keep & (offs_m[None, :] >= offs_n[:, None])
-        # A select, not a multiply: exp2 of a masked entry may overflow to inf.
-        p_t = tl.where(keep, tl.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :]), 0.0)
+        q = _bwd_rows(q_src, row0, start_m, N_CTX, HEAD_DIM, BLOCK_M, USE_DESC)
+        do = _bwd_rows(do_src, row0, start_m, N_CTX, HEAD_DIM, BLOCK_M, USE_DESC)
+        # lse = +inf past the sequence: those query rows get P = exp2(-inf) = 0, so they add nothing.
+        lse = tl.load(lse_ptr + row0 + offs_m, mask=offs_m < N_CTX, other=float("inf"))
+        delta = tl.load(delta_ptr + row0 + offs_m, mask=offs_m < N_CTX, other=0.0)
+        p_t = tl.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])
+        if MASKED:
+            # A select, not a multiply: exp2 of a masked score may overflow to inf.
+            p_t = tl.where(offs_m[None, :] >= offs_n[:, None], p_t, 0.0)
         dv = tl.dot(p_t.to(do.dtype), do, dv)
         dp_t = tl.dot(v, tl.trans(do))
         ds_t = p_t * (dp_t - delta[None, :])
         dk = tl.dot(ds_t.to(q.dtype), q, dk)
-    tl.store(dk_ptr + kv_tile, (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=key_ok[:, None])
-    tl.store(dv_ptr + kv_tile, dv.to(dv_ptr.dtype.element_ty), mask=key_ok[:, None])
+    return dk, dv
+
+
+@triton.jit
+def _attn_bwd_dkdv_kernel(
+    q_src, k_src, v_src, do_src, dk_ptr, dv_ptr, lse_ptr, delta_ptr,
+    sm_scale, N_CTX,
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, USE_DESC: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """dK, dV of BLOCK_N keys: stream the query blocks that see them, rebuilding Pᵀ from the saved lse.
+
+    dV = Pᵀ dO,  dPᵀ = V dOᵀ,  dSᵀ = Pᵀ ∘ (dPᵀ − delta),  dK = scale · dSᵀ Q.
+    Causal: queries before the key block see none of it (skipped); the BLOCK_N / BLOCK_M query blocks
+    that straddle the diagonal are masked; every later block sees all of it, unmasked.
+    """
+    bh = tl.program_id(1).to(tl.int64)
+    start_n = tl.program_id(0) * BLOCK_N
+    row0 = bh * N_CTX
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    # Key rows past N_CTX: their dK, dV rows are computed from foreign or zero keys and not stored.
+    k = _bwd_rows(k_src, row0, start_n, N_CTX, HEAD_DIM, BLOCK_N, USE_DESC)
+    v = _bwd_rows(v_src, row0, start_n, N_CTX, HEAD_DIM, BLOCK_N, USE_DESC)
+    dk = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
+    dv = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
+    qk_scale = sm_scale * LOG2E
+    if CAUSAL:
+        mid = tl.minimum(start_n + BLOCK_N, N_CTX)
+        dk, dv = _bwd_dkdv_inner(
+            dk, dv, k, v, q_src, do_src, lse_ptr, delta_ptr, row0, start_n, mid, offs_n, qk_scale, N_CTX,
+            HEAD_DIM, BLOCK_M, True, USE_DESC,
+        )  # fmt: skip
+        dk, dv = _bwd_dkdv_inner(
+            dk, dv, k, v, q_src, do_src, lse_ptr, delta_ptr, row0, mid, N_CTX, offs_n, qk_scale, N_CTX,
+            HEAD_DIM, BLOCK_M, False, USE_DESC,
+        )  # fmt: skip
+    else:
+        dk, dv = _bwd_dkdv_inner(
+            dk, dv, k, v, q_src, do_src, lse_ptr, delta_ptr, row0, 0, N_CTX, offs_n, qk_scale, N_CTX,
+            HEAD_DIM, BLOCK_M, False, USE_DESC,
+        )  # fmt: skip
+    # Pointer stores: a descriptor store of a partial last block would write into the next head.
+    kv_tile = (row0 + offs_n[:, None]) * HEAD_DIM + offs_d[None, :]
+    key_ok = offs_n[:, None] < N_CTX
+    tl.store(dk_ptr + kv_tile, (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=key_ok)
+    tl.store(dv_ptr + kv_tile, dv.to(dv_ptr.dtype.element_ty), mask=key_ok)
+
+
+@triton.jit
+def _bwd_dq_inner(
+    dq, q, do, lse, delta, k_src, v_src, row0, lo, hi, offs_m, qk_scale, N_CTX,
+    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MASKED: tl.constexpr,
+    USE_DESC: tl.constexpr,
+):  # fmt: skip
+    """Key blocks [lo, hi) into dQ; MASKED: the sequence tail (and the causal diagonal) are masked."""
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k = _bwd_rows(k_src, row0, start_n, N_CTX, HEAD_DIM, BLOCK_N, USE_DESC)
+        v = _bwd_rows(v_src, row0, start_n, N_CTX, HEAD_DIM, BLOCK_N, USE_DESC)
+        p = tl.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None])
+        if MASKED:
+            offs_n = start_n + tl.arange(0, BLOCK_N)
+            keep = offs_n[None, :] < N_CTX
+            if CAUSAL:
+                keep = keep & (offs_m[:, None] >= offs_n[None, :])
+            # A select, not a multiply: exp2 of a masked score may overflow to inf.
+            p = tl.where(keep, p, 0.0)
+        dp = tl.dot(do, tl.trans(v))
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq)
+    return dq
 
 
 @triton.jit
 def _attn_bwd_dq_kernel(
-    q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_ptr,
+    q_src, k_src, v_src, do_src, dq_ptr, lse_ptr, delta_ptr,
     sm_scale, N_CTX,
-    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, USE_DESC: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
-    """dQ of BLOCK_M queries: dP = dO Vᵀ, dS = P ∘ (dP − delta), dQ = scale · dS K."""
+    """dQ of BLOCK_M queries: dP = dO Vᵀ, dS = P ∘ (dP − delta), dQ = scale · dS K. Key blocks fully
+    below the diagonal (causal) or inside the sequence run unmasked; causal programs run heaviest first."""
+    if CAUSAL:
+        start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
+    else:
+        start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1).to(tl.int64)
-    start_m = tl.program_id(0) * BLOCK_M
-    head = bh * N_CTX * HEAD_DIM
+    row0 = bh * N_CTX
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < N_CTX
-    q_tile = head + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
-    # other=0: padded query rows get P = 0 below and are not stored.
-    q = tl.load(q_ptr + q_tile, mask=row_ok[:, None], other=0.0)
-    do = tl.load(do_ptr + q_tile, mask=row_ok[:, None], other=0.0)
-    lse = tl.load(lse_ptr + bh * N_CTX + offs_m, mask=row_ok, other=0.0)
-    delta = tl.load(delta_ptr + bh * N_CTX + offs_m, mask=row_ok, other=0.0)
+    q = _bwd_rows(q_src, row0, start_m, N_CTX, HEAD_DIM, BLOCK_M, USE_DESC)
+    do = _bwd_rows(do_src, row0, start_m, N_CTX, HEAD_DIM, BLOCK_M, USE_DESC)
+    # lse = +inf past the sequence: those rows get P = 0 (and are not stored).
+    lse = tl.load(lse_ptr + row0 + offs_m, mask=row_ok, other=float("inf"))
+    delta = tl.load(delta_ptr + row0 + offs_m, mask=row_ok, other=0.0)
     dq = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
     qk_scale = sm_scale * LOG2E
-    hi = N_CTX
     if CAUSAL:
-        hi = tl.minimum(start_m + BLOCK_M, N_CTX)
-    for start_n in range(0, hi, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        key_ok = offs_n < N_CTX
-        kv_tile = head + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
-        k = tl.load(k_ptr + kv_tile, mask=key_ok[:, None], other=0.0)
-        v = tl.load(v_ptr + kv_tile, mask=key_ok[:, None], other=0.0)
-        keep = row_ok[:, None] & key_ok[None, :]
-        if CAUSAL:
-            keep = keep & (offs_m[:, None] >= offs_n[None, :])
-        p = tl.where(keep, tl.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None]), 0.0)
-        dp = tl.dot(do, tl.trans(v))
-        ds = p * (dp - delta[:, None])
-        dq = tl.dot(ds.to(k.dtype), k, dq)
+        # Keys [0, start_m) lie below the diagonal for every row (BLOCK_M % BLOCK_N == 0).
+        dq = _bwd_dq_inner(
+            dq, q, do, lse, delta, k_src, v_src, row0, 0, start_m, offs_m, qk_scale, N_CTX,
+            HEAD_DIM, BLOCK_N, CAUSAL, False, USE_DESC,
+        )  # fmt: skip
+        dq = _bwd_dq_inner(
+            dq, q, do, lse, delta, k_src, v_src, row0, start_m, tl.minimum(start_m + BLOCK_M, N_CTX), offs_m,
+            qk_scale, N_CTX, HEAD_DIM, BLOCK_N, CAUSAL, True, USE_DESC,
+        )  # fmt: skip
+    else:
+        full = (N_CTX // BLOCK_N) * BLOCK_N
+        dq = _bwd_dq_inner(
+            dq, q, do, lse, delta, k_src, v_src, row0, 0, full, offs_m, qk_scale, N_CTX,
+            HEAD_DIM, BLOCK_N, CAUSAL, False, USE_DESC,
+        )  # fmt: skip
+        dq = _bwd_dq_inner(
+            dq, q, do, lse, delta, k_src, v_src, row0, full, N_CTX, offs_m, qk_scale, N_CTX,
+            HEAD_DIM, BLOCK_N, CAUSAL, True, USE_DESC,
+        )  # fmt: skip
+    q_tile = (row0 + offs_m[:, None]) * HEAD_DIM + offs_d[None, :]
     tl.store(dq_ptr + q_tile, (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=row_ok[:, None])
 
 
@@ -502,32 +573,44 @@ _BWD_DKDV_TILES = {
 _BWD_DQ_TILES = {d: ((128, 32, 3, 8), (128, 64, 2, 8), (64, 64, 3, 4)) for d in (64, 128)}
 
 
+def _set_bwd_descriptor_blocks(nargs: dict) -> None:
+    """Autotune pre-hook of both backward kernels: Q and dO come in BLOCK_M rows, K and V in BLOCK_N."""
+    if not nargs["USE_DESC"]:
+        return
+    d = nargs["HEAD_DIM"]
+    for name, block in (("q_src", "BLOCK_M"), ("do_src", "BLOCK_M"), ("k_src", "BLOCK_N"), ("v_src", "BLOCK_N")):
+        nargs[name].block_shape = [nargs[block], d]
+
+
 def _bwd_configs(tiles_by_class: dict) -> list[triton.Config]:
     tiles = dict.fromkeys(t for tiles in tiles_by_class.values() for t in tiles)  # ordered, unique
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=s, num_warps=w) for (bm, bn, s, w) in tiles]
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=s, num_warps=w, pre_hook=_set_bwd_descriptor_blocks)
+        for (bm, bn, s, w) in tiles
+    ]
 
 
-def _bwd_tiles(tiles_by_class: dict, q: torch.Tensor, seq: int, head_dim: int) -> tuple:
+def _bwd_tiles(tiles_by_class: dict, out: torch.Tensor, seq: int, head_dim: int) -> tuple:
     """The head-dim class's tiles, or its last (small) tile alone when the problem cannot fill the GPU."""
     tiles = tiles_by_class[64 if head_dim <= 64 else 128]
-    return tiles if _fills_gpu(q, seq, head_dim) else tiles[-1:]
+    return tiles if _fills_gpu(out, seq, head_dim) else tiles[-1:]
 
 
 def _prune_dkdv(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> list[triton.Config]:
-    wanted = _bwd_tiles(_BWD_DKDV_TILES, named_args["q_ptr"], named_args["N_CTX"], kwargs["HEAD_DIM"])
+    wanted = _bwd_tiles(_BWD_DKDV_TILES, named_args["dk_ptr"], named_args["N_CTX"], kwargs["HEAD_DIM"])
     return [c for c in configs if _tile_of(c)[:4] in wanted]
 
 
 def _prune_dq(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> list[triton.Config]:
-    wanted = _bwd_tiles(_BWD_DQ_TILES, named_args["q_ptr"], named_args["N_CTX"], kwargs["HEAD_DIM"])
+    wanted = _bwd_tiles(_BWD_DQ_TILES, named_args["dq_ptr"], named_args["N_CTX"], kwargs["HEAD_DIM"])
     return [c for c in configs if _tile_of(c)[:4] in wanted]
 
 
 _attn_bwd_dkdv_tuned = parallel_autotune(
-    _bwd_configs(_BWD_DKDV_TILES), key=["N_CTX", "HEAD_DIM", "CAUSAL"], prune=_prune_dkdv
+    _bwd_configs(_BWD_DKDV_TILES), key=["N_CTX", "HEAD_DIM", "CAUSAL", "USE_DESC"], prune=_prune_dkdv
 )(_attn_bwd_dkdv_kernel)
 _attn_bwd_dq_tuned = parallel_autotune(
-    _bwd_configs(_BWD_DQ_TILES), key=["N_CTX", "HEAD_DIM", "CAUSAL"], prune=_prune_dq
+    _bwd_configs(_BWD_DQ_TILES), key=["N_CTX", "HEAD_DIM", "CAUSAL", "USE_DESC"], prune=_prune_dq
 )(_attn_bwd_dq_kernel)
 
 
@@ -660,8 +743,10 @@ def _attention_backward(
     do: torch.Tensor,
     causal: bool,
     configs: tuple[triton.Config, triton.Config] | None = None,
+    use_desc: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dQ, dK, dV; ``configs`` (dK/dV, dQ) run fixed tiles instead of autotuning (tests sweep them)."""
+    """dQ, dK, dV; ``configs`` (dK/dV, dQ) run fixed tiles instead of autotuning (tests sweep them);
+    ``use_desc`` None: TMA descriptors where usable (sm_90+)."""
     B, H, S, D = q.shape
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
@@ -669,17 +754,32 @@ def _attention_backward(
         return dq, dk, dv
     delta = torch.empty_like(lse)
     _attn_bwd_preprocess_kernel[(triton.cdiv(S, 64), B * H)](o, do, delta, S, HEAD_DIM=D, BLOCK_M=64)
+    if use_desc is None:
+        use_desc = _descriptors_usable(q, k, v, do)
     sm_scale = 1.0 / math.sqrt(D)
-    flags = {"HEAD_DIM": D, "CAUSAL": causal}
-    dkdv_args = (q, k, v, do, dk, dv, lse, delta, sm_scale, S)
-    dq_args = (q, k, v, do, dq, lse, delta, sm_scale, S)
+    flags = {"HEAD_DIM": D, "CAUSAL": causal, "USE_DESC": use_desc}
+
+    def sources() -> tuple:
+        # One set per kernel: the pre-hooks give each its own block shapes.
+        if not use_desc:
+            return (q, k, v, do)
+        # Placeholder block shapes; _set_bwd_descriptor_blocks sets them per config.
+        return tuple(_TensorDescriptor.from_tensor(t.view(B * H * S, D), [16, D]) for t in (q, k, v, do))
+
+    dkdv_args = (*sources(), dk, dv, lse, delta, sm_scale, S)
+    dq_args = (*sources(), dq, lse, delta, sm_scale, S)
     dkdv_grid = lambda meta: (triton.cdiv(S, meta["BLOCK_N"]), B * H)
     dq_grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)
     if interpreting():
         configs = (triton.Config(_INTERPRETER_BWD_DKDV), triton.Config(_INTERPRETER_BWD_DQ))
     if configs is not None:
-        _attn_bwd_dkdv_tuned.fn[dkdv_grid](*dkdv_args, **flags, **configs[0].all_kwargs())
-        _attn_bwd_dq_tuned.fn[dq_grid](*dq_args, **flags, **configs[1].all_kwargs())
+        for kernel, grid, args, cfg in (
+            (_attn_bwd_dkdv_tuned, dkdv_grid, dkdv_args, configs[0]),
+            (_attn_bwd_dq_tuned, dq_grid, dq_args, configs[1]),
+        ):
+            names = dict(zip(("q_src", "k_src", "v_src", "do_src"), args[:4], strict=True))
+            _set_bwd_descriptor_blocks({**names, **flags, **cfg.kwargs})
+            kernel.fn[grid](*args, **flags, **cfg.all_kwargs())
     else:
         _attn_bwd_dkdv_tuned[dkdv_grid](*dkdv_args, **flags)
         _attn_bwd_dq_tuned[dq_grid](*dq_args, **flags)
