@@ -35,49 +35,59 @@ sys.path.insert(0, str(ROOT))
 from reference_kernels import attention as at  # noqa: E402
 
 SHAPES = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (2, 16, 8192, 64, False), (2, 16, 8192, 64, True)]
-# Forward (BLOCK_M, BLOCK_N, num_stages, num_warps, maxnreg, warp-specialized key loop).
+# Forward (BLOCK_M, BLOCK_N, num_stages, num_warps, maxnreg, warp-specialized key loop, hand-pipelined QKᵀ).
 FWD = {
     64: [
-        (128, 128, 2, 8, 128, False),
-        (128, 128, 3, 8, None, False),
-        (128, 64, 3, 8, None, False),
-        (128, 64, 3, 4, None, False),
-        (128, 128, 2, 8, None, False),
-        (256, 128, 2, 16, None, False),
-        (256, 64, 3, 16, None, False),
-        (128, 128, 2, 8, None, True),
-        (128, 128, 3, 8, None, True),
-        (128, 64, 3, 4, None, True),
-        (128, 128, 2, 4, None, True),
+        (128, 64, 3, 8, None, False, False),
+        (128, 128, 2, 8, 128, False, False),
+        (128, 64, 3, 4, None, False, False),
+        (128, 64, 3, 8, None, False, True),
+        (128, 128, 2, 8, 128, False, True),
+        (128, 64, 2, 8, None, False, True),
+        (128, 128, 2, 8, None, False, True),
+        (128, 128, 3, 8, None, True, False),
+        (128, 64, 3, 8, None, True, False),
     ],
     128: [
-        (128, 64, 2, 8, 128, False),
-        (128, 64, 3, 8, None, False),
-        (128, 128, 2, 8, None, False),
-        (128, 64, 2, 8, None, False),
-        (128, 64, 4, 8, None, False),
-        (256, 64, 2, 16, None, False),
-        (256, 128, 2, 16, None, False),
-        (128, 64, 2, 8, None, True),
-        (128, 64, 3, 8, None, True),
-        (128, 128, 2, 8, None, True),
-        (128, 64, 2, 4, None, True),
+        (128, 64, 4, 8, None, False, False),
+        (128, 64, 2, 8, 128, False, False),
+        (128, 64, 3, 8, None, False, False),
+        (128, 64, 3, 8, None, True, False),
+        (128, 64, 2, 8, 128, False, True),
+        (128, 64, 3, 8, None, False, True),
+        (128, 64, 2, 8, None, False, True),
+        (128, 128, 2, 8, None, False, True),
+        (128, 64, 4, 8, None, True, False),
+        (128, 64, 2, 8, 128, True, False),
     ],
 }
-# Backward (BLOCK_M, BLOCK_N, num_stages, num_warps); dK/dV needs BLOCK_N % BLOCK_M == 0, dQ the reverse.
-DKDV = {
-    64: [(32, 128, 3, 8), (64, 128, 2, 8), (64, 64, 3, 4), (64, 128, 3, 8), (32, 128, 2, 4), (128, 128, 2, 8)],
-    128: [(32, 128, 3, 8), (64, 64, 2, 8), (32, 64, 3, 4), (64, 128, 2, 8), (64, 64, 3, 8), (64, 128, 2, 16)],
+# Two-kernel backward pairs (dK/dV tile, dQ tile), (BLOCK_M, BLOCK_N, num_stages, num_warps); dK/dV needs
+# BLOCK_N % BLOCK_M == 0, dQ the reverse.
+PAIRS = {
+    64: [((64, 64, 3, 4), (128, 32, 3, 8)), ((32, 128, 3, 8), (64, 64, 3, 4))],
+    128: [((64, 128, 2, 8), (128, 32, 3, 8)), ((32, 64, 3, 4), (128, 32, 3, 8))],
 }
-DQ = {
-    64: [(128, 32, 3, 8), (128, 64, 2, 8), (64, 64, 3, 4), (128, 64, 3, 8), (128, 128, 2, 8), (64, 32, 3, 4)],
-    128: [(128, 32, 3, 8), (128, 64, 2, 8), (64, 64, 3, 4), (128, 64, 3, 8), (128, 32, 2, 4), (128, 128, 2, 16)],
+# One-pass backward (tile, dQ by TMA reduce or by pointer atomics).
+FUSED = {
+    64: [
+        *(((t, True)) for t in [(64, 128, 2, 8), (32, 128, 2, 4), (64, 64, 2, 4), (64, 128, 3, 8), (32, 128, 3, 8)]),
+        *(((t, True)) for t in [(128, 128, 2, 8), (64, 64, 3, 4)]),
+        ((64, 128, 2, 8), False),
+        ((64, 64, 2, 4), False),
+    ],
+    128: [
+        *(((t, True)) for t in [(64, 128, 2, 8), (64, 64, 2, 8), (32, 64, 2, 4), (32, 128, 2, 8), (64, 64, 3, 8)]),
+        *(((t, True)) for t in [(64, 128, 2, 16), (32, 64, 3, 4)]),
+        ((64, 128, 2, 8), False),
+        ((64, 64, 2, 8), False),
+    ],
 }
 
 
 def fwd_config(t: tuple) -> triton.Config:
-    bm, bn, s, w, r, ws = t
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "WARP_SPEC": ws}, num_stages=s, num_warps=w, maxnreg=r)
+    bm, bn, s, w, r, ws, pipe = t
+    meta = {"BLOCK_M": bm, "BLOCK_N": bn, "WARP_SPEC": ws, "PIPELINE": pipe}
+    return triton.Config(meta, num_stages=s, num_warps=w, maxnreg=r)
 
 
 def bwd_config(t: tuple) -> triton.Config:
@@ -150,18 +160,20 @@ def providers(shape: tuple, dtype: torch.dtype, device: str = "cuda") -> tuple[d
         cfg = fwd_config(t)
         out[f"fwd {t}"] = ("fwd", lambda cfg=cfg: at._attention_stage3(q, k, v, causal, config=cfg)[0])
     o, lse = at._attention_stage3(q, k, v, causal, store_lse=True)
-    pairs = [(d, DQ[D][0]) for d in DKDV[D]] + [(DKDV[D][0], d) for d in DQ[D][1:]]
-    for a, b in pairs:
+    for a, b in PAIRS[D]:
         cfgs = (bwd_config(a), bwd_config(b))
         out[f"bwd {a} / {b}"] = (
             "bwd",
             lambda cfgs=cfgs: at._attention_backward(q, k, v, o, lse, do, causal, configs=cfgs),
         )
-    cfgs = (bwd_config(DKDV[D][0]), bwd_config(DQ[D][0]))
-    out["bwd pointers"] = (
-        "bwd",
-        lambda: at._attention_backward(q, k, v, o, lse, do, causal, configs=cfgs, use_desc=False),
-    )
+    for t, reduce in FUSED[D]:
+        cfg = bwd_config(t)
+        out[f"bwd one-pass {t} reduce={reduce}"] = (
+            "bwd",
+            lambda cfg=cfg, r=reduce: at._attention_backward_fused(
+                q, k, v, o, lse, do, causal, config=cfg, dq_reduce=r
+            ),
+        )
     return out, ref
 
 
@@ -196,7 +208,7 @@ def compile_all(table: dict) -> float:
         with ThreadPoolExecutor(os.cpu_count() or 4) as pool, triton.AsyncCompileMode(pool, ignore_errors=True):
             for shape_table in table.values():
                 for name, (_, fn) in shape_table.items():
-                    if name.startswith(("fwd (", "bwd (", "bwd pointers")):
+                    if name.startswith(("fwd (", "bwd (", "bwd one-pass")):
                         try:
                             fn()
                         except Exception as exc:  # reported again when the variant runs
@@ -222,7 +234,7 @@ def main() -> int:
         global SHAPES
         SHAPES = [(1, 2, 128, 64, False), (1, 1, 128, 128, True)]
         dtype = torch.float16
-        for tiles in (FWD, DKDV, DQ):
+        for tiles in (FWD, PAIRS, FUSED):
             for d in tiles:
                 tiles[d] = tiles[d][:2]
         triton.testing.do_bench = lambda fn, **_: (fn(), 1.0)[1]

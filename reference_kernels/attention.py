@@ -271,24 +271,37 @@ def _attn_fwd_inner(
     acc, l_i, m_i, q, k_src, v_src, row0, lo, hi, offs_m, qk_scale, N_CTX,
     stride_ks, stride_kd, stride_vs, stride_vd,
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-    MASKED: tl.constexpr, USE_DESC: tl.constexpr, WARP_SPEC: tl.constexpr,
+    MASKED: tl.constexpr, USE_DESC: tl.constexpr, WARP_SPEC: tl.constexpr, PIPELINE: tl.constexpr,
 ):  # fmt: skip
     """Key blocks [lo, hi): with MASKED the sequence tail (and causal triangle) is masked."""
-    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPEC):
-        start_n = tl.multiple_of(start_n, BLOCK_N)
-        k_t, v = _load_kv(
-            k_src, v_src, row0, start_n, N_CTX, stride_ks, stride_kd, stride_vs, stride_vd,
-            HEAD_DIM, BLOCK_N, USE_DESC, MASKED,
-        )  # fmt: skip
-        qk = tl.dot(q, k_t)
-        if MASKED:
-            offs_n = start_n + tl.arange(0, BLOCK_N)
-            mask = offs_n[None, :] < N_CTX
-            if CAUSAL:
-                mask = mask & (offs_m[:, None] >= offs_n[None, :])
-            acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale, mask, True)
-        else:
+    if PIPELINE and USE_DESC and not MASKED:
+        # Software-pipelined by hand: the next block's Q Kᵀ is issued before this block's softmax, so
+        # the tensor cores have work while the softmax runs.
+        if lo < hi:
+            qk = tl.dot(q, k_src.load([(row0 + lo).to(tl.int32), 0]).T)
+            for start_n in tl.range(lo, hi - BLOCK_N, BLOCK_N):
+                v = v_src.load([(row0 + start_n).to(tl.int32), 0])
+                qk_next = tl.dot(q, k_src.load([(row0 + start_n + BLOCK_N).to(tl.int32), 0]).T)
+                acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale, 0, False)
+                qk = qk_next
+            v = v_src.load([(row0 + hi - BLOCK_N).to(tl.int32), 0])
             acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale, 0, False)
+    else:
+        for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPEC):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            k_t, v = _load_kv(
+                k_src, v_src, row0, start_n, N_CTX, stride_ks, stride_kd, stride_vs, stride_vd,
+                HEAD_DIM, BLOCK_N, USE_DESC, MASKED,
+            )  # fmt: skip
+            qk = tl.dot(q, k_t)
+            if MASKED:
+                offs_n = start_n + tl.arange(0, BLOCK_N)
+                mask = offs_n[None, :] < N_CTX
+                if CAUSAL:
+                    mask = mask & (offs_m[:, None] >= offs_n[None, :])
+                acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale, mask, True)
+            else:
+                acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale, 0, False)
     return acc, l_i, m_i
 
 
@@ -302,6 +315,7 @@ def _attn_fwd_split_kernel(
     stride_ob, stride_oh, stride_os, stride_od,
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, USE_DESC: tl.constexpr, STORE_LSE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WARP_SPEC: tl.constexpr = False,
+    PIPELINE: tl.constexpr = False,
 ):  # fmt: skip
     """Stage 3: unmasked off-diagonal / in-sequence key blocks, masked diagonal / tail blocks only."""
     if CAUSAL:
@@ -336,22 +350,22 @@ def _attn_fwd_split_kernel(
         diag = start_m * BLOCK_M
         acc, l_i, m_i = _attn_fwd_inner(
             acc, l_i, m_i, q, k_src, v_src, row0, 0, diag, offs_m, qk_scale, N_CTX,
-            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, False, USE_DESC, WARP_SPEC,
+            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, False, USE_DESC, WARP_SPEC, PIPELINE,
         )  # fmt: skip
         hi = tl.minimum(diag + BLOCK_M, N_CTX)
         acc, l_i, m_i = _attn_fwd_inner(
             acc, l_i, m_i, q, k_src, v_src, row0, diag, hi, offs_m, qk_scale, N_CTX,
-            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, True, USE_DESC, WARP_SPEC,
+            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, True, USE_DESC, WARP_SPEC, PIPELINE,
         )  # fmt: skip
     else:
         full = (N_CTX // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attn_fwd_inner(
             acc, l_i, m_i, q, k_src, v_src, row0, 0, full, offs_m, qk_scale, N_CTX,
-            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, False, USE_DESC, WARP_SPEC,
+            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, False, USE_DESC, WARP_SPEC, PIPELINE,
         )  # fmt: skip
         acc, l_i, m_i = _attn_fwd_inner(
             acc, l_i, m_i, q, k_src, v_src, row0, full, N_CTX, offs_m, qk_scale, N_CTX,
-            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, True, USE_DESC, WARP_SPEC,
+            stride_ks, stride_kd, stride_vs, stride_vd, HEAD_DIM, BLOCK_N, CAUSAL, True, USE_DESC, WARP_SPEC, PIPELINE,
         )  # fmt: skip
 
     acc = acc / l_i[:, None]
@@ -560,6 +574,99 @@ def _attn_bwd_dq_kernel(
     tl.store(dq_ptr + q_tile, (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=row_ok[:, None])
 
 
+@triton.jit
+def _bwd_fused_inner(
+    dk, dv, k, v, q_src, do_src, dq_acc, lse_ptr, delta_ptr, row0, lo, hi, offs_n, sm_scale, qk_scale, N_CTX,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, DIAGONAL: tl.constexpr, KEY_TAIL: tl.constexpr,
+    USE_DESC: tl.constexpr, DQ_REDUCE: tl.constexpr,
+):  # fmt: skip
+    """Query blocks [lo, hi) into dK, dV, and each block's share of dQ added to the fp32 ``dq_acc``.
+    DIAGONAL: blocks that straddle the causal diagonal; KEY_TAIL: this key block runs past the sequence."""
+    offs_d = tl.arange(0, HEAD_DIM)
+    for start_m in tl.range(lo, hi, BLOCK_M):
+        start_m = tl.multiple_of(start_m, BLOCK_M)
+        offs_m = start_m + tl.arange(0, BLOCK_M)
+        q = _bwd_rows(q_src, row0, start_m, N_CTX, HEAD_DIM, BLOCK_M, USE_DESC)
+        do = _bwd_rows(do_src, row0, start_m, N_CTX, HEAD_DIM, BLOCK_M, USE_DESC)
+        # lse = +inf past the sequence: those query rows get P = exp2(-inf) = 0, so dS = 0 there too.
+        lse = tl.load(lse_ptr + row0 + offs_m, mask=offs_m < N_CTX, other=float("inf"))
+        delta = tl.load(delta_ptr + row0 + offs_m, mask=offs_m < N_CTX, other=0.0)
+        p_t = tl.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])
+        # Selects, not multiplies: exp2 of a masked score may overflow to inf.
+        if DIAGONAL:
+            p_t = tl.where(offs_m[None, :] >= offs_n[:, None], p_t, 0.0)
+        if KEY_TAIL:
+            # Key rows past the sequence (the next head's, or zeros) must not reach dQ.
+            p_t = tl.where(offs_n[:, None] < N_CTX, p_t, 0.0)
+        dv = tl.dot(p_t.to(do.dtype), do, dv)
+        dp_t = tl.dot(v, tl.trans(do))
+        ds_t = (p_t * (dp_t - delta[None, :])).to(q.dtype)
+        dk = tl.dot(ds_t, q, dk)
+        dq = tl.dot(tl.trans(ds_t), k) * sm_scale
+        if DQ_REDUCE:
+            # TMA reduce-add of the whole tile; rows past the sequence add dS = 0 (into the next head's rows,
+            # or clipped at the tensor's end).
+            dq_acc.atomic_add([(row0 + start_m).to(tl.int32), 0], dq)
+        else:
+            dq_ptrs = dq_acc + (row0 + offs_m[:, None]) * HEAD_DIM + offs_d[None, :]
+            tl.atomic_add(dq_ptrs, dq, mask=offs_m[:, None] < N_CTX, sem="relaxed")
+    return dk, dv
+
+
+@triton.jit
+def _attn_bwd_fused_kernel(
+    q_src, k_src, v_src, do_src, dq_acc, dk_ptr, dv_ptr, lse_ptr, delta_ptr,
+    sm_scale, N_CTX,
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, USE_DESC: tl.constexpr, DQ_REDUCE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """Stage 3's backward in one pass (FlashAttention-2 style): a program owns BLOCK_N keys, streams the
+    query blocks that see them into dK and dV, and adds each block's dQ = scale · dS K into an fp32 buffer
+    with atomics — five matmuls per block pair instead of the two-kernel backward's seven. Non-causal
+    programs start at their own query block and wrap around, so the programs of one head do not add into
+    the same dQ rows at the same time."""
+    bh = tl.program_id(1).to(tl.int64)
+    start_n = tl.program_id(0) * BLOCK_N
+    row0 = bh * N_CTX
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    # Key rows past N_CTX: their dK, dV rows are not stored; KEY_TAIL keeps them out of dQ.
+    k = _bwd_rows(k_src, row0, start_n, N_CTX, HEAD_DIM, BLOCK_N, USE_DESC)
+    v = _bwd_rows(v_src, row0, start_n, N_CTX, HEAD_DIM, BLOCK_N, USE_DESC)
+    dk = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
+    dv = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
+    qk_scale = sm_scale * LOG2E
+    if CAUSAL:
+        # Padded keys lie above every real query: the diagonal mask removes them.
+        mid = tl.minimum(start_n + BLOCK_N, N_CTX)
+        dk, dv = _bwd_fused_inner(
+            dk, dv, k, v, q_src, do_src, dq_acc, lse_ptr, delta_ptr, row0, start_n, mid, offs_n, sm_scale,
+            qk_scale, N_CTX, HEAD_DIM, BLOCK_M, True, False, USE_DESC, DQ_REDUCE,
+        )  # fmt: skip
+        dk, dv = _bwd_fused_inner(
+            dk, dv, k, v, q_src, do_src, dq_acc, lse_ptr, delta_ptr, row0, mid, N_CTX, offs_n, sm_scale,
+            qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, False, USE_DESC, DQ_REDUCE,
+        )  # fmt: skip
+    elif start_n + BLOCK_N <= N_CTX:
+        dk, dv = _bwd_fused_inner(
+            dk, dv, k, v, q_src, do_src, dq_acc, lse_ptr, delta_ptr, row0, start_n, N_CTX, offs_n, sm_scale,
+            qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, False, USE_DESC, DQ_REDUCE,
+        )  # fmt: skip
+        dk, dv = _bwd_fused_inner(
+            dk, dv, k, v, q_src, do_src, dq_acc, lse_ptr, delta_ptr, row0, 0, start_n, offs_n, sm_scale,
+            qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, False, USE_DESC, DQ_REDUCE,
+        )  # fmt: skip
+    else:
+        dk, dv = _bwd_fused_inner(
+            dk, dv, k, v, q_src, do_src, dq_acc, lse_ptr, delta_ptr, row0, 0, N_CTX, offs_n, sm_scale,
+            qk_scale, N_CTX, HEAD_DIM, BLOCK_M, False, True, USE_DESC, DQ_REDUCE,
+        )  # fmt: skip
+    kv_tile = (row0 + offs_n[:, None]) * HEAD_DIM + offs_d[None, :]
+    key_ok = offs_n[:, None] < N_CTX
+    tl.store(dk_ptr + kv_tile, (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=key_ok)
+    tl.store(dv_ptr + kv_tile, dv.to(dv_ptr.dtype.element_ty), mask=key_ok)
+
+
 # Backward tiles (BLOCK_M, BLOCK_N, num_stages, num_warps) by head-dim class; the last of each list is
 # the small-problem tile (see _SMALL_FWD_TILE). The dK/dV program holds two [BLOCK_N, HEAD_DIM] fp32
 # accumulators plus K and V, so BLOCK_N 128 wants 8 warps and small query blocks; dQ holds one
@@ -612,6 +719,39 @@ _attn_bwd_dkdv_tuned = parallel_autotune(
 _attn_bwd_dq_tuned = parallel_autotune(
     _bwd_configs(_BWD_DQ_TILES), key=["N_CTX", "HEAD_DIM", "CAUSAL", "USE_DESC"], prune=_prune_dq
 )(_attn_bwd_dq_kernel)
+
+
+# One-pass backward tiles (stage 3), BLOCK_N % BLOCK_M == 0; the last is the small-problem tile.
+_BWD_FUSED_TILES = {
+    64: ((64, 128, 2, 8), (32, 128, 2, 4), (64, 64, 2, 4)),
+    128: ((64, 128, 2, 8), (64, 64, 2, 8), (32, 64, 2, 4)),
+}
+
+
+def _prepare_fused(nargs: dict) -> None:
+    """Pre-hook of the one-pass backward: descriptor block shapes, and dQ's fp32 accumulator zeroed before
+    every run (the autotuner runs each config several times into the same buffer)."""
+    _set_bwd_descriptor_blocks(nargs)
+    acc = nargs["dq_acc"]
+    if nargs["DQ_REDUCE"]:
+        acc.block_shape = [nargs["BLOCK_M"], nargs["HEAD_DIM"]]
+        acc = acc.base
+    acc.zero_()
+
+
+def _prune_fused(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> list[triton.Config]:
+    wanted = _bwd_tiles(_BWD_FUSED_TILES, named_args["dk_ptr"], named_args["N_CTX"], kwargs["HEAD_DIM"])
+    return [c for c in configs if _tile_of(c)[:4] in wanted]
+
+
+_attn_bwd_fused_tuned = parallel_autotune(
+    [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=s, num_warps=w, pre_hook=_prepare_fused)
+        for (bm, bn, s, w) in dict.fromkeys(t for tiles in _BWD_FUSED_TILES.values() for t in tiles)
+    ],
+    key=["N_CTX", "HEAD_DIM", "CAUSAL", "USE_DESC", "DQ_REDUCE"],
+    prune=_prune_fused,
+)(_attn_bwd_fused_kernel)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -786,6 +926,56 @@ def _attention_backward(
     return dq, dk, dv
 
 
+def _attention_backward_fused(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    do: torch.Tensor,
+    causal: bool,
+    config: triton.Config | None = None,
+    use_desc: bool | None = None,
+    dq_reduce: bool | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Stage 3's one-pass backward: dQ, dK, dV. ``config`` runs one tile instead of autotuning; ``use_desc``
+    None: TMA descriptors where usable; ``dq_reduce`` None: dQ added by TMA reduce where descriptors are
+    used on a GPU, else by pointer atomics (the interpreter has no TMA reduce)."""
+    B, H, S, D = q.shape
+    q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    if q.numel() == 0:
+        return torch.empty_like(q), dk, dv
+    delta = torch.empty_like(lse)
+    _attn_bwd_preprocess_kernel[(triton.cdiv(S, 64), B * H)](o, do, delta, S, HEAD_DIM=D, BLOCK_M=64)
+    if use_desc is None:
+        use_desc = _descriptors_usable(q, k, v, do)
+    if dq_reduce is None:
+        dq_reduce = use_desc and not interpreting()
+    elif dq_reduce and (interpreting() or not use_desc):
+        raise ValueError("attention: dq_reduce=True needs TMA descriptors on a GPU")
+    # The pre-hook zeroes it before each run.
+    dq_acc = torch.empty((B * H * S, D), dtype=torch.float32, device=q.device)
+    if use_desc:
+        # Placeholder block shapes; _prepare_fused sets them per config.
+        srcs = tuple(_TensorDescriptor.from_tensor(t.view(B * H * S, D), [16, D]) for t in (q, k, v, do))
+    else:
+        srcs = (q, k, v, do)
+    acc = _TensorDescriptor.from_tensor(dq_acc, [16, D]) if dq_reduce else dq_acc
+    flags = {"HEAD_DIM": D, "CAUSAL": causal, "USE_DESC": use_desc, "DQ_REDUCE": dq_reduce}
+    args = (*srcs, acc, dk, dv, lse, delta, 1.0 / math.sqrt(D), S)
+    grid = lambda meta: (triton.cdiv(S, meta["BLOCK_N"]), B * H)
+    if interpreting():
+        config = triton.Config(_INTERPRETER_BWD_DKDV)
+    if config is not None:
+        names = dict(zip(("q_src", "k_src", "v_src", "do_src"), srcs, strict=True))
+        _prepare_fused({**names, "dq_acc": acc, **flags, **config.kwargs})
+        _attn_bwd_fused_tuned.fn[grid](*args, **flags, **config.all_kwargs())
+    else:
+        _attn_bwd_fused_tuned[grid](*args, **flags)
+    return dq_acc.view(B, H, S, D).to(q.dtype), dk, dv
+
+
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, stage: int) -> torch.Tensor:
@@ -797,13 +987,14 @@ class _Attention(torch.autograd.Function):
             o, lse = _attention_stage12(q, k, v, causal, tuned=stage == 2, store_lse=store_lse)
         if store_lse:
             ctx.save_for_backward(q, k, v, o, lse)
-            ctx.causal = causal
+            ctx.causal, ctx.stage = causal, stage
         return o
 
     @staticmethod
     def backward(ctx: Any, do: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = _attention_backward(q, k, v, o, lse, do, ctx.causal)
+        backward = _attention_backward_fused if ctx.stage == 3 else _attention_backward
+        dq, dk, dv = backward(q, k, v, o, lse, do, ctx.causal)
         return dq, dk, dv, None, None
 
 

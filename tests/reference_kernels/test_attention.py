@@ -106,6 +106,27 @@ def test_every_backward_tile_matches_the_reference_gradients_on_the_gpu(monkeypa
             _assert_matches(got, leaf.grad, f"d{name}, {what}")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", sorted(at._BWD_FUSED_TILES))
+def test_every_one_pass_backward_tile_matches_the_reference_gradients_on_the_gpu(monkeypatch, untimed, head_dim):
+    monkeypatch.setattr(at, "_fills_gpu", lambda *_: True)
+    untimed(at._attn_bwd_fused_tuned)
+    q, k, v, _ = _sweep_inputs(head_dim)
+    leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
+    do = torch.randn(q.shape, device="cuda").half()
+    at.reference_attention(*leaves, True).backward(do.double())
+    small = triton.Config(at._STAGE1_CONFIG, num_warps=at._STAGE1_WARPS, num_stages=at._STAGE1_STAGES)
+    o, lse = at._attention_stage3(q, k, v, True, store_lse=True, config=small)
+    as_config = lambda t: triton.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_stages=t[2], num_warps=t[3])
+    # The autotuned run times every tile into one dQ accumulator: the pre-hook must zero it each time.
+    runs = [("autotuned", None, None)]
+    runs += [(f"{t}, reduce={r}", as_config(t), r) for t in at._BWD_FUSED_TILES[head_dim] for r in (True, False)]
+    for what, config, reduce in runs:
+        grads = at._attention_backward_fused(q, k, v, o, lse, do, True, config=config, dq_reduce=reduce)
+        for name, got, leaf in zip("qkv", grads, leaves, strict=True):
+            _assert_matches(got, leaf.grad, f"d{name}, {what}")
+
+
 def test_every_forward_tile_fits_shared_memory_and_splits_the_diagonal():
     for head_dim, tiles in at._FWD_TILES.items():
         for tile in (*tiles, at._SMALL_FWD_TILE):
@@ -141,17 +162,20 @@ def test_stage3_agrees_through_tma_descriptors_and_through_pointers(use_desc, ca
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("use_desc", [True, False], ids=["tma-descriptors", "pointers"])
-def test_backward_agrees_through_tma_descriptors_and_through_pointers(use_desc, causal):
+@pytest.mark.parametrize("one_pass", [False, True], ids=["two-kernels", "one-pass"])
+def test_backward_agrees_through_tma_descriptors_and_through_pointers(one_pass, use_desc, causal):
     if use_desc and HAS_GPU and torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("TMA descriptors need sm_90+")
     torch.manual_seed(0)
-    # seq 72 with the interpreter's 16×32 (dK/dV) and 32×16 (dQ) tiles: masked diagonal blocks, unmasked
-    # blocks, a partial last block of queries and of keys, and rows of the next head in the descriptor view.
+    # seq 72 with the interpreter's 16×32 (dK/dV, one pass) and 32×16 (dQ) tiles: masked diagonal blocks,
+    # unmasked blocks, the one-pass wrap-around, a partial last block of queries and of keys, and rows of
+    # the next head in the descriptor view.
     q, k, v, do = (torch.randn(1, 2, 72, 32, device=DEVICE).half() for _ in range(4))
     o, lse = at._attention_stage3(q, k, v, causal, store_lse=True)
     leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
     at.reference_attention(*leaves, causal).backward(do.double())
-    grads = at._attention_backward(q, k, v, o, lse, do, causal, use_desc=use_desc)
+    backward = at._attention_backward_fused if one_pass else at._attention_backward
+    grads = backward(q, k, v, o, lse, do, causal, use_desc=use_desc)
     for name, got, leaf in zip("qkv", grads, leaves, strict=True):
         torch.testing.assert_close(got.double(), leaf.grad, atol=2e-2, rtol=2e-2, msg=lambda m, n=name: f"d{n}: {m}")
 
