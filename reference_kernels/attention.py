@@ -17,24 +17,31 @@ L2 while they are re-read ``seq / BLOCK_M`` times.
            masking; causal programs are launched heaviest-first (last query block first) so the short
            ones fill the tail of the wave; on Hopper Q, K and V are read through TMA tensor descriptors,
            which frees enough registers for tiles capped at 128 registers per thread: two 8-warp CTAs
-           per SM, so one CTA's softmax overlaps the other's tensor-core work.
+           per SM, so one CTA's softmax overlaps the other's tensor-core work; some tiles also run the
+           key loop warp-specialized (``tl.range(warp_specialize=True)``, a TMA producer and the
+           compute warps apart).
 Autotuning: per head-dim class a short list of tiles (see ``_FWD_TILES``), compiled in parallel before
 they are timed; a problem too small to fill the GPU gets one small tile and is not timed at all.
-The bar is ``sdpa_flash_attention`` = torch's SDPA held to its flash backend; ``reference_attention``
-is SDPA with the backend torch picks (cuDNN's speed on the H200), also reported; ``manual_attention`` is
-the unfused computation.
+The bars: ``sdpa_flash_attention`` = torch's SDPA held to its flash backend (≥ 0.9×), and
+``reference_attention`` = SDPA with the backend torch picks, cuDNN on Hopper (≥ 1.0×, not met on the
+H100: benchmarks/results/h100/attention_notes.txt); ``manual_attention`` is the unfused computation.
 
 Bytes moved: Q, K, V read once and O written once, ``4 · B·H·S·D · bytes(dtype)`` (K and V re-reads
 hit L2). Unfused attention also writes and reads the S×S score and probability matrices:
 ``+ ~4 · B·H·S² · bytes``, which is 64× the fused traffic at S=4096, D=64. FLOPs: ``4·B·H·S²·D``
 (two matmuls), half of it when causal.
 
-Backward (all stages share it, FlashAttention-2 style): the forward also writes the base-2 row
-log-sum-exp ``lse`` when gradients are needed, so ``P = exp2(Q Kᵀ·scale·log2 e − lse)`` is rebuilt
-block by block and never stored. ``delta = rowsum(O ∘ dO)``; one kernel per key block accumulates
-``dV = Pᵀ dO`` and ``dK = scale · (P ∘ (dO Vᵀ − delta))ᵀ Q`` over the query blocks that see it, one kernel
-per query block accumulates ``dQ`` over its key blocks — no atomics. It reads Q, K, V, O, dO (K, V
-once per query block they meet) and writes dQ, dK, dV.
+Backward (FlashAttention-2 style): the forward also writes the base-2 row log-sum-exp ``lse`` when
+gradients are needed, so ``P = exp2(Q Kᵀ·scale·log2 e − lse)`` is rebuilt block by block and never
+stored. ``delta = rowsum(O ∘ dO)``; one kernel per key block accumulates ``dV = Pᵀ dO`` and
+``dK = scale · (P ∘ (dO Vᵀ − delta))ᵀ Q`` over the query blocks that see it, one kernel per query block
+accumulates ``dQ`` over its key blocks — no atomics, seven matmuls per block pair. Both kernels mask
+only the blocks that straddle the causal diagonal (or the sequence tail); query rows past the sequence
+get ``lse = +inf``, hence ``P = 0``; on Hopper Q, K, V, dO come through TMA descriptors. Stage 3 runs,
+where it measured faster (causal, head_dim ≤ 64), a one-pass kernel instead: the dK/dV kernel also
+computes each block's ``dQ`` share and adds it into an fp32 buffer (TMA reduce-add on Hopper, atomics
+elsewhere) — five matmuls per block pair, but atomics. Reads Q, K, V, O, dO (K, V once per query block
+they meet) and writes dQ, dK, dV.
 
 Limits: q, k, v of one shape [batch, heads, seq, head_dim] (self-attention lengths), fp16 or bf16,
 head_dim a power of two in 16…128, any strides (the TMA path needs contiguous inputs and sm_90+; the
@@ -77,31 +84,38 @@ LOG2E = tl.constexpr(1.4426950408889634)
 _STAGE1_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64}
 _STAGE1_WARPS, _STAGE1_STAGES = 4, 2
 
-# Forward tiles (BLOCK_M, BLOCK_N, num_stages, num_warps, maxnreg) for problems that fill the GPU,
-# by head-dim class. On Hopper what decides the speed is how many warpgroups an SM holds: while one
-# computes its softmax (exp2 on the MUFU unit: at head_dim 64 as many cycles as the two wgmmas) another
-# can issue tensor-core work. BLOCK_M 128 at 8 warps gives each warpgroup a 64-row wgmma slice.
+# Forward tiles (BLOCK_M, BLOCK_N, num_stages, num_warps, maxnreg, warp-specialized key loop) for
+# problems that fill the GPU, by head-dim class. On Hopper what decides the speed is how many warpgroups
+# an SM holds: while one computes its softmax (exp2 on the MUFU unit: at head_dim 64 as many cycles as
+# the two wgmmas) another can issue tensor-core work. BLOCK_M 128 at 8 warps gives each warpgroup a
+# 64-row wgmma slice.
 # ptxas -v for sm_90 (TMA path, fp16 and bf16, causal or not; registers per thread, shared memory):
 #   head_dim ≤ 64   128×128 s2 w8 cap 128: 122-127 regs, no spill, 83 KB  → 2 CTAs per SM
-#                   128×128 s3 w8:         155-179 regs,         116 KB → 1 CTA, deeper K/V ring
 #                   128×64  s3 w8:         107-127 regs,          67 KB  → 2 CTAs
-#                   128×64  s3 w4:         189 regs,              67 KB  → 2 CTAs of one warpgroup
 #   head_dim 128    128×64  s2 w8 cap 128: 128 regs, no spill,    98 KB  → 2 CTAs per SM
 #                   128×64  s3 w8:         138-143 regs,         132 KB → 1 CTA
-#                   128×128 s2 w8:         187-190 regs,         165 KB → 1 CTA
+#                   128×64  s4 w8:                               164 KB → 1 CTA, deeper K/V ring
+# benchmarks/attention_sweep.py (H100, bf16, 5 interleaved rounds, benchmarks/results/h100/
+# attention_sweep*.json) chose these; left out as slower there: 128×128 s3 w8, 128×64 s3 w4 and 128×128
+# s2 w8 uncapped (d64), 128×128 s2 w8 and 128-row tiles at 2 stages uncapped (d128), 256-row tiles at
+# 16 warps, a hand-pipelined QKᵀ (PIPELINE), and warp specialization at 4 warps (does not compile).
 # On the pointer paths (stage 2, stage 3 without descriptors) addresses live in registers: the cap
-# (Config.maxnreg) spills 12-112 bytes and 128×64 w4 spills 8 (255 registers), so those two tiles run
-# only with TMA descriptors; 128×128 w8 at head_dim 128 peaks at 255 registers there without spilling.
-# 128×128 at 3 stages and head_dim 128 (225 KiB of the 227 KiB per block) was dropped: one CTA per SM
-# like the 2-stage tile, for all the shared memory.
+# (Config.maxnreg) spills 12-112 bytes, so capped tiles, like warp-specialized ones, run only with TMA
+# descriptors.
 # Every tile has BLOCK_M % BLOCK_N == 0, which stage 3's diagonal split relies on.
 _FWD_TILES = {
-    64: ((128, 128, 2, 8, 128), (128, 128, 3, 8, None), (128, 64, 3, 8, None), (128, 64, 3, 4, None)),
-    128: ((128, 64, 2, 8, 128), (128, 64, 3, 8, None), (128, 128, 2, 8, None)),
+    64: ((128, 64, 3, 8, None, False), (128, 128, 2, 8, 128, False), (128, 64, 3, 8, None, True)),
+    128: (
+        (128, 64, 2, 8, 128, True),
+        (128, 64, 2, 8, 128, False),
+        (128, 64, 4, 8, None, True),
+        (128, 64, 4, 8, None, False),
+        (128, 64, 3, 8, None, False),
+    ),
 }
 # When 128-row blocks give fewer programs than SMs (batch·heads·⌈seq/128⌉ < SMs) the grid cannot fill
 # the GPU whatever the tile, and 64-row blocks double the programs: one tile, nothing to time.
-_SMALL_FWD_TILE = (64, 64, _STAGE1_STAGES, _STAGE1_WARPS, None)
+_SMALL_FWD_TILE = (64, 64, _STAGE1_STAGES, _STAGE1_WARPS, None, False)
 # Shared memory per block on sm_90 (227 KiB opt-in); the forward needs Q once plus num_stages K and V
 # tiles (the compiler adds < 1 KiB of barriers and scratch).
 _SMEM_BYTES = 232448
@@ -113,14 +127,29 @@ def _fwd_smem_bytes(tile: tuple, head_dim: int, itemsize: int = 2) -> int:
 
 
 def _tile_of(c: triton.Config) -> tuple:
-    return (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_stages, c.num_warps, c.maxnreg)
+    return (
+        c.kwargs["BLOCK_M"],
+        c.kwargs["BLOCK_N"],
+        c.num_stages,
+        c.num_warps,
+        c.maxnreg,
+        c.kwargs.get("WARP_SPEC", False),
+    )
 
 
-def _fwd_configs(pre_hook: Any = None) -> list[triton.Config]:
+def _fwd_configs(pre_hook: Any = None, warp_spec: bool = False) -> list[triton.Config]:
+    """Every forward tile; without ``warp_spec`` (stage 2's kernel has no such flag) the unspecialized ones."""
     tiles = dict.fromkeys([*_FWD_TILES[64], *_FWD_TILES[128], _SMALL_FWD_TILE])  # ordered, unique
     return [
-        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=s, num_warps=w, maxnreg=r, pre_hook=pre_hook)
-        for (bm, bn, s, w, r) in tiles
+        triton.Config(
+            {"BLOCK_M": bm, "BLOCK_N": bn, **({"WARP_SPEC": ws} if warp_spec else {})},
+            num_stages=s,
+            num_warps=w,
+            maxnreg=r,
+            pre_hook=pre_hook,
+        )
+        for (bm, bn, s, w, r, ws) in tiles
+        if warp_spec or not ws
     ]
 
 
@@ -131,9 +160,9 @@ def _fills_gpu(t: torch.Tensor, seq: int, head_dim: int) -> bool:
 
 
 def _pointer_safe(tile: tuple) -> bool:
-    """No register cap, and not one warpgroup over 128 rows: the tiles that do not spill with pointers."""
-    block_m, _, _, num_warps, maxnreg = tile
-    return maxnreg is None and not (block_m == 128 and num_warps == 4)
+    """No register cap, not one warpgroup over 128 rows, no warp specialization: the pointer paths' tiles."""
+    block_m, _, _, num_warps, maxnreg, warp_spec = tile
+    return maxnreg is None and not (block_m == 128 and num_warps == 4) and not warp_spec
 
 
 def _prune_fwd(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> list[triton.Config]:
@@ -393,7 +422,9 @@ def _set_descriptor_blocks(nargs: dict) -> None:
 
 
 _attn_fwd_split_tuned = parallel_autotune(
-    _fwd_configs(pre_hook=_set_descriptor_blocks), key=["N_CTX", "HEAD_DIM", "CAUSAL", "USE_DESC"], prune=_prune_fwd
+    _fwd_configs(pre_hook=_set_descriptor_blocks, warp_spec=True),
+    key=["N_CTX", "HEAD_DIM", "CAUSAL", "USE_DESC"],
+    prune=_prune_fwd,
 )(_attn_fwd_split_kernel)
 
 
@@ -670,14 +701,16 @@ def _attn_bwd_fused_kernel(
 # Backward tiles (BLOCK_M, BLOCK_N, num_stages, num_warps) by head-dim class; the last of each list is
 # the small-problem tile (see _SMALL_FWD_TILE). The dK/dV program holds two [BLOCK_N, HEAD_DIM] fp32
 # accumulators plus K and V, so BLOCK_N 128 wants 8 warps and small query blocks; dQ holds one
-# accumulator and streams K and V. ptxas -v (sm_90, causal or not): at head_dim 128 the dK/dV tiles
-# 64×128 w8 and 64×64 w4 spill 40-56 bytes, 64×64 w8 (199-202 registers) and 32×64 w4 (237) do not;
-# every dQ tile stays at ≤ 197 registers.
+# accumulator and streams K and V. Chosen by benchmarks/attention_sweep.py on the H100 (TMA path); on
+# the pointer path 64×128 w8 at head_dim 128 spills 40-56 bytes (ptxas -v, sm_90).
 _BWD_DKDV_TILES = {
-    64: ((32, 128, 3, 8), (64, 128, 2, 8), (64, 64, 3, 4)),
-    128: ((32, 128, 3, 8), (64, 64, 2, 8), (32, 64, 3, 4)),
+    64: ((32, 128, 3, 8), (64, 64, 3, 4)),
+    128: ((64, 128, 2, 8), (32, 128, 3, 8), (32, 64, 3, 4)),
 }
-_BWD_DQ_TILES = {d: ((128, 32, 3, 8), (128, 64, 2, 8), (64, 64, 3, 4)) for d in (64, 128)}
+_BWD_DQ_TILES = {
+    64: ((128, 32, 3, 8), (64, 64, 3, 4)),
+    128: ((128, 32, 3, 8), (128, 64, 3, 8), (64, 64, 3, 4)),
+}
 
 
 def _set_bwd_descriptor_blocks(nargs: dict) -> None:
@@ -721,11 +754,20 @@ _attn_bwd_dq_tuned = parallel_autotune(
 )(_attn_bwd_dq_kernel)
 
 
-# One-pass backward tiles (stage 3), BLOCK_N % BLOCK_M == 0; the last is the small-problem tile.
+# One-pass backward tiles, BLOCK_N % BLOCK_M == 0; the last is the small-problem tile. Stage 3 runs the
+# one-pass backward only where it measured faster than the two kernels (see _one_pass): causal at
+# head_dim ≤ 64 (H100, 2×16×8192×64: 2.10 ms against 2.35 ms). Elsewhere its fp32 atomics into dQ cost
+# more than the two matmuls they save (4×32×4096×128: 8.9 ms against 7.3 ms); larger tiles at head_dim 128
+# do not fit shared memory.
 _BWD_FUSED_TILES = {
-    64: ((64, 128, 2, 8), (32, 128, 2, 4), (64, 64, 2, 4)),
-    128: ((64, 128, 2, 8), (64, 64, 2, 8), (32, 64, 2, 4)),
+    64: ((64, 64, 3, 4), (64, 64, 2, 4)),
+    128: ((32, 64, 3, 4), (32, 64, 2, 4)),
 }
+
+
+def _one_pass(causal: bool, head_dim: int) -> bool:
+    """Whether stage 3's backward runs the one-pass kernel (measured faster there) or the two kernels."""
+    return causal and head_dim <= 64
 
 
 def _prepare_fused(nargs: dict) -> None:
@@ -993,7 +1035,8 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, do: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         q, k, v, o, lse = ctx.saved_tensors
-        backward = _attention_backward_fused if ctx.stage == 3 else _attention_backward
+        one_pass = ctx.stage == 3 and _one_pass(ctx.causal, q.shape[-1])
+        backward = _attention_backward_fused if one_pass else _attention_backward
         dq, dk, dv = backward(q, k, v, o, lse, do, ctx.causal)
         return dq, dk, dv, None, None
 
@@ -1120,7 +1163,10 @@ SPEC = KernelSpec(
     flops=_flops,
     dims_of=_dims_of,
     grad_inputs=(0, 1, 2),
-    bar="≥ 90 % of torch SDPA's flash backend at seq ≥ 4096, fp16/bf16, head_dim 64 and 128",
+    bar=(
+        "≥ 90 % of torch SDPA's flash backend and ≥ 1.0× SDPA's own pick (cuDNN on Hopper), forward and "
+        "forward + backward, at seq ≥ 4096, fp16/bf16, head_dim 64 and 128"
+    ),
     call_kwargs=lambda dims: {"causal": bool(dims.get("causal", 0))},
 )
 

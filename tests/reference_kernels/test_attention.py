@@ -130,7 +130,7 @@ def test_every_one_pass_backward_tile_matches_the_reference_gradients_on_the_gpu
 def test_every_forward_tile_fits_shared_memory_and_splits_the_diagonal():
     for head_dim, tiles in at._FWD_TILES.items():
         for tile in (*tiles, at._SMALL_FWD_TILE):
-            block_m, block_n, _, num_warps, _ = tile
+            block_m, block_n, _, num_warps, _, _ = tile
             assert block_m % block_n == 0, tile
             # Q plus the K/V ring, with 1 KiB for the compiler's barriers and scratch.
             assert at._fwd_smem_bytes(tile, head_dim) + 1024 <= at._SMEM_BYTES, tile
