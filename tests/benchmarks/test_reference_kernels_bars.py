@@ -61,6 +61,23 @@ def test_the_attention_harness_exposes_the_flash_baseline(script, tmp_path):
     assert script.baselines("softmax", Path("h.py")) == {}
 
 
+def test_the_attention_harness_counts_causal_flops_once(script, tmp_path):
+    # The roofline divides by these FLOPs: a causal case counted in full showed over 100 % of peak.
+    import torch
+
+    from reference_kernels.attention import SPEC
+
+    path = script.harness("attention", "float16", tmp_path)
+    spec = importlib.util.spec_from_file_location("attention_harness", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    q, k, v = SPEC.make_inputs({"B": 1, "H": 2, "S": 64, "D": 32}, torch.float16, "cpu")
+    full = module.flops(q, k, v, {"__kwargs__": {"causal": False}})
+    causal = module.flops(q, k, v, {"__kwargs__": {"causal": True}})
+    assert full == 4 * 1 * 2 * 64 * 64 * 32
+    assert causal * 2 == full
+
+
 def _liger_rows(cand_ms: float, liger_ms: float) -> list[dict]:
     timings = [("candidate", cand_ms), ("liger", liger_ms), ("compile", 2.0)]
     return [
