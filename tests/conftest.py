@@ -1,8 +1,14 @@
-"""Shared test configuration: the `gpu` marker skips without a CUDA device."""
+"""Shared test configuration: the `gpu` marker skips without a CUDA device, and one runner per session.
+
+Under pytest-xdist (`make test`) each worker is its own session with its own runner; on a GPU machine the
+`gpu` tests of all workers take turns (a file lock), so that no timing shares the device with another test.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -18,6 +24,27 @@ if not HAS_GPU:
 
 # `ptt` run as a process by a test stays in that process; tests/cli/test_daemon.py turns the daemon on itself.
 os.environ.setdefault("PTT_NO_DAEMON", "1")
+
+
+@pytest.fixture(scope="session")
+def runner():
+    """The process-wide runner (the one the CLI and the MCP tools use when given none): its fork servers
+    start once per session instead of once per test directory."""
+    from mcp_server.engine.runner import shared_runner
+
+    return shared_runner()
+
+
+@pytest.fixture(autouse=True)
+def _one_gpu_test_at_a_time(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    if not (HAS_GPU and "gpu" in request.keywords and os.environ.get("PYTEST_XDIST_WORKER")):
+        yield
+        return
+    # Each worker's base temp is <root>/popen-gwN: the lock lives in the root the workers share.
+    lock = tmp_path_factory.getbasetemp().parent / "gpu-tests.lock"
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -34,6 +34,7 @@ def ptt(capsys):
     return call
 
 
+@pytest.mark.slow
 def test_the_installed_entry_point_runs_as_its_own_process():
     proc = subprocess.run(
         [sys.executable, "-m", "mcp_server.cli", "validate", "nope.py:f", "also_nope.py:g"],

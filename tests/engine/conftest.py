@@ -1,21 +1,13 @@
-"""One fork server for the engine tests (starting one costs seconds; each job is a fresh child)."""
+"""Engine test helpers. The `runner` fixture (tests/conftest.py) is the session's shared runner: starting a
+fork server costs seconds; each job is a fresh child."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from mcp_server.engine.runner import Runner
-
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "validate"
-
-
-@pytest.fixture(scope="session")
-def runner() -> Iterator[Runner]:
-    with Runner() as r:
-        yield r
 
 
 @pytest.fixture

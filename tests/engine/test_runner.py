@@ -7,6 +7,8 @@ import shutil
 import signal
 from pathlib import Path
 
+import pytest
+
 from mcp_server.engine.models import FindingKind
 from mcp_server.engine.runner import Runner
 from mcp_server.engine.validate import validate
@@ -32,6 +34,7 @@ def _running(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_a_timeout_kills_the_whole_process_group(runner, tmp_path):
     for name in ("add_spawns_and_hangs.py", "add_problem.py"):
         shutil.copy(FIXTURES / name, tmp_path / name)
@@ -61,6 +64,7 @@ def test_the_user_code_never_runs_in_the_parent(runner, fx):
     assert not any(name.startswith(("add_good", "add_problem", "_add_kernel")) for name in loaded)
 
 
+@pytest.mark.slow
 def test_a_killed_fork_server_is_replaced_on_the_next_job(fx):
     with Runner() as fresh:
         assert validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), runner=fresh).ok

@@ -98,6 +98,7 @@ def test_an_exception_points_at_the_users_file_and_line(runner, fx):
     assert "boom" in finding.message
 
 
+@pytest.mark.slow
 def test_a_hanging_candidate_times_out_and_the_next_job_runs_normally(runner, fx):
     result = validate(fx("add_problem.py", "reference"), fx("add_hangs.py", "candidate"), runner=runner, timeout_s=12)
     assert FindingKind.timeout in kinds(result)

@@ -72,6 +72,7 @@ def _assert_as_accurate_as_float32_autograd(stage: int, dims: dict, device: str)
     assert not worse, f"stage {stage} is less accurate than float32 autograd: {worse}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
 def test_long_sequences_are_at_least_as_accurate_as_float32_autograd(stage):
     _assert_as_accurate_as_float32_autograd(stage, {"B": 2, "T": 128, "K": 4, "C": 4}, DEVICE)

@@ -30,6 +30,7 @@ def local_ray():
             ray.shutdown()
 
 
+@pytest.mark.slow
 def test_the_ray_backend_gives_the_same_verdicts_and_resumes(local_ray, tmp_path):
     solutions = tmp_path / "solutions"
     shutil.copytree(EVAL_FX / "solutions", solutions)

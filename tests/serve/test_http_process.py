@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio
 import httpx
+import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FX = ROOT / "tests" / "fixtures" / "validate"
 
 
+@pytest.mark.slow
 def test_the_http_server_process_prints_its_token_once_and_serves_with_it():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

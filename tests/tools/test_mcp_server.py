@@ -83,6 +83,7 @@ def test_misuse_is_a_tool_error_that_names_the_fix(arguments, words):
     assert result.is_error and words in result.content[0].text
 
 
+@pytest.mark.slow
 def test_the_stdio_server_survives_a_crashing_kernel_and_then_judges_a_good_one():
     # The SDK passes a minimal environment to the server; keep the import path (e.g. a --target install).
     env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH" or k.startswith("PTT_")}
