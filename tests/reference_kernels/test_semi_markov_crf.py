@@ -21,6 +21,7 @@ def _inputs(case, dtype: torch.dtype, device: str):
     return SPEC.make_inputs(case.dims, dtype, device), SPEC.call_kwargs(case.dims)
 
 
+@pytest.mark.slow  # ~45 s of interpreter time in all
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
 @pytest.mark.parametrize("case", SMALL_CASES, ids=label_ids(SMALL_CASES))
 @pytest.mark.parametrize("dtype", SPEC.interpreter_dtypes, ids=str)
