@@ -21,10 +21,11 @@ servers take their jobs down when its pipes close). When the listener cannot be 
 runs in this process (said on stderr with ``-v`` or PTT_DEBUG); when a handler dies before answering, the client
 says so and runs the command in this process once. ``PTT_NO_DAEMON=1`` or ``--no-daemon`` turn it off.
 
-``BASE`` is keyed on the interpreter (sys.prefix), the uid, the package version and path, a hash of every
-``.py`` file of the package (an edited checkout never talks to a stale listener) and the environment variables
-read while torch and triton import (PYTHON*, TORCH_*, TRITON_* but TRITON_INTERPRET, OMP_*, MKL_*, LD_*). It
-lives in ``$XDG_RUNTIME_DIR/ptt`` or ``/tmp/ptt-UID`` (0700, owned by the user, else not used). The listener
+``BASE`` is ``CHECKOUT-SOURCE``: CHECKOUT hashes the interpreter (sys.prefix), the uid, the package version and
+path and the environment variables read while torch and triton import (PYTHON*, TORCH*, TRITON* but
+TRITON_INTERPRET, OMP_*, MKL_*, LD_*); SOURCE hashes every ``.py`` file of the package, so an edited checkout
+never talks to a stale listener (a new listener stops the ones serving its checkout's earlier code). It lives
+in ``$XDG_RUNTIME_DIR/ptt`` or ``/tmp/ptt-UID`` (0700, owned by the user, else not used). The listener
 exits after PTT_DAEMON_IDLE_S seconds (default 600) without a request.
 
 This module is imported by every `ptt` call before anything else: it uses the standard library only.
@@ -92,11 +93,24 @@ def _import_env(env: dict[str, str] | os._Environ[str]) -> dict[str, str]:
 
 
 def daemon_key(env: dict[str, str] | os._Environ[str] | None = None) -> str:
+    """``CHECKOUT-SOURCE``: this checkout in this environment, and the state of its code."""
     from mcp_server import __version__
 
     env = os.environ if env is None else env
-    parts = [sys.prefix, sys.executable, os.getuid(), __version__, str(PKG), _source_hash(), _import_env(env)]
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
+    parts = [sys.prefix, sys.executable, os.getuid(), __version__, str(PKG), _import_env(env)]
+    checkout = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{checkout}-{_source_hash()[:12]}"
+
+
+def _stop_stale(paths: Paths) -> None:
+    """Stop the listeners of this checkout's earlier code: nobody can reach them any more."""
+    checkout = paths.base.name.split("-")[0]
+    for other in paths.base.parent.glob(f"{checkout}-*.sock"):
+        stale = Paths(other.with_suffix(""))
+        if stale.base != paths.base and not stale.base.name.endswith((".z0", ".z1")):
+            with contextlib.suppress(OSError, ValueError, Unavailable):
+                if query(stale, "stop", timeout=5.0) is not None:
+                    _log(f"stopped {stale.sock}: it served earlier code of this checkout")
 
 
 def runtime_dir(env: dict[str, str] | os._Environ[str] | None = None) -> Path:
@@ -363,9 +377,9 @@ def start(paths: Paths, env: dict[str, str]) -> subprocess.Popen[bytes]:
             raise Unavailable(f"could not start it ({exc})") from exc
 
 
-def query(paths: Paths, op: str) -> dict[str, Any] | None:
+def query(paths: Paths, op: str, timeout: float = 30.0) -> dict[str, Any] | None:
     """Ask a running listener (``status`` or ``stop``); None when none runs."""
-    sock = _connect(paths.sock, timeout=30.0)
+    sock = _connect(paths.sock, timeout=timeout)
     if sock is None:
         return None
     with sock:
@@ -373,7 +387,7 @@ def query(paths: Paths, op: str) -> dict[str, Any] | None:
         channel.send({"op": op})
         try:
             return channel.recv()[0]
-        except OSError:
+        except (OSError, ValueError):
             return None
 
 
@@ -468,6 +482,7 @@ def serve(base: Path) -> int:
     ino = os.stat(paths.sock).st_ino
     started = time.time()
     _log(f"listening on {paths.sock} (idle exit after {idle_s:g} s)")
+    _stop_stale(paths)
     zygotes = [_Zygote(paths, False), _Zygote(paths, True)]
     for z in zygotes:
         z.ensure()

@@ -120,6 +120,38 @@ def test_the_key_changes_when_the_source_changes(tmp_path, monkeypatch):
     assert daemon.daemon_key() != before
 
 
+def test_a_new_listener_stops_the_one_serving_this_checkouts_earlier_code(tmp_path):
+    import threading
+
+    current = daemon.Paths(tmp_path / "aaaa-new")
+    asked: list[str] = []
+
+    def fake_listener(path: Path) -> threading.Thread:
+        server = daemon._bind(path)
+
+        def answer() -> None:
+            conn, _ = server.accept()
+            with conn:
+                message, _ = daemon.Channel(conn).recv()
+                asked.append(f"{path.name}:{message['op']}")
+                daemon.Channel(conn).send({"stopping": True})
+            server.close()
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        return thread
+
+    stale = fake_listener(tmp_path / "aaaa-old.sock")
+    other = daemon._bind(tmp_path / "bbbb-old.sock")  # another checkout or environment: left alone
+    daemon._stop_stale(current)
+    stale.join(10)
+    assert asked == ["aaaa-old.sock:stop"]
+    other.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        other.accept()
+    other.close()
+
+
 def test_the_key_follows_the_import_environment_but_not_the_mode():
     base = {"HOME": "/x"}
     assert daemon.daemon_key({**base, "TRITON_INTERPRET": "1"}) == daemon.daemon_key(base)
