@@ -12,7 +12,7 @@ Three kinds of process, all ours:
   it *is* the in-process CLI, in a fresh fork of a warm process;
 - two **zygotes** (``BASE.z0.sock`` compiled mode, ``BASE.z1.sock`` interpreter) have torch, triton and the
   jobs imported like a fork server. When a handler's runner needs a fork server it asks the zygote of that mode
-  (``runner.pool.start_fork_server``), which forks one with the handler's environment and pipes. User code
+  (``runner.parent.start_fork_server``), which forks one with the handler's environment and pipes. User code
   still runs only in the job children that fork server forks, never in the listener, a handler or a zygote.
 
 The client (``dispatch``) is the `ptt` entry point: it connects (starting the listener when there is none),
@@ -635,9 +635,9 @@ def _handle(channel: Channel, message: dict[str, Any], fds: list[int], inherited
         channel.sock.settimeout(None)
         threading.Thread(target=_watch, args=(channel,), daemon=True).start()
 
-        from mcp_server.engine.runner import pool
+        from mcp_server.engine.runner import parent
 
-        pool.start_fork_server = _ZygoteStarter(paths)
+        parent.start_fork_server = _ZygoteStarter(paths)
         from mcp_server.cli import run
 
         code = run(list(message["argv"]))
@@ -709,20 +709,20 @@ class _Forked:
 
 
 class _ZygoteStarter:
-    """The handler's ``pool.start_fork_server``: a fork server forked by the zygote of the job's mode."""
+    """The handler's ``parent.start_fork_server``: a fork server forked by the zygote of the job's mode."""
 
     def __init__(self, paths: Paths):
         self.paths = paths
 
     def __call__(self, env: dict[str, str], log: IO[bytes]) -> Any:
-        from mcp_server.engine.runner import pool
+        from mcp_server.engine.runner import parent
 
         try:
             return self._fork(env, log)
         except (OSError, ValueError, Unavailable) as exc:
             log.write(f"ptt daemon: no zygote ({exc}); starting a fork server of its own\n".encode())
             log.flush()
-            return pool.popen_fork_server(env, log)
+            return parent.popen_fork_server(env, log)
 
     def _fork(self, env: dict[str, str], log: IO[bytes]) -> _Forked:
         path = self.paths.zygote(env.get("TRITON_INTERPRET") == "1")

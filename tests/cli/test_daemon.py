@@ -152,6 +152,13 @@ def test_a_new_listener_stops_the_one_serving_this_checkouts_earlier_code(tmp_pa
     other.close()
 
 
+def test_the_runner_hook_the_handlers_use_exists():
+    from mcp_server.engine.runner import parent
+
+    assert parent.start_fork_server is parent.popen_fork_server
+    assert "parent.start_fork_server = _ZygoteStarter" in Path(daemon.__file__).read_text()
+
+
 def test_the_key_follows_the_import_environment_but_not_the_mode():
     base = {"HOME": "/x"}
     assert daemon.daemon_key({**base, "TRITON_INTERPRET": "1"}) == daemon.daemon_key(base)
