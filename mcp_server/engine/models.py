@@ -60,6 +60,8 @@ class FindingKind(str, Enum):
     nondeterministic = "nondeterministic"  # a second identical call disagreed
     uninitialized_output = "uninitialized_output"  # output elements were never written (poison survived)
     stale_cache = "stale_cache"  # the candidate returned a previous call's result for new inputs
+    stream_race = "stream_race"  # outputs read on the caller's stream before a sync were not yet written
+    reference_precision = "reference_precision"  # the reference could not run in float64 (warning)
     unsupported_shape = "unsupported_shape"  # the candidate refused a derived shape with a clean exception
     backward_mismatch = "backward_mismatch"  # gradients differ from autograd's on the reference
     timeout = "timeout"

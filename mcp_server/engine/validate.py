@@ -77,6 +77,23 @@ def _reference_failure(outcome: Any, spec: CallableSpec) -> UsageError:
     )
 
 
+MAX_REFERENCE_RETRIES = 8
+
+
+def _derived_case_lost(job_dir: Path, failure: Any, skip: dict[str, str]) -> str | None:
+    """The key of the derived case the reference's child died on, if it died on one (else None)."""
+    if failure.kind not in (FindingKind.crash, FindingKind.exception) or len(skip) >= MAX_REFERENCE_RETRIES:
+        return None
+    try:
+        mark = (job_dir / "progress.txt").read_text().strip()
+    except OSError:
+        return None
+    key = mark.removeprefix("reference case ").strip()
+    if mark == key or not key.startswith(("derived ", "layout ")) or key in skip:
+        return None
+    return key
+
+
 def _kind_of(failure: dict[str, Any]) -> FindingKind:
     try:
         return FindingKind(failure.get("kind"))
@@ -122,30 +139,42 @@ def validate(
     user_files = [str(ref_spec.path), str(cand_spec.path), *input_files]
     workdir = str(cwd or Path.cwd())
 
-    ref_out = runner.run(
-        registry.VALIDATE_REFERENCE.name,
-        {
-            "reference": _spec_dict(ref_spec),
-            "inputs": inputs_spec,
-            "seeds": seed_list,
-            "derive": derive_shapes and not transform,
-            "max_derived": max_derived,
-            "backward": backward,
-            "device": device.torch_device,
-            "transform": transform,
-        },
-        timeout_s=timeout_s,
-        env=env,
-        user_files=user_files,
-        cwd=workdir,
-    )
-    with ref_out:
-        if ref_out.usage_error:
-            raise UsageError(ref_out.usage_error)
-        if ref_out.failure is not None:
-            raise _reference_failure(ref_out, ref_spec)
-        ref_meta = ref_out.result or {}
-        ref_data = torch.load(ref_out.path("reference.pt"), weights_only=True, map_location="cpu")
+    ref_params = {
+        "reference": _spec_dict(ref_spec),
+        "inputs": inputs_spec,
+        "seeds": seed_list,
+        "derive": derive_shapes and not transform,
+        "max_derived": max_derived,
+        "backward": backward,
+        "device": device.torch_device,
+        "transform": transform,
+        "skip": {},
+    }
+    while True:
+        job_dir = runner.new_job_dir()
+        ref_out = runner.run(
+            registry.VALIDATE_REFERENCE.name,
+            ref_params,
+            timeout_s=timeout_s,
+            env=env,
+            user_files=user_files,
+            cwd=workdir,
+            job_dir=job_dir,
+        )
+        with ref_out:
+            if ref_out.usage_error:
+                raise UsageError(ref_out.usage_error)
+            if ref_out.failure is not None:
+                lost = _derived_case_lost(job_dir, ref_out.failure, ref_params["skip"])
+                if lost is not None:
+                    # A derived case killed the reference's child (a device-side assert poisons the CUDA
+                    # context): run again without it, and list it as rejected.
+                    ref_params["skip"][lost] = f"the reference crashed on it: {ref_out.failure.message[:300]}"
+                    continue
+                raise _reference_failure(ref_out, ref_spec)
+            ref_meta = ref_out.result or {}
+            ref_data = torch.load(ref_out.path("reference.pt"), weights_only=True, map_location="cpu")
+        break
     # The reference's files are gone before the candidate starts.
 
     ok_cases = [c for c in ref_meta["cases"] if c.get("status") == "ok"]
@@ -153,6 +182,8 @@ def validate(
         "cases": [
             {
                 "key": c["key"],
+                "name": c["name"] if c.get("derived") is None else None,
+                "layout": c.get("layout"),
                 "inputs": ref_data["cases"][c["key"]]["inputs"],
                 "grad_out": ref_data["cases"][c["key"]]["grad_out"],
                 "init": ref_data["cases"][c["key"]].get("init"),
@@ -213,6 +244,7 @@ def validate(
                 cand_spec.path, ref_meta, ref_data, cand_out.result or {}, judge.launches
             )
         judge.findings.extend(trust_findings)
+        judge.judge_reference_precision()
 
     findings = judge.capped_findings()
     ok = not any(f.severity is Severity.error for f in findings)
@@ -233,7 +265,7 @@ def validate(
         backward_checked=backward,
         interpreter=device.interpreter,
         seconds=round(time.perf_counter() - started, 3),
-        notes=list((cand_out.result or {}).get("autotune_notes") or []),
+        notes=_size_notes(ref_meta) + list((cand_out.result or {}).get("autotune_notes") or []),
     )
     result.summary = summarize(result)
     return result
@@ -339,7 +371,7 @@ class _Judge:
                 if clean_refusal:
                     self.add(
                         FindingKind.unsupported_shape,
-                        f"{name}: the candidate refused this derived shape ({derived}): {failure['message']}",
+                        f"{name}: the candidate refused this derived case ({derived}): {failure['message']}",
                         name,
                         seed,
                         severity=Severity.warning,
@@ -436,6 +468,8 @@ class _Judge:
         judge_configs(self, ref_case, cand_case, ref, cand)  # every other autotune config, run once each
         self.judge_aliasing(ref_case, cand_case, name, seed)
         self.judge_mutation(ref, ref_case, cand, cand_case, name, seed)
+        self.judge_streams(cand_case, name, seed, len(ref_out))
+        self.judge_same_address(ref, cand, cand_case, name, seed, previous)
         self.judge_stale(name, seed, ref_out, cand_out, previous)
         if ref.get("grads") is not None:
             self.judge_grads(ref, cand, name, seed)
@@ -585,6 +619,76 @@ class _Judge:
                         seed,
                     )
 
+    def judge_reference_precision(self) -> None:
+        cause = self.ref_meta.get("precision_cause")
+        if not cause:
+            return
+        how = self.ref_meta.get("precision_estimate") or "nothing"
+        self.add(
+            FindingKind.reference_precision,
+            f"The reference could not run in float64 ({cause}). The outputs were compared with the reference in "
+            f"its own dtype, and PyTorch's own error (the tolerance's allowance) was estimated from {how}. Make "
+            "the reference reach all its modules as registered attributes (so .double() converts them) and "
+            "avoid hard-coded dtypes, for a float64 truth",
+            severity=Severity.warning,
+        )
+
+    def judge_streams(self, cand_case: dict, name: str, seed: int, outputs: int) -> None:
+        for i, differ, numel in cand_case.get("stream_race") or []:
+            label = f"{name} output {i}" if outputs > 1 else name
+            self.add(
+                FindingKind.stream_race,
+                f"{label}: read on the caller's current stream right after the call (as the caller's next op "
+                f"would), {differ} of {numel} elements were not yet written; they were only after a device-wide "
+                "synchronize. A kernel ran on another stream that the caller's stream does not wait for: launch "
+                "on torch.cuda.current_stream(), or call torch.cuda.current_stream().wait_stream(side) before "
+                "returning",
+                name,
+                seed,
+            )
+
+    def judge_same_address(self, ref: dict, cand: dict, cand_case: dict, name: str, seed: int, previous: dict) -> None:
+        """The call repeated with this seed's inputs written into the previous seed's input tensors."""
+        what = "called again with these inputs written into the same input tensors as the previous call"
+        failure = cand_case.get("same_address_failure")
+        if failure is not None:
+            self.add(
+                _kind_of(failure),
+                f"{name}: {what}, the candidate raised: {failure.get('message', '')}",
+                name,
+                seed,
+                where=failure.get("where"),
+            )
+            return
+        same = cand.get("same")
+        if same is None:
+            return
+        ref_out, ref_out64 = ref["out"], ref["out64"]
+        prior = previous.get(name)
+        for i, r in enumerate(ref_out):
+            c = same[i] if i < len(same) else None
+            if not isinstance(c, torch.Tensor) or c.shape != r.shape or c.dtype != r.dtype:
+                continue  # the first call's checks report shape and dtype
+            r64 = ref_out64[i] if ref_out64 is not None and i < len(ref_out64) else None
+            cmp = compare.compare_tensor(c, r, r64, compare.tolerance_for(r.dtype, self.tolerances))
+            if cmp.problem is None:
+                continue
+            label = f"{name} output {i}" if len(ref_out) > 1 else name
+            old = prior[1][i] if prior is not None and i < len(prior[1]) else None
+            again = isinstance(old, torch.Tensor) and same_bits(old, c)
+            detail = (
+                "exactly the previous call's result"
+                if again
+                else f"a wrong result ({compare.describe(cmp.problem, cmp, 'it').removeprefix('it: ')})"
+            )
+            self.add(
+                FindingKind.stale_cache,
+                f"{label}: {what} (same data_ptr, same shape, new values), the candidate returned {detail}: "
+                "a result cached by address or shape",
+                name,
+                seed,
+            )
+
     def judge_stale(self, name: str, seed: int, ref_out: list, cand_out: list, previous: dict) -> None:
         prior = previous.get(name)
         previous[name] = (ref_out, cand_out)
@@ -642,6 +746,20 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
+
+
+def _size_notes(ref_meta: dict[str, Any]) -> list[str]:
+    """Which derived sizes ran, which the reference rejected, and which the memory budget left out."""
+    sizes = ref_meta.get("sizes") or {}
+    parts = []
+    if sizes.get("ran"):
+        parts.append(f"ran {', '.join(sizes['ran'])}")
+    if sizes.get("rejected"):
+        parts.append(f"rejected by the reference {', '.join(sizes['rejected'])}")
+    if sizes.get("over_budget"):
+        budget = (sizes.get("budget_mib") or ["?"])[0]
+        parts.append(f"over the {budget} MiB input budget {', '.join(sizes['over_budget'])}")
+    return [f"derived sizes: {'; '.join(parts)}"] if parts else []
 
 
 def _split_key(key: str) -> tuple[str, int | None]:

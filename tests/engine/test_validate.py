@@ -24,7 +24,9 @@ def test_validate_passes_a_correct_add_on_all_seeds_and_derived_shapes(runner, f
     assert [c.status for c in result.cases] == ["passed"] * len(result.cases)
     assert {c.seed for c in result.cases} == set(result.seeds) and len(result.seeds) == 3
     derived = {c.case for c in result.cases if c.derived}
-    assert derived == {"derived 1000→999", "derived 1000→1", "derived 1000→501"}
+    sizes = {"derived 1000→999", "derived 1000→1025", "derived 1000→1", "derived 1000→2001", "derived 1000→501"}
+    assert derived == sizes | {"layout: strided", "layout: offset"}  # 1-D: nothing to transpose
+    assert "derived sizes: ran 1000→999, 1000→1025, 1000→1, 1000→2001, 1000→501" in result.notes
     assert any("_add_kernel" in k for k in result.kernels_launched)
     assert all(r.ok and r.mismatches == 0 for r in result.rows)
 
@@ -32,8 +34,10 @@ def test_validate_passes_a_correct_add_on_all_seeds_and_derived_shapes(runner, f
 def test_validate_passes_a_correct_softmax_on_labelled_cases_without_deriving(runner, fx):
     result = validate(fx("softmax_problem.py", "reference"), fx("softmax_good.py", "candidate"), runner=runner)
     assert result.ok, result.findings
-    assert {c.case for c in result.cases} == {"square", "non-pow2 rows", "one row"}
-    assert not any(c.derived for c in result.cases)
+    labelled = {c.case for c in result.cases if not c.derived}
+    assert labelled == {"square", "non-pow2 rows", "one row"}
+    # Labelled cases get no derived sizes, but the first one is also tried in other layouts.
+    assert {c.case for c in result.cases if c.derived} == {"layout: transposed", "layout: strided", "layout: offset"}
 
 
 DEFECTS = [
@@ -82,6 +86,7 @@ def test_the_tail_bug_hides_at_a_power_of_two_until_shapes_are_derived(runner, f
     result = validate(ref, cand, runner=runner)
     failing = {c.case for c in result.cases if c.status == "failed"}
     assert failing and all(name.startswith("derived") for name in failing)
+    assert "derived 1024→1025" in failing  # one past the power of two
 
 
 def test_a_clean_refusal_of_a_derived_shape_is_a_warning_not_a_failure(runner, fx):

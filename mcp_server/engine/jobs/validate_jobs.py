@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from mcp_server.engine.interp import configs as autotune_configs
-from mcp_server.engine.jobs import common, trace
+from mcp_server.engine.jobs import common, derive, trace
 from mcp_server.engine.runner.child import (
     JobContext,
     UsageProblem,
@@ -104,6 +104,93 @@ def _backward(
     return out, [None if g is None else g.detach() for g in grads], grad_out
 
 
+def _float64_pass(
+    call: Any, kernelbench: bool, pre: list[Any], device: str, grad_out: Any, backward: bool
+) -> tuple[Any, Any, str, str]:
+    """The reference in float64 (on the device, else the CPU): (outputs, grads, where, why not)."""
+    causes: list[str] = []
+    for where in dict.fromkeys((device, "cpu")):
+        try:
+            args64 = _upcast(common.to_device(pre, where))
+            if kernelbench:
+                call64 = copy.deepcopy(call).to(where).double()
+                params64 = list(call64.parameters()) if backward else []
+            else:
+                call64, params64 = call, []
+            grads64 = None
+            if backward and grad_out is not None:
+                args64 = common.map_tensors(args64, lambda t: t.requires_grad_(True) if t.is_floating_point() else t)
+                out64, grads64, _ = _backward(call64, args64, params64, [g.to(where).double() for g in grad_out])
+            else:
+                with torch.no_grad():
+                    out64 = _plain_outputs(call64(*args64), "the reference in float64")
+        except UsageProblem:
+            raise
+        except Exception as exc:
+            if is_sticky_cuda_error(exc):
+                raise
+            causes.append(
+                f"on {where} it raised {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            )
+            continue
+        low = sorted(
+            {str(o.dtype).replace("torch.", "") for o in out64 if o.is_floating_point() and o.dtype != torch.float64}
+        )
+        if low:
+            causes.append(
+                f"on {where} its float64 copy still returned {'/'.join(low)} outputs, so part of it computes in "
+                "lower precision (e.g. submodules reached through a closure or a global, which .double() on a "
+                "copy of the model misses, or explicit casts)"
+            )
+            continue
+        return out64, grads64, where, ""
+    return None, None, device, "; ".join(causes)
+
+
+def _nudge(t: torch.Tensor) -> torch.Tensor:
+    """Each finite nonzero element moved by one unit in the last place, up or down at random."""
+    ints = {8: torch.int64, 4: torch.int32, 2: torch.int16}.get(t.element_size())
+    if ints is None or not t.is_floating_point():
+        return t
+    step = torch.randint(0, 2, t.shape, device=t.device, dtype=ints) * 2 - 1
+    moved = (t.contiguous().view(ints) + step).view(t.dtype)
+    keep = (t == 0) | ~torch.isfinite(moved) | ~torch.isfinite(t)
+    return torch.where(keep, t, moved)
+
+
+def _second_opinion(
+    call: Any, kernelbench: bool, pre: list[Any], out: list[torch.Tensor], device: str, seed: int
+) -> tuple[list[torch.Tensor] | None, str]:
+    """An estimate of PyTorch's own error when float64 is out of reach: another run of the reference in its
+    own dtype that rounds differently (on the CPU when the device is a GPU, else on nudged inputs)."""
+    if device.startswith("cuda"):
+        try:
+            call_cpu = copy.deepcopy(call).to("cpu") if kernelbench else call
+            torch.manual_seed(seed + 7919)
+            with torch.no_grad():
+                other = _plain_outputs(call_cpu(*common.to_device(pre, "cpu")), "the reference on the CPU")
+            if [list(o.shape) for o in other] == [list(o.shape) for o in out]:
+                return [o.detach().double() for o in other], "the reference in its own dtype on the CPU"
+        except UsageProblem:
+            raise
+        except Exception as exc:
+            if is_sticky_cuda_error(exc):
+                raise
+    try:
+        nudged = common.map_tensors(common.to_device(pre, device), _nudge)
+        torch.manual_seed(seed + 7919)
+        with torch.no_grad():
+            other = _plain_outputs(call(*nudged), "the reference")
+        if [list(o.shape) for o in other] == [list(o.shape) for o in out]:
+            return [o.detach().double() for o in other], "the reference on inputs nudged by one unit in the last place"
+    except UsageProblem:
+        raise
+    except Exception as exc:
+        if is_sticky_cuda_error(exc):
+            raise
+    return None, "nothing (no second run of the reference succeeded)"
+
+
 def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     device = _device(params)
     module, target = _load_target(params["reference"], ctx)
@@ -131,6 +218,8 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         saved["state"] = {k: v.detach().to("cpu") for k, v in base_model.state_dict().items()}
     report: list[dict[str, Any]] = []
     precision = "float64"
+    precision_causes: dict[str, str] = {}
+    skip: dict[str, str] = dict(params.get("skip") or {})
 
     def run_case(
         key: str,
@@ -140,14 +229,23 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         derived: str | None,
         model: torch.nn.Module | None = None,
         expect: Any = None,
+        layout: str | None = None,
     ) -> list[list[int]] | None:
         """Run one case; return its output shapes (None when a derived variant was rejected)."""
         nonlocal precision
+        if derived is not None and key in skip:
+            # An earlier attempt lost the CUDA context on this case (a device-side assert, say).
+            report.append(
+                {"key": key, "name": name, "seed": seed, "derived": derived, "status": "rejected", "reason": skip[key]}
+            )
+            return None
         model = model if model is not None else base_model
         call = model if kernelbench else target
         model_params = list(model.parameters()) if (kernelbench and params.get("backward")) else []
-        ctx.mark(f"reference case {name} seed {seed}")
+        ctx.mark(f"reference case {key}")
         entry: dict[str, Any] = {"key": key, "name": name, "seed": seed, "derived": derived}
+        if layout:
+            entry["layout"] = layout
         args = common.to_device(args, device)
         pre = common.clone(args)
         try:
@@ -157,7 +255,7 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                     out, grads, grad_out = _backward(call, _with_grad(args), model_params, None)
                     post = args
                 else:
-                    post = common.clone(args)
+                    post = derive.relayout(common.clone(args), layout)
                     with torch.no_grad():
                         out = _plain_outputs(call(*post), "the reference")
                 common.sync(device)
@@ -187,32 +285,17 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             return None
         if not params.get("backward"):
             grads = grad_out = None
-        out64 = grads64 = None
-        for where in (device, "cpu"):
-            try:
-                args64 = _upcast(common.to_device(pre, where))
-                if kernelbench:
-                    call64 = copy.deepcopy(model).to(where).double()  # type: ignore[union-attr]
-                    params64 = list(call64.parameters()) if params.get("backward") else []
-                else:
-                    call64, params64 = target, []
-                if params.get("backward") and grad_out is not None:
-                    args64 = common.map_tensors(
-                        args64, lambda t: t.requires_grad_(True) if t.is_floating_point() else t
-                    )
-                    out64, grads64, _ = _backward(call64, args64, params64, [g.to(where).double() for g in grad_out])
-                else:
-                    with torch.no_grad():
-                        out64 = _plain_outputs(call64(*args64), "the reference in float64")
-                if where != device:
-                    precision = "float64 (on the CPU)"
-                break
-            except UsageProblem:
-                raise
-            except Exception:
-                out64 = None
-        if out64 is None:
-            precision = "native only (the reference failed in float64)"
+        out64, grads64, where64, cause = _float64_pass(
+            model if kernelbench else target, kernelbench, pre, device, grad_out, bool(params.get("backward"))
+        )
+        if out64 is not None:
+            if where64 != device and not precision.startswith("native"):
+                precision = "float64 (on the CPU)"
+        else:
+            out64, how = _second_opinion(model if kernelbench else target, kernelbench, pre, out, device, seed)
+            precision = f"native (not float64: {cause}); PyTorch's own error estimated from {how}"
+            precision_causes.setdefault("cause", cause)
+            precision_causes.setdefault("how", how)
         entry.update(
             status="ok",
             outputs=[
@@ -253,31 +336,68 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             if base_args is None:
                 base_args, base_shapes = case.args, shapes
 
-    if params.get("derive", True) and derivable and base_args is not None:
+    sizes: dict[str, list[str]] = {"ran": [], "rejected": [], "over_budget": [], "budget_mib": []}
+    derive_on = params.get("derive", True) and base_args is not None
+
+    def run_variant(variant: derive.Variant) -> bool:
+        """Run one derived size; True when the reference accepted it."""
+        key = f"{variant.label}#{seeds[0]}"
+        args = derive.apply_variant(base_args, variant)
+        model = None
+        if kernelbench:
+            init_v = derive.apply_variant(init, variant)
+            if init_v != init:
+                try:
+                    model = _instantiate(target, init_v, seeds[0], device)
+                except Exception as exc:
+                    if is_sticky_cuda_error(exc):
+                        raise
+                    report.append(
+                        {
+                            "key": key,
+                            "name": variant.label,
+                            "seed": seeds[0],
+                            "derived": variant.why,
+                            "status": "rejected",
+                            "reason": f"Model({init_v}) raised {type(exc).__name__}: {exc}",
+                        }
+                    )
+                    sizes["rejected"].append(f"{variant.old}→{variant.new}")
+                    return False
+                model_inits[id(model)] = init_v
+        expect = [[variant.new if d == variant.old else d for d in shape] for shape in base_shapes or []]
+        ok = run_case(key, variant.label, seeds[0], args, variant.why, model, expect) is not None
+        sizes["ran" if ok else "rejected"].append(f"{variant.old}→{variant.new}")
+        return ok
+
+    if derive_on and derivable:
         torch.manual_seed(seeds[0] + 1)
-        for variant in common.plan_variants(base_args, int(params.get("max_derived", 6))):
-            args = common.apply_variant(base_args, variant)
-            model = None
-            if kernelbench:
-                init_v = common.apply_variant(init, variant)
-                if init_v != init:
-                    try:
-                        model = _instantiate(target, init_v, seeds[0], device)
-                    except Exception as exc:
-                        report.append(
-                            {
-                                "key": f"{variant.label}#{seeds[0]}",
-                                "name": variant.label,
-                                "seed": seeds[0],
-                                "derived": variant.why,
-                                "status": "rejected",
-                                "reason": f"Model({init_v}) raised {type(exc).__name__}: {exc}",
-                            }
-                        )
-                        continue
-                    model_inits[id(model)] = init_v
-            expect = [[variant.new if d == variant.old else d for d in shape] for shape in base_shapes or []]
-            run_case(f"{variant.label}#{seeds[0]}", variant.label, seeds[0], args, variant.why, model, expect)
+        budget = derive.budget_bytes(base_args, device)
+        plan, over = derive.plan_variants(base_args, int(params.get("max_derived", 6)), budget)
+        sizes["over_budget"] = [f"{v.old}→{v.new}" for v in over]
+        sizes["budget_mib"] = [f"{budget / derive.MIB:.0f}"]
+        accepted: dict[int, bool] = {}
+        tried: dict[int, set[int]] = {}
+        for variant in plan:
+            ok = run_variant(variant)
+            accepted[variant.old] = accepted.get(variant.old, False) or ok
+            tried.setdefault(variant.old, set()).add(variant.new)
+        for old, ok in accepted.items():
+            if ok:
+                continue
+            # The reference rejected every variant of this size: try multiples it may accept.
+            found = 0
+            for variant in derive.plan_fallbacks(old, tried[old], base_args, budget):
+                found += run_variant(variant)
+                if found >= 2:
+                    break
+
+    if derive_on and params.get("layouts", True) and not params.get("backward"):
+        for kind, why in derive.LAYOUTS.items():
+            if derive.layout_changes(base_args, kind):
+                run_case(
+                    f"layout {kind}#{seeds[0]}", f"layout: {kind}", seeds[0], base_args, why, None, base_shapes, kind
+                )
 
     torch.save(saved, ctx.path("reference.pt"))
     return {
@@ -287,7 +407,104 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         "tolerances": tolerances,
         "device": device,
         "derivable": derivable,
+        "sizes": sizes,
+        "precision_cause": precision_causes.get("cause"),
+        "precision_estimate": precision_causes.get("how"),
     }
+
+
+# About 25 ms on a GPU at 2 GHz: far longer than it takes the host to return from the call and enqueue a read.
+SIDE_STREAM_DELAY_CYCLES = 50_000_000
+
+
+class _SideStreams(set):
+    """Installed as ``common.LAUNCH_STREAMS`` in the candidate's child on a GPU.
+
+    The launch hook adds the current stream just before each Triton launch. On a stream other than the
+    caller's, the first launch of an armed call is preceded by a sleep on that stream: a kernel there now
+    finishes long after the call returns, so a caller's stream that does not wait for it reads the outputs
+    before they are written, every time (without the sleep a small kernel usually wins the race).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.caller: Any = None
+        self.delay = False
+
+    @classmethod
+    def install(cls, device: str) -> _SideStreams:
+        side = cls()
+        if device.startswith("cuda"):
+            common.LAUNCH_STREAMS = side
+        return side
+
+    def arm(self, delay: bool) -> None:
+        self.clear()
+        if common.LAUNCH_STREAMS is self:
+            self.caller = torch.cuda.current_stream()
+            self.delay = delay
+
+    def disarm(self) -> None:
+        self.delay = False
+
+    def add(self, stream: Any) -> None:
+        if self.delay and self.caller is not None and stream != self.caller and stream not in self:
+            torch.cuda._sleep(SIDE_STREAM_DELAY_CYCLES)
+        super().add(stream)
+
+
+def _consumer_read(out: list[Any]) -> list[Any]:
+    """Copies of the GPU outputs made on the caller's current stream, as the caller's next op would."""
+    return [o.detach().clone() if isinstance(o, torch.Tensor) and o.is_cuda else None for o in out]
+
+
+def _raced(out: list[Any], early: list[Any]) -> list[list[int]]:
+    """[output, elements that changed after the early read, numel] for outputs the early read missed."""
+    found = []
+    for i, (o, e) in enumerate(zip(out, early, strict=False)):
+        if e is None or not isinstance(o, torch.Tensor):
+            continue
+        same = o.detach() == e
+        if o.is_floating_point() or o.is_complex():
+            same |= torch.isnan(o.detach()) & torch.isnan(e)
+        differ = int((~same).sum())
+        if differ:
+            found.append([i, differ, o.numel()])
+    return found
+
+
+def _same_address_call(call: Any, held: list[Any], inputs: list[Any], device: str) -> list[Any] | None:
+    """Write ``inputs`` into the tensors of an earlier call (same data_ptr, same shape) and call again.
+
+    None when the two argument lists differ in structure (shapes, dtypes, or non-tensor values).
+    """
+    old_leaves, new_leaves = _leaves(held), _leaves(inputs)
+    if len(old_leaves) != len(new_leaves):
+        return None
+    for a, b in zip(old_leaves, new_leaves, strict=True):
+        if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
+            return None
+        if isinstance(a, torch.Tensor):
+            if a.shape != b.shape or a.dtype != b.dtype:
+                return None
+        elif a != b:
+            return None
+    with torch.no_grad():
+        for a, b in zip(old_leaves, new_leaves, strict=True):
+            if isinstance(a, torch.Tensor):
+                a.copy_(b.to(a.device))
+    with common.recording(poison=True), torch.no_grad():
+        out = common.flatten_outputs(call(*held))
+    common.sync(device)
+    return out
+
+
+def _leaves(tree: Any) -> list[Any]:
+    if isinstance(tree, list | tuple):
+        return [leaf for item in tree for leaf in _leaves(item)]
+    if isinstance(tree, dict):
+        return [leaf for key in sorted(tree, key=str) for leaf in _leaves(tree[key])]
+    return [tree]
 
 
 def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
@@ -331,6 +548,9 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     saved: dict[str, Any] = {}
     report: list[dict[str, Any]] = []
     stop_reason = None
+    # The input tensors of the last call per case name: the next seed writes its inputs into them.
+    held: dict[str, list[Any]] = {}
+    side = _SideStreams.install(device)
     for case in bundle["cases"]:
         key = case["key"]
         entry: dict[str, Any] = {"key": key}
@@ -357,10 +577,14 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         before = [common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in inputs]
         runs: list[list[Any]] = []
         autotune_configs.start_case()
+        races: list[list[int]] = []
+        repeats = 2 if params.get("determinism", True) else 1
         try:
-            for repeat in range(2 if params.get("determinism", True) else 1):
-                args = common.clone(inputs)
+            for repeat in range(repeats):
+                args = derive.relayout(common.clone(inputs), case.get("layout"))
                 started = time.perf_counter()
+                # Kernels are compiled by the last call: delay side streams there (see _SideStreams).
+                side.arm(delay=repeat == repeats - 1)
                 with trace.window(f"{key}@{repeat}"), common.recording(poison=True, second=repeat == 1) as record:
                     if params.get("backward") and case.get("grad_out") is not None:
                         args = _with_grad(args)
@@ -370,18 +594,39 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                         grads = None
                         with torch.no_grad():
                             out = common.flatten_outputs(call(*args))
-                    common.sync(device)
+                early = _consumer_read(out)
+                side.disarm()
+                common.sync(device)
                 elapsed = time.perf_counter() - started
+                races.extend(_raced(out, early))
+                del early
                 runs.append(out)
                 if repeat == 0:
                     first_record, first_args, first_grads, first_elapsed = record, args, grads, elapsed
         except BaseException as exc:
+            side.disarm()
             failure = classify_exception(exc, ctx.user_files)
             entry.update(status="failed", failure=failure.model_dump(mode="json"))
             report.append(entry)
             if is_sticky_cuda_error(exc):
                 stop_reason = f"not run: the CUDA context was lost on case {key}"
             continue
+        same_out = None
+        name = case.get("name")
+        if name is not None and held.get(name) is not None:
+            try:
+                same_out = _same_address_call(call, held[name], inputs, device)
+                if same_out is None:
+                    entry["same_address"] = "skipped: the inputs' structure differs from the previous call's"
+            except BaseException as exc:
+                failure = classify_exception(exc, ctx.user_files)
+                entry["same_address_failure"] = failure.model_dump(mode="json")
+                if is_sticky_cuda_error(exc):
+                    stop_reason = f"not run: the CUDA context was lost on case {key}"
+        if name is not None:
+            held[name] = first_args
+        if races:
+            entry["stream_race"] = races
         first = runs[0]
         after = [common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in first_args]
         changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
@@ -413,11 +658,15 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         )
         saved[key] = {
             "configs": variant_outputs,
-            "out": [common.to_cpu(o) if isinstance(o, torch.Tensor) else None for o in first],
+            # Copies: an in-place candidate returns its input, which the next seed's same-address call rewrites.
+            "out": [o.detach().to("cpu", copy=True) if isinstance(o, torch.Tensor) else None for o in first],
             "out2": [common.to_cpu(o) if isinstance(o, torch.Tensor) else None for o in runs[1]]
             if len(runs) > 1
             else None,
-            "post": {i: common.to_cpu(first_args[i]) for i in changed},
+            "post": {i: common.to_cpu(first_args[i]).clone() for i in changed},
+            "same": [common.to_cpu(o) if isinstance(o, torch.Tensor) else None for o in same_out]
+            if same_out is not None
+            else None,
             "grads": common.to_cpu(first_grads) if first_grads is not None else None,
         }
         report.append(entry)

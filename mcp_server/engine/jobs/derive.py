@@ -1,0 +1,265 @@
+"""Cases derived from one ``get_inputs()`` (inside the reference's child): other sizes and other layouts.
+
+Sizes: every distinct dimension size of the inputs is replaced, consistently across the arguments, by
+smaller sizes (size−1, 1, an odd size) and larger ones (the size just past the power of two at or above
+it, where a kernel's block would end; 2n+1), within a memory budget. When the reference rejects every
+variant of a size (a head count that must divide it, a block it must be a multiple of), multiples it may
+accept are tried instead (3n/2, n/2, 2n).
+
+Integer tensors whose values look like indices into a substituted dimension (every value below the size,
+the largest near it) get new values below the new size, whether or not their own shape changes: class
+targets of a cross-entropy keep pointing at a class that exists.
+
+Layouts: the same values as the first case, passed as non-contiguous tensors: a transposed view, every
+other element of a wider buffer, and a view at a storage offset. Tensors cross processes contiguous, so
+the layout travels as a name and is applied by each child just before the call (``relayout``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from mcp_server.engine.jobs.common import iter_tensors, map_tensors
+
+MIB = 1 << 20
+# Bytes of derived inputs allowed, as a multiple of the original inputs' bytes and as absolute bounds.
+# The interpreter runs kernels element by element in numpy, so the CPU budget is tight.
+CPU_BUDGET = (2.5, 4 * MIB, 64 * MIB)  # (factor, floor, ceiling)
+GPU_BUDGET = (4.5, 64 * MIB, 2048 * MIB)
+# Values written where a strided or offset view skips memory: a kernel that reads them is visibly wrong.
+GAP_FLOAT = 777.0
+
+
+@dataclass
+class Variant:
+    label: str
+    old: int
+    new: int
+    why: str
+    fallback: bool = False
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def substitutes(size: int) -> list[tuple[int, str]]:
+    """Sizes to try in place of ``size``, most telling first."""
+    subs: list[tuple[int, str]] = []
+
+    def add(new: int, why: str) -> None:
+        if new >= 1 and new != size and all(new != s for s, _ in subs):
+            subs.append((new, why))
+
+    if size > 2:
+        add(size - 1, "size−1: a non-power-of-2 tail")
+    add(_next_pow2(size) + 1, "larger: one past the power of two a block would cover")
+    if size > 1:
+        add(1, "size 1")
+    add(2 * size + 1, "larger: 2n+1")
+    odd = (size // 2) | 1
+    if size > 6:
+        add(odd, "an odd size")
+    return subs
+
+
+def fallback_substitutes(size: int) -> list[tuple[int, str]]:
+    """Multiples to try when the reference rejected every variant of ``size``."""
+    if size % 2 == 0:
+        out = [(size + size // 2, "3n/2: a multiple of n/2 with a ragged tail past n")]
+        if size // 2 > 1:
+            out.append((size // 2, "n/2"))
+        out.append((2 * size, "2n"))
+        return out
+    return [(2 * size, "2n"), (3 * size, "3n")]
+
+
+def tensor_bytes(tree: Any, old: int | None = None, new: int | None = None) -> int:
+    total = 0
+    for t in iter_tensors(tree):
+        shape = [new if (old is not None and d == old) else d for d in t.shape]
+        total += math.prod(shape) * t.element_size()
+    return total
+
+
+def budget_bytes(args: list[Any], device: str) -> int:
+    factor, floor, ceiling = GPU_BUDGET if device.startswith("cuda") else CPU_BUDGET
+    limit = min(max(factor * tensor_bytes(args), floor), ceiling)
+    if device.startswith("cuda"):
+        try:
+            free, _ = torch.cuda.mem_get_info()
+            limit = min(limit, free // 8)
+        except RuntimeError:
+            pass
+    return int(limit)
+
+
+def sizes_of(args: list[Any]) -> list[int]:
+    sizes: list[int] = []
+    for t in iter_tensors(args):
+        for d in t.shape:
+            if d > 1 and d not in sizes:
+                sizes.append(d)
+    return sorted(sizes, reverse=True)
+
+
+def plan_variants(args: list[Any], limit: int, budget: int) -> tuple[list[Variant], list[Variant]]:
+    """Variants to run (round-robin over sizes, at most ``limit``) and those over the memory budget."""
+    per_size = [(s, substitutes(s)) for s in sizes_of(args)]
+    plan: list[Variant] = []
+    over: list[Variant] = []
+    depth = max((len(subs) for _, subs in per_size), default=0)
+    for rank in range(depth):
+        for size, subs in per_size:
+            if rank < len(subs):
+                new, why = subs[rank]
+                variant = Variant(f"derived {size}→{new}", size, new, why)
+                if new > size and tensor_bytes(args, size, new) > budget:
+                    over.append(variant)
+                elif len(plan) < limit:
+                    plan.append(variant)
+    return plan, over
+
+
+def plan_fallbacks(size: int, tried: set[int], args: list[Any], budget: int) -> list[Variant]:
+    out = []
+    for new, why in fallback_substitutes(size):
+        if new in tried or new == size:
+            continue
+        if new > size and tensor_bytes(args, size, new) > budget:
+            continue
+        out.append(Variant(f"derived {size}→{new}", size, new, f"{why} (the reference rejected the others)", True))
+    return out
+
+
+def _looks_like_index(t: torch.Tensor, old: int) -> bool:
+    """Integer values that look like indices into a dimension of size ``old`` (negatives are sentinels)."""
+    if t.dtype == torch.bool or t.dtype.is_floating_point or t.dtype.is_complex or t.numel() == 0:
+        return False
+    valid = t[t >= 0]
+    if valid.numel() == 0:
+        return False
+    hi = int(valid.max().item())
+    return hi < old and hi >= old - 1 - max(1, old // 8)
+
+
+def _refill(t: torch.Tensor, shape: list[int], old: int, new: int) -> torch.Tensor:
+    """A random tensor of ``shape`` that resembles ``t`` (range, sign, dtype, index-like values)."""
+    device, dtype = t.device, t.dtype
+    if dtype == torch.bool:
+        return torch.rand(shape, device=device) < 0.5
+    if dtype.is_floating_point or dtype.is_complex:
+        ref = t.float()
+        finite = ref[torch.isfinite(ref)] if ref.numel() else ref
+        mean = finite.mean().item() if finite.numel() else 0.0
+        std = finite.std().item() if finite.numel() > 1 else 1.0
+        std = std if math.isfinite(std) and std > 0 else 1.0
+        fresh = torch.randn(shape, device=device) * std + mean
+        if finite.numel() and finite.min().item() >= 0:
+            fresh = fresh.abs()
+        return fresh.to(dtype)
+    if _looks_like_index(t, old):
+        return _reindex(t, shape, new)
+    if t.numel() == 0:
+        return torch.zeros(shape, device=device, dtype=dtype)
+    # Other integers: drawn from the values already there (sentinels, flags and ranges stay valid).
+    flat = t.reshape(-1)
+    return flat[torch.randint(0, flat.numel(), shape, device=device)].clone()
+
+
+def _reindex(t: torch.Tensor, shape: list[int], new: int) -> torch.Tensor:
+    """Fresh indices below ``new``; negative sentinels (ignore_index) keep their places where shapes allow."""
+    fresh = torch.randint(0, new, shape, device=t.device, dtype=t.dtype)
+    if list(t.shape) == shape:
+        fresh = torch.where(t < 0, t, fresh)
+    elif bool((t < 0).any()):
+        sentinel = int(t.min().item())
+        fresh = torch.where(torch.rand(shape, device=t.device) < float((t < 0).float().mean()), sentinel, fresh)
+    return fresh
+
+
+def apply_variant(args: Any, variant: Variant) -> Any:
+    def swap(t: torch.Tensor) -> torch.Tensor:
+        if variant.old not in t.shape:
+            if _looks_like_index(t, variant.old):
+                return _reindex(t, list(t.shape), variant.new)
+            return t.clone()
+        shape = [variant.new if d == variant.old else d for d in t.shape]
+        return _refill(t, shape, variant.old, variant.new)
+
+    def walk(tree: Any) -> Any:
+        if isinstance(tree, torch.Tensor):
+            return swap(tree)
+        if isinstance(tree, bool):
+            return tree
+        if isinstance(tree, int) and tree == variant.old:
+            return variant.new
+        if isinstance(tree, list):
+            return [walk(x) for x in tree]
+        if isinstance(tree, tuple):
+            return tuple(walk(x) for x in tree)
+        if isinstance(tree, dict):
+            return {k: walk(v) for k, v in tree.items()}
+        return tree
+
+    return walk(args)
+
+
+# --- layouts --------------------------------------------------------------------------------------
+
+LAYOUTS: dict[str, str] = {
+    "transposed": "non-contiguous: inputs of 2+ dims as transposed views (last two strides swapped)",
+    "strided": "non-contiguous: every other element of a buffer twice as wide (last stride 2)",
+    "offset": "a view at a storage offset of 3 elements (data_ptr not the allocation's start)",
+}
+
+
+def _gap_value(t: torch.Tensor) -> Any:
+    if t.dtype == torch.bool:
+        return False
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        return GAP_FLOAT
+    return 0
+
+
+def _relayout_one(t: torch.Tensor, kind: str) -> torch.Tensor:
+    if t.dim() == 0 or t.numel() == 0:
+        return t
+    if kind == "transposed":
+        if t.dim() < 2:
+            return t
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    if kind == "strided":
+        buf = torch.full((*t.shape[:-1], 2 * t.shape[-1]), _gap_value(t), dtype=t.dtype, device=t.device)
+        view = buf[..., ::2]
+        view.copy_(t)
+        return view
+    if kind == "offset":
+        buf = torch.full((t.numel() + 3,), _gap_value(t), dtype=t.dtype, device=t.device)
+        view = buf[3:].view(t.shape)
+        view.copy_(t)
+        return view
+    raise ValueError(f"unknown layout {kind!r}")
+
+
+def relayout(tree: Any, kind: str | None) -> Any:
+    """The same values with the layout ``kind`` (no-op for None)."""
+    if not kind:
+        return tree
+    return map_tensors(tree, lambda t: _relayout_one(t.detach(), kind))
+
+
+def layout_changes(args: list[Any], kind: str) -> bool:
+    """Whether ``kind`` makes any input non-contiguous or offset."""
+    for t in iter_tensors(args):
+        if t.dim() == 0 or t.numel() <= 1:
+            continue
+        if kind == "transposed" and t.dim() >= 2 and t.shape[-1] > 1 and t.shape[-2] > 1:
+            return True
+        if kind in ("strided", "offset"):
+            return True
+    return False

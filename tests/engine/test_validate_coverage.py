@@ -1,0 +1,159 @@
+"""The validator's coverage beyond get_inputs(): larger sizes, sizes the reference accepts, non-contiguous
+layouts, new values at the same address, index inputs that follow their dimension, a reference that cannot
+run in float64. Each check has a candidate that must fail it and one that must pass it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mcp_server.engine.jobs import derive
+from mcp_server.engine.models import FindingKind, Severity
+from mcp_server.engine.validate import validate
+
+
+def kinds(result, severity=Severity.error):
+    return {f.kind for f in result.findings if f.severity is severity}
+
+
+def messages(result):
+    return [f"{f.kind.value}: {f.message}" for f in result.findings]
+
+
+# -- derived sizes (unit: no children) --------------------------------------------------------------
+
+
+def test_sizes_include_larger_ones_past_the_power_of_two_and_2n_plus_1():
+    subs = [new for new, _ in derive.substitutes(1000)]
+    assert subs == [999, 1025, 1, 2001, 501]
+    assert [new for new, _ in derive.substitutes(1024)][:2] == [1023, 1025]
+
+
+def test_larger_sizes_over_the_memory_budget_are_listed_not_run():
+    args = [torch.randn(1024, 1024)]  # 4 MiB: 1024→2049 quadruples it
+    budget = derive.budget_bytes(args, "cpu")
+    plan, over = derive.plan_variants(args, 10, budget)
+    assert "derived 1024→2049" in {v.label for v in over}
+    assert all(derive.tensor_bytes(args, v.old, v.new) <= budget for v in plan)
+    assert "derived 1024→1025" in {v.label for v in plan}
+
+
+def test_index_values_follow_the_dimension_they_index_even_when_their_shape_does_not_change():
+    logits, target = torch.randn(32, 10), torch.randint(0, 10, (32,))
+    target[0] = -100  # an ignore_index sentinel survives
+    target[1] = 9
+    variant = derive.Variant("derived 10→3", 10, 3, "")
+    _, new_target = derive.apply_variant([logits, target], variant)
+    assert new_target.shape == (32,) and int(new_target.max()) < 3 and int(new_target[0]) == -100
+    # Values far below a size are not indices into it: a new batch size draws from the values there.
+    _, drawn = derive.apply_variant([logits, target], derive.Variant("derived 32→31", 32, 31, ""))
+    assert drawn.shape == (31,) and set(drawn.tolist()) <= set(target.tolist())
+
+
+@pytest.mark.parametrize("kind", sorted(derive.LAYOUTS))
+def test_layouts_keep_values_and_change_strides(kind):
+    x = torch.randn(6, 5)
+    y = derive.relayout([x], kind)[0]
+    assert torch.equal(y, x)
+    assert not y.is_contiguous() or y.storage_offset() > 0
+
+
+# -- the checks, end to end ------------------------------------------------------------------------
+
+
+def test_a_block_that_covers_only_get_inputs_fails_on_a_larger_derived_size(runner, fx):
+    result = validate(fx("add_problem.py", "reference"), fx("add_truncates.py", "candidate"), runner=runner)
+    assert not result.ok
+    failing = {c.case for c in result.cases if c.status == "failed"}
+    assert {"derived 1000→1025", "derived 1000→2001"} <= failing
+    assert not any(c.status == "failed" for c in result.cases if not c.derived)
+
+
+def test_when_the_reference_rejects_every_variant_of_a_size_multiples_are_derived(runner, fx):
+    ref = fx("groups_problem.py", "reference")
+    good = validate(ref, fx("groups_kernels.py", "good"), runner=runner, seeds=1)
+    assert good.ok, messages(good)
+    ran = {c.case: c.status for c in good.cases}
+    assert ran["derived 64→96"] == "passed" and ran["derived 64→32"] == "passed"
+    assert ran["derived 64→63"] == "rejected by the reference"
+    note = next(n for n in good.notes if n.startswith("derived sizes"))
+    assert "64→96" in note and "rejected by the reference" in note and "64→63" in note
+    fixed = validate(ref, fx("groups_kernels.py", "fixed_block"), runner=runner, seeds=1)
+    assert not fixed.ok
+    assert "derived 64→96" in {c.case for c in fixed.cases if c.status == "failed"}
+
+
+def test_a_kernel_that_ignores_strides_fails_on_a_non_contiguous_input(runner, fx):
+    result = validate(fx("add_problem.py", "reference"), fx("add_ignores_strides.py", "candidate"), runner=runner)
+    assert FindingKind.mismatch in kinds(result), messages(result)
+    failing = {c.case for c in result.cases if c.status == "failed"}
+    assert failing == {"layout: strided"}
+
+
+@pytest.mark.parametrize(
+    ("name", "ok", "failing"),
+    [
+        ("uses_strides", True, set()),
+        ("assumes_unit_stride", False, {"layout: transposed", "layout: strided"}),
+    ],
+)
+def test_2d_layouts_judge_whether_strides_are_honoured(runner, fx, name, ok, failing):
+    result = validate(fx("rows_problem.py", "reference"), fx("rows_kernels.py", name), runner=runner, seeds=1)
+    assert result.ok is ok, messages(result)
+    assert {c.case for c in result.cases if c.status == "failed"} == failing
+    assert {"layout: transposed", "layout: strided", "layout: offset"} <= {c.case for c in result.cases}
+
+
+def test_a_clean_refusal_of_a_non_contiguous_input_is_a_warning(runner, fx):
+    result = validate(fx("rows_problem.py", "reference"), fx("rows_kernels.py", "refuses"), runner=runner, seeds=1)
+    assert result.ok, messages(result)
+    assert FindingKind.unsupported_shape in kinds(result, Severity.warning)
+    assert {c.case for c in result.cases if c.status == "refused"} == {"layout: transposed", "layout: strided"}
+
+
+def test_a_result_cached_by_address_is_a_stale_cache_every_time(runner, fx):
+    for _ in range(2):  # deterministic: not a matter of the allocator reusing an address
+        result = validate(
+            fx("add_problem.py", "reference"), fx("add_ptr_cache.py", "candidate"), runner=runner, derive_shapes=False
+        )
+        assert FindingKind.stale_cache in kinds(result), messages(result)
+        assert any("same input tensors" in f.message for f in result.findings if f.kind is FindingKind.stale_cache)
+
+
+def test_cross_entropy_targets_follow_a_shrunk_class_dimension(runner, fx):
+    ref = fx("ce_problem.py", "reference")
+    good = validate(ref, fx("ce_kernels.py", "good"), runner=runner, seeds=1)
+    assert good.ok, messages(good)
+    status = {c.case: c.status for c in good.cases}
+    assert status["derived 10→9"] == "passed" and status["derived 10→1"] == "passed"
+    fixed = validate(ref, fx("ce_kernels.py", "fixed_block"), runner=runner, seeds=1)
+    assert not fixed.ok and "derived 10→17" in {c.case for c in fixed.cases if c.status == "failed"}
+
+
+def test_variants_the_reference_rejects_are_dropped_and_listed(runner, fx):
+    result = validate(fx("gather_problem.py", "reference"), fx("gather_good.py", "candidate"), runner=runner, seeds=1)
+    assert result.ok, messages(result)
+    rejected = {c.case for c in result.cases if c.status == "rejected by the reference"}
+    assert {"derived 100→99", "derived 100→1"} <= rejected
+    assert any(c.case == "derived 100→129" and c.status == "passed" for c in result.cases)
+
+
+def test_a_reference_that_cannot_run_in_float64_is_a_warning_with_an_estimate(runner, fx):
+    closure = validate(
+        fx("kb_closure_problem.py"), fx("kb_linear_tanh.py", "ModelNew"), runner=runner, seeds=1, derive_shapes=False
+    )
+    assert closure.ok, messages(closure)
+    warning = next(f for f in closure.findings if f.kind is FindingKind.reference_precision)
+    assert warning.severity is Severity.warning and "RuntimeError" in warning.message
+    assert closure.reference_precision.startswith("native")
+    assert any(r.torch_rel_norm_err > 0 for r in closure.rows)  # the allowance was estimated, not zero
+    wrong = validate(
+        fx("kb_closure_problem.py"), fx("kb_linear_tanh.py", "ModelNoBias"), runner=runner, seeds=1, derive_shapes=False
+    )
+    assert FindingKind.mismatch in kinds(wrong)
+    registered = validate(
+        fx("kb_registered_problem.py"), fx("kb_linear_tanh.py", "ModelNew"), runner=runner, seeds=1, derive_shapes=False
+    )
+    assert registered.ok, messages(registered)
+    assert FindingKind.reference_precision not in kinds(registered, Severity.warning)
+    assert registered.reference_precision == "float64"
