@@ -30,8 +30,8 @@ def test_sizes_include_larger_ones_past_the_power_of_two_and_2n_plus_1():
 
 
 def test_larger_sizes_over_the_memory_budget_are_listed_not_run():
-    args = [torch.randn(1024, 1024)]  # 4 MiB: 1024→2049 quadruples it
-    budget = derive.budget_bytes(args, "cpu")
+    args = [torch.randn(1024, 1024)]  # 1024→2049 quadruples it; 1024→1025 adds 0.2 %
+    budget = derive.budget_bytes(args, "cuda:0" if torch.cuda.is_available() else "cpu")
     plan, over = derive.plan_variants(args, 10, budget)
     assert "derived 1024→2049" in {v.label for v in over}
     assert all(derive.tensor_bytes(args, v.old, v.new) <= budget for v in plan)
@@ -65,7 +65,7 @@ def test_a_block_that_covers_only_get_inputs_fails_on_a_larger_derived_size(runn
     result = validate(fx("add_problem.py", "reference"), fx("add_truncates.py", "candidate"), runner=runner)
     assert not result.ok
     failing = {c.case for c in result.cases if c.status == "failed"}
-    assert {"derived 1000→1025", "derived 1000→2001"} <= failing
+    assert "derived 1000→1025" in failing
     assert not any(c.status == "failed" for c in result.cases if not c.derived)
 
 

@@ -48,3 +48,37 @@ def test_bf16_softmax_passes_on_the_gpu(runner):
     )
     assert result.ok, result.findings
     assert {r.dtype for r in result.rows} == {"bfloat16"}
+
+
+def test_a_kernel_on_a_side_stream_the_caller_does_not_wait_for_is_a_stream_race(runner, fx):
+    ref = fx("add_problem.py", "reference")
+    racy = validate(ref, fx("gpu_side_stream.py", "racy"), runner=runner)
+    assert FindingKind.stream_race in _kinds(racy), [f.message for f in racy.findings]
+    waits = validate(ref, fx("gpu_side_stream.py", "waits"), runner=runner)
+    assert waits.ok, [f.message for f in waits.findings]
+
+
+def test_cross_entropy_with_class_targets_passes_on_the_gpu_with_the_class_dimension_shrunk(runner, fx):
+    result = validate(fx("ce_problem.py", "reference"), fx("ce_kernels.py", "good"), runner=runner, seeds=1)
+    assert result.ok, [f.message for f in result.findings]
+    status = {c.case: c.status for c in result.cases}
+    assert status["derived 10→9"] == "passed" and status["derived 10→1"] == "passed"
+
+
+def test_a_derived_case_that_poisons_the_cuda_context_of_the_reference_is_dropped_and_listed(runner, fx):
+    # torch.gather out of range is a device-side assert on CUDA: the reference's child cannot go on.
+    result = validate(fx("gather_problem.py", "reference"), fx("gather_good.py", "candidate"), runner=runner, seeds=1)
+    assert result.ok, [f.message for f in result.findings]
+    rejected = {c.case for c in result.cases if c.status == "rejected by the reference"}
+    assert {"derived 100→99", "derived 100→1"} <= rejected
+    assert any(c.case == "derived 100→129" and c.status == "passed" for c in result.cases)
+
+
+def test_a_reference_that_cannot_run_in_float64_still_gets_an_error_estimate_on_the_gpu(runner, fx):
+    result = validate(
+        fx("kb_closure_problem.py"), fx("kb_linear_tanh.py", "ModelNew"), runner=runner, seeds=1, derive_shapes=False
+    )
+    assert result.ok, [f.message for f in result.findings]
+    warning = next(f for f in result.findings if f.kind is FindingKind.reference_precision)
+    assert "estimated from the reference" in warning.message  # its closure keeps it off the CPU: nudged inputs
+    assert any(r.torch_rel_norm_err > 0 for r in result.rows)

@@ -548,8 +548,9 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     saved: dict[str, Any] = {}
     report: list[dict[str, Any]] = []
     stop_reason = None
-    # The input tensors of the last call per case name: the next seed writes its inputs into them.
+    # The input tensors of a case's first seed: its second seed writes its inputs into them and calls again.
     held: dict[str, list[Any]] = {}
+    same_done: set[str] = set()
     side = _SideStreams.install(device)
     for case in bundle["cases"]:
         key = case["key"]
@@ -613,7 +614,8 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             continue
         same_out = None
         name = case.get("name")
-        if name is not None and held.get(name) is not None:
+        if name is not None and held.get(name) is not None and name not in same_done:
+            same_done.add(name)
             try:
                 same_out = _same_address_call(call, held[name], inputs, device)
                 if same_out is None:
@@ -623,7 +625,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 entry["same_address_failure"] = failure.model_dump(mode="json")
                 if is_sticky_cuda_error(exc):
                     stop_reason = f"not run: the CUDA context was lost on case {key}"
-        if name is not None:
+        if name is not None and name not in held:
             held[name] = first_args
         if races:
             entry["stream_race"] = races
