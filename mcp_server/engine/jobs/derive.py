@@ -1,10 +1,10 @@
 """Cases derived from one ``get_inputs()`` (inside the reference's child): other sizes and other layouts.
 
 Sizes: every distinct dimension size of the inputs is replaced, consistently across the arguments, by
-smaller sizes (size−1, 1, an odd size) and larger ones (the size just past the power of two at or above
-it, where a kernel's block would end; 2n+1), within a memory budget. When the reference rejects every
-variant of a size (a head count that must divide it, a block it must be a multiple of), multiples it may
-accept are tried instead (3n/2, n/2, 2n).
+smaller sizes (size−1, 1, an odd size when size−1 is even) and larger ones (the size just past the power
+of two at or above it, where a kernel's block would end; 2n+1), within a memory budget. When the
+reference rejects every variant of a size (a head count that must divide it, a block it must be a
+multiple of), multiples it may accept are tried instead (3n/2, n/2, 2n).
 
 Integer tensors whose values look like indices into a substituted dimension (every value below the size,
 the largest near it) get new values below the new size, whether or not their own shape changes: class
@@ -28,7 +28,9 @@ from mcp_server.engine.jobs.common import iter_tensors, map_tensors
 MIB = 1 << 20
 # Bytes of derived inputs allowed, as a multiple of the original inputs' bytes and as absolute bounds.
 # The interpreter runs every program of a grid in numpy, its time grows with the size: the CPU budget is tight.
-CPU_BUDGET = (1.5, 0, 64 * MIB)  # (factor, floor, ceiling): one size past the power of two, rarely 2n+1
+# (factor, floor, ceiling). Twice the inputs: the size past the power of two fits, 2n+1 of a dimension
+# every input has does not.
+CPU_BUDGET = (2.0, 0, 64 * MIB)
 GPU_BUDGET = (4.5, 64 * MIB, 2048 * MIB)
 # Values written where a strided or offset view skips memory: a kernel that reads them is visibly wrong.
 GAP_FLOAT = 777.0
@@ -61,9 +63,8 @@ def substitutes(size: int) -> list[tuple[int, str]]:
     if size > 1:
         add(1, "size 1")
     add(2 * size + 1, "larger: 2n+1")
-    odd = (size // 2) | 1
-    if size > 6:
-        add(odd, "an odd size")
+    if size > 6 and size % 2:  # size−1 is even: an odd size smaller still
+        add((size // 2) | 1, "an odd size")
     return subs
 
 
