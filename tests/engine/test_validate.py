@@ -28,7 +28,7 @@ def test_validate_passes_a_correct_add_on_all_seeds_and_derived_shapes(runner, f
     if HAS_GPU:  # 2n+1 doubles the inputs: within the GPU's memory budget, over the interpreter's
         sizes.add("derived 1000→2001")
     assert derived == sizes | {"layout: strided", "layout: offset"}  # 1-D: nothing to transpose
-    note = next(n for n in result.notes if n.startswith("derived sizes: ran 1000→999, 1000→1025, 1000→1,"))
+    note = next(n for n in result.notes if n.startswith("derived sizes: ran 1000→999, 1000→1025, 1000→1"))
     assert ("over the" in note and "1000→2001" in note) is not HAS_GPU
     assert any("_add_kernel" in k for k in result.kernels_launched)
     assert all(r.ok and r.mismatches == 0 for r in result.rows)
