@@ -3,16 +3,19 @@
 The method (each step has a test with a kernel that must fail it and one that must pass):
 
 1. The reference runs in its own child: per seed, fresh inputs from ``get_test_cases()`` /
-   ``get_inputs()`` / ``--inputs``; edge shapes derived from a single ``get_inputs()`` (each distinct
-   dimension size replaced consistently by size−1, 1 and an odd size; variants the reference rejects are
-   dropped); outputs in the native dtype and in float64. Its files are loaded here and deleted.
+   ``get_inputs()`` / ``--inputs``; sizes derived from a single ``get_inputs()``, smaller and larger, and
+   the first case in non-contiguous layouts (see ``jobs.derive``); variants the reference rejects are
+   dropped and listed (one that kills its child is dropped on a rerun); outputs in the native dtype and in
+   float64, or a second native run when float64 is out of reach. Its files are loaded here and deleted.
 2. The candidate runs in another child that receives inputs only. Every fresh allocation is poisoned
    (NaN first, a finite sentinel on a repeat call), inputs are cloned per call, Triton launches and torch
    ops are recorded.
 3. Here, in the trusted parent: values vs float64 with a dtype-aware tolerance bounded by PyTorch's own
    error (see ``compare``); NaN/Inf positions; shape, dtype, device; input mutation; outputs aliasing
    inputs; the repeat call (determinism; unwritten elements); a result returned again for new inputs
-   (stale cache); at least one Triton launch; torch compute that does the kernel's work.
+   (stale cache), also with new values in the same input tensors; on a GPU, outputs read on the caller's
+   stream before a synchronize (stream race); at least one Triton launch; torch compute that does the
+   kernel's work.
 """
 
 from __future__ import annotations

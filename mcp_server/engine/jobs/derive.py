@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from mcp_server.engine.jobs.common import iter_tensors, map_tensors
+from mcp_server.engine.jobs.trees import iter_tensors, map_tensors
 
 MIB = 1 << 20
 # Bytes of derived inputs allowed, as a multiple of the original inputs' bytes and as absolute bounds.

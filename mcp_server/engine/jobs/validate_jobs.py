@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from mcp_server.engine.interp import configs as autotune_configs
-from mcp_server.engine.jobs import common, derive, trace
+from mcp_server.engine.jobs import common, derive, recorder, trace
 from mcp_server.engine.runner.child import (
     JobContext,
     UsageProblem,
@@ -418,7 +418,7 @@ SIDE_STREAM_DELAY_CYCLES = 50_000_000
 
 
 class _SideStreams(set):
-    """Installed as ``common.LAUNCH_STREAMS`` in the candidate's child on a GPU.
+    """Installed as ``recorder.LAUNCH_STREAMS`` in the candidate's child on a GPU.
 
     The launch hook adds the current stream just before each Triton launch. On a stream other than the
     caller's, the first launch of an armed call is preceded by a sleep on that stream: a kernel there now
@@ -435,12 +435,12 @@ class _SideStreams(set):
     def install(cls, device: str) -> _SideStreams:
         side = cls()
         if device.startswith("cuda"):
-            common.LAUNCH_STREAMS = side
+            recorder.LAUNCH_STREAMS = side
         return side
 
     def arm(self, delay: bool) -> None:
         self.clear()
-        if common.LAUNCH_STREAMS is self:
+        if recorder.LAUNCH_STREAMS is self:
             self.caller = torch.cuda.current_stream()
             self.delay = delay
 
