@@ -167,4 +167,8 @@ def test_without_namespaces_or_uid_a_dead_fork_server_is_replaced_and_the_neighb
         assert neighbour.ok, neighbour.findings  # retried on a fresh fork server, not charged to it
         assert first.poll() is not None  # the attack did kill the fork server here…
         time.sleep(6)  # …and the runner restarts it by itself
-        assert _answers_quickly(bare) < 3
+        restarted = bare._servers[True].proc
+        assert restarted is not first and restarted.poll() is None
+        # The next call pays no fork-server start (benchmarks/attacks.py measures it: under 1.7 s); the bound
+        # here leaves room for a loaded 2-core CI machine.
+        assert _answers_quickly(bare) < 10

@@ -14,13 +14,14 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 VALIDATE_FX = Path(__file__).resolve().parents[1] / "fixtures" / "validate"
 
-# candidate file → (ok, the finding kind its verdict must name); cycled so every client gets a mix.
+# candidate file → (ok, the error kinds its verdict must name); cycled so every client gets a mix. The
+# segfault goes through ctypes, which the candidate scan also names (evasion).
 CANDIDATES = [
-    ("add_good.py", True, None),
-    ("add_unwritten.py", False, "uninitialized_output"),
-    ("add_segfault.py", False, "crash"),
-    ("add_good.py", True, None),
-    ("add_wrong_shape.py", False, "shape_mismatch"),
+    ("add_good.py", True, frozenset()),
+    ("add_unwritten.py", False, frozenset({"uninitialized_output"})),
+    ("add_segfault.py", False, frozenset({"crash", "evasion"})),
+    ("add_good.py", True, frozenset()),
+    ("add_wrong_shape.py", False, frozenset({"shape_mismatch"})),
 ]
 
 
@@ -78,8 +79,8 @@ def test_four_clients_with_ten_concurrent_validations_each_get_their_own_verdict
         assert data["candidate"].endswith(f"{name}:candidate"), (i, j, name, data["candidate"])
         assert data["ok"] is ok, (i, j, name, data["summary"])
         kinds = {f["kind"] for f in data["findings"] if f["severity"] == "error"}
-        assert kinds == ({kind} if kind else set()), (i, j, name, kinds)
-        crashes += kind == "crash"
+        assert kinds == kind, (i, j, name, kinds)
+        crashes += "crash" in kind
     assert crashes >= 4  # crashing jobs ran among the others and touched none of their verdicts
     # 40 calls against a limit of 4: most waited, and were told where they stood.
     assert any(m.startswith("queued: position") for m in progress)

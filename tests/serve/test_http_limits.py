@@ -491,7 +491,10 @@ def test_a_candidate_finds_no_token_in_its_environment_or_its_parents(tmp_path):
             except httpx.ConnectError:
                 assert time.monotonic() < deadline and proc.poll() is None, "the server never started listening"
                 time.sleep(0.3)
-        assert result["isError"] is False and result["structuredContent"]["ok"] is True, result
+        assert result["isError"] is False, result
+        # Reading /proc is itself named by the candidate scan; nothing else may be wrong with the kernel.
+        errors = {f["kind"] for f in result["structuredContent"]["findings"] if f["severity"] == "error"}
+        assert errors <= {"evasion"}, result
         dump = json.loads((tmp_path / "env_dump.json").read_text())
         assert "PATH" in dump["env"] and dump["parent"]  # the twin: the dump saw the environment
         assert token not in json.dumps(dump)
