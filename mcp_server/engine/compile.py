@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_server.engine.device import probe
+from mcp_server.engine.dims import check_dims, dims_env, parse_dims
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.models import (
     BoundedText,
@@ -122,11 +123,15 @@ def compile_kernel(
     config: int | str | None = None,
     ir: list[str] | tuple[str, ...] = (),
     out_dir: str | None = None,
+    dims: str | dict[str, Any] | None = None,
     timeout_s: float = 300.0,
     runner: Runner | None = None,
     cwd: Path | None = None,
 ) -> CompileResult:
-    """Compile ``path.py:kernel`` for ``target`` (default: the local GPU's, else cuda:90)."""
+    """Compile ``path.py:kernel`` for ``target`` (default: the local GPU's, else cuda:90).
+
+    ``dims`` sets module-level sizes of the files it imports (the kernel's, and the ``args`` file's) for this
+    run: the launcher and example inputs that argument types are read from then use them."""
     started = time.perf_counter()
     unknown = [s for s in ir if s not in IR_STAGES]
     if unknown:
@@ -137,13 +142,17 @@ def compile_kernel(
         arg_spec = parse_spec(args, role="args", cwd=cwd)
         args = f"{arg_spec.path}:{arg_spec.name}"
         files.append(str(arg_spec.path))
+    overrides = parse_dims(dims)
+    if overrides:
+        check_dims(overrides, [Path(f) for f in files])
+    extra_env = dims_env(overrides)
     runner = runner or shared_runner()
     device = probe(runner)
     target_name, arch = _normalise_target(target, device.target)
     notes: list[str] = []
     constexprs = dict(constexprs or {})
     if not signature and not args:
-        inferred = _signature_from_launcher(spec.path, spec.name, runner, cwd, timeout_s)
+        inferred = _signature_from_launcher(spec.path, spec.name, runner, cwd, timeout_s, extra_env)
         if inferred is not None:
             signature, launched_constexprs, how = inferred
             constexprs = {**launched_constexprs, **constexprs}
@@ -164,7 +173,7 @@ def compile_kernel(
         },
         timeout_s=timeout_s,
         # Compilation needs the real JIT, not the interpreter, and no GPU.
-        env={"TRITON_INTERPRET": None},
+        env={"TRITON_INTERPRET": None, **extra_env},
         user_files=files,
         cwd=str(cwd or Path.cwd()),
     )
@@ -229,7 +238,7 @@ def compile_kernel(
 
 
 def _signature_from_launcher(
-    path: Path, name: str, runner: Runner, cwd: Path | None, timeout_s: float
+    path: Path, name: str, runner: Runner, cwd: Path | None, timeout_s: float, extra_env: dict[str, str]
 ) -> tuple[str, dict[str, Any], str] | None:
     """Argument types of ``name`` as the file's launcher passes them on its example inputs.
 
@@ -240,7 +249,7 @@ def _signature_from_launcher(
         "mcp_server.engine.jobs.audit_job:run",
         {"file": str(path), "candidate": None, "reference": None, "inputs": None, "capture": True},
         timeout_s=timeout_s,
-        env={"TRITON_INTERPRET": "1"},
+        env={"TRITON_INTERPRET": "1", **extra_env},
         user_files=[str(path)],
         cwd=str(cwd or Path.cwd()),
     )

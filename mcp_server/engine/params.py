@@ -157,6 +157,14 @@ def _config(text: str | None) -> int | str | None:
 
 JSON = Param("json", bool, False, "Print the result model as JSON.", faces=CLI_ONLY)
 INPUTS = Param("inputs", str | None, None, INPUTS_HELP, path="inputs")
+DIMS = Param(
+    "dims",
+    str | None,
+    None,
+    "New values for module-level sizes of the reference/candidate files (KernelBench's batch_size, dim...), "
+    "e.g. 'batch_size=8,dim=1024': the files run as if written with them, without editing them.",
+    cli={"metavar": "NAME=VALUE,..."},
+)
 ALLOW_TORCH_OPS = Param(
     "allow_torch_ops",
     list[str] | None,
@@ -235,6 +243,7 @@ COMPILE = ToolParams(
             parse=_csv,
         ),
         Param("out_dir", str | None, None, "Folder to write every IR stage to in full.", path="file"),
+        DIMS,
         timeout(300.0),
         JSON,
     ),
@@ -249,6 +258,7 @@ VALIDATE = ToolParams(
         *source("reference"),
         *source("candidate"),
         INPUTS,
+        DIMS,
         Param("seeds", int, 3, "Fresh random input sets per case.", limits={"ge": 1, "le": 20}),
         Param(
             "derive_shapes",
@@ -390,6 +400,7 @@ AUDIT = ToolParams(
             path="spec",
         ),
         INPUTS,
+        DIMS,
         ALLOW_TORCH_OPS,
         Param("target", str | None, None, TARGET_HELP),
         Param(

@@ -29,6 +29,7 @@ import torch
 
 from mcp_server.engine import compare
 from mcp_server.engine.device import DeviceInfo, probe
+from mcp_server.engine.dims import check_dims, dims_env, parse_dims
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.inputs import looks_like_type_list, parse_type_list
 from mcp_server.engine.interp.configs import judge_configs
@@ -117,6 +118,7 @@ def validate(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     tolerances: dict[str, tuple[float, float]] | None = None,
     allow_torch_ops: tuple[str, ...] = (),
+    dims: str | dict[str, Any] | None = None,
     transform: str | None = None,
     refusals_ok: bool = False,
     runner: Runner | None = None,
@@ -126,6 +128,8 @@ def validate(
 
     ``refusals_ok`` lets the candidate refuse listed cases with a ValueError/NotImplementedError (reported as
     ``unsupported_shape`` warnings): for staged kernels whose early stages declare a size limit.
+    ``dims`` sets module-level sizes of the reference and candidate files (KernelBench's ``batch_size``...) to
+    other values for this run, without editing them (see :mod:`mcp_server.engine.dims`).
     ``transform`` rewrites every floating input before the run (see ``jobs.common.TRANSFORMS``: zeros, ones,
     large, small, negative, alternating, near_overflow, near_underflow, inf, nan); derived shapes are off then.
     """
@@ -137,7 +141,10 @@ def validate(
     inputs_spec, input_files = _check_inputs_spec(inputs)
     runner = runner or shared_runner()
     device = probe(runner)
-    env = device.job_env()
+    overrides = parse_dims(dims)
+    if overrides:
+        check_dims(overrides, [ref_spec.path, cand_spec.path])
+    env = {**device.job_env(), **dims_env(overrides)}
     seed_list = [FIRST_SEED + i for i in range(seeds)]
     user_files = [str(ref_spec.path), str(cand_spec.path), *input_files]
     workdir = str(cwd or Path.cwd())

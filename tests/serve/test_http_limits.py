@@ -392,7 +392,7 @@ def test_a_type_list_is_not_a_path_and_an_inputs_file_is():
 NOT_PATHS = {
     "signature", "target", "sizes", "notes", "name", "query", "no_autotune_reason", "mode",
     "kernel_source", "kernel_name", "reference_source", "reference_name", "candidate_source", "candidate_name",
-    "file_source", "launcher_name", "allow_torch_ops", "constexprs", "tolerances",
+    "file_source", "launcher_name", "allow_torch_ops", "constexprs", "tolerances", "dims",
 }  # fmt: skip
 
 

@@ -37,6 +37,7 @@ from mcp_server.engine.audit.render import categories, recommendations, reproduc
 from mcp_server.engine.audit.static import analyze_file
 from mcp_server.engine.audit.static_models import AuditFinding, StaticAnalysisError
 from mcp_server.engine.device import probe
+from mcp_server.engine.dims import check_dims, dims_env, parse_dims
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.models import Location, Severity
 from mcp_server.engine.runner import Runner, shared_runner
@@ -86,6 +87,7 @@ def audit(
     suite: Iterable[str] = SUITE,
     backward: bool = False,
     allow_torch_ops: Iterable[str] = (),
+    dims: str | dict[str, Any] | None = None,
     timeout_s: float = 300.0,
     progress: Progress | None = None,
     runner: Runner | None = None,
@@ -111,6 +113,9 @@ def audit(
     allowed = tuple(dict.fromkeys(op.strip() for op in allow_torch_ops if op and op.strip()))
     path, launcher = _file_spec(file, cwd)
     ref_spec = parse_spec(reference, role="reference", defaults=("Model", "reference"), cwd=cwd) if reference else None
+    overrides = parse_dims(dims)
+    if overrides:
+        check_dims(overrides, [path] + ([ref_spec.path] if ref_spec else []))
     steps = 1 + sum(s != "static" for s in wanted)
     done = 0
 
@@ -163,6 +168,7 @@ def audit(
             "compiled" in wanted,
             backward,
             device,
+            overrides,
             runner,
             cwd,
             timeout_s,
@@ -238,6 +244,7 @@ def audit(
                 suite=suite_runs,
                 backward=backward,
                 allow_torch_ops=allowed,
+                dims=overrides,
                 timeout_s=timeout_s,
                 runner=runner,
                 cwd=cwd,
@@ -324,6 +331,7 @@ def _capture(
     capture: bool,
     backward: bool,
     device: Any,
+    dims: dict[str, Any],
     runner: Runner,
     cwd: Path | None,
     timeout_s: float,
@@ -350,7 +358,7 @@ def _capture(
             "device": device.torch_device,
         },
         timeout_s=timeout_s,
-        env=device.job_env(),
+        env={**device.job_env(), **dims_env(dims)},
         user_files=files,
         cwd=str(cwd or Path.cwd()),
     )

@@ -199,7 +199,11 @@ def load_module(path: str | Path, user_files: set[str]) -> ModuleType:
     if str(path.parent) not in sys.path:
         sys.path.insert(1, str(path.parent))
     try:
-        if "." in name:
+        dims = _dims()
+        rewritten = _load_with_dims(name, path, dims) if dims else None
+        if rewritten is not None:
+            module = rewritten
+        elif "." in name:
             existing = sys.modules.get(name)
             module = existing or importlib.import_module(name)
             if os.path.realpath(getattr(module, "__file__", "") or "") != str(path):
@@ -218,6 +222,34 @@ def load_module(path: str | Path, user_files: set[str]) -> ModuleType:
         lines = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         raise LoadFailure(f"importing {path.name} raised {lines}", where) from exc
     _loaded[key] = module
+    return module
+
+
+def _dims() -> dict[str, Any]:
+    """The ``--dims`` overrides handed to this job (engine.dims), if any."""
+    from mcp_server.engine.dims import DIMS_ENV
+
+    text = os.environ.get(DIMS_ENV)
+    return json.loads(text) if text else {}
+
+
+def _load_with_dims(name: str, path: Path, dims: dict[str, Any]) -> ModuleType | None:
+    """Import ``path`` with its top-level assignments of ``dims`` names rewritten to the given values; None when
+    the file assigns none of them (it is then imported as usual)."""
+    import ast
+
+    from mcp_server.engine.dims import rewrite
+
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source, filename=str(path))
+    if not rewrite(tree, dims):
+        return None
+    spec = importlib.util.find_spec(name) if "." in name else importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise LoadFailure(f"{path} cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    exec(compile(tree, str(path), "exec"), module.__dict__)
     return module
 
 
