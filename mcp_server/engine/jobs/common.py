@@ -2,7 +2,7 @@
 
 - :mod:`~mcp_server.engine.jobs.trees`: argument trees (tensors in lists/tuples/dicts; copies, digests, aliasing)
 - :mod:`~mcp_server.engine.jobs.cases`: input cases and value transforms
-- :mod:`~mcp_server.engine.jobs.shapes`: derived edge shapes
+- :mod:`~mcp_server.engine.jobs.derive`: derived sizes and layouts (and the refill of an input set)
 - :mod:`~mcp_server.engine.jobs.recorder`: the launch/op recorder (mutable state such as ``LAUNCH_STREAMS``
   lives there: assign ``recorder.LAUNCH_STREAMS``, not a copy here)
 """
@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from mcp_server.engine.jobs.cases import TRANSFORMS, Case, apply_transform, resolve_cases
+from mcp_server.engine.jobs.derive import refill
 from mcp_server.engine.jobs.recorder import (
     ALLOC_OPS,
     AUTOTUNE_NOTES,
@@ -21,7 +22,6 @@ from mcp_server.engine.jobs.recorder import (
     poison_value,
     recording,
 )
-from mcp_server.engine.jobs.shapes import Variant, apply_variant, plan_variants, refill
 from mcp_server.engine.jobs.trees import (
     aliases,
     check_plain,
@@ -46,10 +46,8 @@ __all__ = [
     "TRANSFORMS",
     "Case",
     "Record",
-    "Variant",
     "aliases",
     "apply_transform",
-    "apply_variant",
     "check_plain",
     "clone",
     "flatten_outputs",
@@ -57,7 +55,6 @@ __all__ = [
     "iter_tensors",
     "map_tensors",
     "op_work",
-    "plan_variants",
     "poison_value",
     "recording",
     "refill",

@@ -151,7 +151,7 @@ def _looks_like_index(t: torch.Tensor, old: int) -> bool:
     return hi < old and hi >= old - 1 - max(1, old // 8)
 
 
-def _refill(t: torch.Tensor, shape: list[int], old: int, new: int) -> torch.Tensor:
+def refill(t: torch.Tensor, shape: list[int], old: int, new: int) -> torch.Tensor:
     """A random tensor of ``shape`` that resembles ``t`` (range, sign, dtype, index-like values)."""
     device, dtype = t.device, t.dtype
     if dtype == torch.bool:
@@ -193,7 +193,7 @@ def apply_variant(args: Any, variant: Variant) -> Any:
                 return _reindex(t, list(t.shape), variant.new)
             return t.clone()
         shape = [variant.new if d == variant.old else d for d in t.shape]
-        return _refill(t, shape, variant.old, variant.new)
+        return refill(t, shape, variant.old, variant.new)
 
     def walk(tree: Any) -> Any:
         if isinstance(tree, torch.Tensor):
