@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from mcp_server.engine.jobs import common
+from mcp_server.engine.jobs import calls, common
 from mcp_server.engine.jobs.compile_job import TORCH_TO_TRITON
 from mcp_server.engine.runner.child import JobContext, UsageProblem, load_module, resolve
 
@@ -481,7 +481,9 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
 
     cand = params.get("candidate")
     if cand:
-        resolve(module, cand)  # a wrong name is the caller's to fix
+        named = resolve(module, cand)  # a wrong name is the caller's to fix
+        if calls.is_kernel(named):
+            calls.check_candidate(named, [], cand, module)
         out["candidate"], out["candidate_why"] = cand, "named by the caller"
     else:
         out["candidate"], out["candidate_why"] = discover_candidate(module, list(params.get("launchers") or []))
@@ -506,6 +508,15 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     if hasattr(inputs_module, "get_init_inputs"):
         init = list(inputs_module.get_init_inputs())
     target = _call_target(resolve(module, out["candidate"]), init, device)
+    if cases:
+        kernelbench = isinstance(target, torch.nn.Module)
+        calls.check_candidate(
+            target.forward if kernelbench else target,
+            list(cases[0].args),
+            f"{out['candidate']}.forward" if kernelbench else out["candidate"],
+            module,
+            what="the example",
+        )
 
     capture = Capture(path, module, interpreter=os.environ.get("TRITON_INTERPRET") == "1")
     undo = capture.install()

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from mcp_server.engine.inputs import looks_like_type_list, materialise, parse_type_list
-from mcp_server.engine.jobs import common, recorder
+from mcp_server.engine.jobs import calls, common, recorder
 from mcp_server.engine.runner.child import (
     JobContext,
     UsageProblem,
@@ -370,6 +370,8 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     recorder.LAUNCH_STREAMS = set()
     cand_module = load_module(params["candidate"]["path"], ctx.user_files)
     candidate = resolve(cand_module, params["candidate"]["name"])
+    if calls.is_kernel(candidate):
+        calls.check_candidate(candidate, [], params["candidate"]["name"], cand_module)
     reference = ref_module = None
     if params.get("reference"):
         ref_module = load_module(params["reference"]["path"], ctx.user_files)
@@ -389,6 +391,15 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
 
     torch.manual_seed(0)
     cases = bench_cases(params, ref_module or cand_module, ctx)
+    if cases:
+        name = params["candidate"]["name"]
+        calls.check_candidate(
+            candidate.forward if kernelbench else candidate,
+            list(cases[0][1]),
+            f"{name}.forward" if kernelbench else name,
+            cand_module,
+            what="the benchmark's",
+        )
     props = torch.cuda.get_device_properties(0)
     timer = _Timer(int(getattr(props, "L2_cache_size", 50 << 20)), params.get("l2_flush", True))
     providers: list[tuple[str, Any]] = [("candidate", candidate)]

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from mcp_server.engine.interp import configs as autotune_configs
-from mcp_server.engine.jobs import common, derive, recorder, trace
+from mcp_server.engine.jobs import calls, common, derive, recorder, trace
 from mcp_server.engine.runner.child import (
     JobContext,
     UsageProblem,
@@ -518,9 +518,13 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     device = _device(params)
     common.install_launch_hooks()
     bundle = torch.load(params["cases_file"], weights_only=True)
-    _, target = _load_target(params["candidate"], ctx)
+    module, target = _load_target(params["candidate"], ctx)
     kernelbench = params.get("kernelbench", False)
     weights = "n/a"
+    label = params["candidate"]["name"]
+    first_inputs = list(bundle["cases"][0]["inputs"]) if bundle["cases"] else None
+    if calls.is_kernel(target):
+        calls.check_candidate(target, first_inputs or [], label, module)
     if kernelbench:
         if not _is_module_class(target):
             raise UsageProblem(
@@ -544,12 +548,16 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
 
         model_how: dict[str, str] = {}
         base_model, weights = model_for(bundle["init"], bundle.get("state"))
+        if first_inputs is not None:
+            calls.check_candidate(base_model.forward, first_inputs, f"{label}.forward", module)
     else:
         if not callable(target):
             raise UsageProblem(
                 f"`{params['candidate']['name']}` in {params['candidate']['path']} is a "
                 f"{type(target).__name__}, not a callable."
             )
+        if first_inputs is not None:
+            calls.check_candidate(target, first_inputs, label, module)
         base_model = None
 
     saved: dict[str, Any] = {}

@@ -79,6 +79,42 @@ def _user_location(exc: BaseException, user_files: set[str]) -> Location | None:
     return Location(file=chosen.filename, line=chosen.lineno, source_line=(chosen.line or None))
 
 
+_OURS = str(Path(__file__).resolve().parents[2]) + os.sep
+
+
+def _library_file(filename: str) -> bool:
+    """Python's own modules, installed packages and this package: not where a user's kernel lives."""
+    import sysconfig
+
+    real = os.path.realpath(filename)
+    if real.startswith(_OURS) or filename.startswith("<"):
+        return True
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return any(real.startswith(os.path.realpath(r) + os.sep) for r in roots)
+
+
+def _interpreted_kernel_location(exc: BaseException, user_files: set[str]) -> Location | None:
+    """Under TRITON_INTERPRET=1 an error inside a kernel's body surfaces as an InterpreterError raised from
+    the original error, whose traceback runs through the kernel's own lines: the last such frame in a user's
+    file (the candidate's, or a module of kernels it imports) is the kernel line that failed."""
+    try:
+        from triton.runtime.errors import InterpreterError
+    except ImportError:  # pragma: no cover - triton is a dependency
+        return None
+    if not isinstance(exc, InterpreterError):
+        return None
+    chosen = None
+    cause = exc.__cause__
+    while cause is not None:
+        for frame in traceback.extract_tb(cause.__traceback__):
+            if os.path.realpath(frame.filename) in user_files or not _library_file(frame.filename):
+                chosen = frame
+        cause = cause.__cause__
+    if chosen is None:
+        return None
+    return Location(file=chosen.filename, line=chosen.lineno, source_line=(chosen.line or None))
+
+
 def _compile_error_location(exc: BaseException) -> Location | None:
     """Map a Triton CompilationError (line numbers relative to the kernel's source) to file:line:col."""
     src = getattr(exc, "src", None)
@@ -136,6 +172,8 @@ def classify_exception(exc: BaseException, user_files: set[str]) -> Failure:
 
     if (oob := failure_of(exc)) is not None:
         return Failure(kind=FindingKind.out_of_bounds, message=oob[0][:MESSAGE_LIMIT], where=oob[1] or where)
+    if (kernel_line := _interpreted_kernel_location(exc, user_files)) is not None:
+        where = kernel_line
     if isinstance(exc, CompilationError):
         where = _compile_error_location(exc) or where
         message = str(getattr(exc, "error_message", None) or exc)
