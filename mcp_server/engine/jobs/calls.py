@@ -60,21 +60,24 @@ def _plural(n: int, word: str) -> str:
 
 
 def _launchers(module: Any) -> list[str]:
-    """The module's own plain functions whose bodies launch one of its kernels (``kernel[grid](...)``)."""
+    """The module's own plain functions that launch one of its kernels (``kernel[grid](...)``), directly or
+    through another such function; the public ones when there are any."""
     if module is None:
         return []
-    kernels = {name for name, value in vars(module).items() if is_kernel(value)}
-    found = []
+    sources: dict[str, str] = {}
     for name, value in vars(module).items():
-        if not inspect.isfunction(value) or getattr(value, "__module__", None) != module.__name__:
-            continue
-        try:
-            source = inspect.getsource(value)
-        except (OSError, TypeError):
-            continue
-        if any(f"{k}[" in source for k in kernels):
-            found.append(name)
-    return sorted(found)
+        if inspect.isfunction(value) and getattr(value, "__module__", None) == module.__name__:
+            try:
+                sources[name] = inspect.getsource(value)
+            except (OSError, TypeError):
+                continue
+    kernels = [f"{name}[" for name, value in vars(module).items() if is_kernel(value)]
+    found: set[str] = set()
+    for _ in range(3):
+        marks = kernels + [f"{name}(" for name in found]
+        found |= {name for name, source in sources.items() if any(m in source for m in marks)}
+    public = sorted(n for n in found if not n.startswith("_"))
+    return public or sorted(found)
 
 
 def check_candidate(fn: Any, args: list[Any], label: str, module: Any = None, what: str = "the reference's") -> None:

@@ -112,7 +112,13 @@ def _interpreted_kernel_location(exc: BaseException, user_files: set[str]) -> Lo
         cause = cause.__cause__
     if chosen is None:
         return None
-    return Location(file=chosen.filename, line=chosen.lineno, source_line=(chosen.line or None))
+    column = getattr(chosen, "colno", None)
+    return Location(
+        file=chosen.filename,
+        line=chosen.lineno,
+        column=None if column is None else column + 1,
+        source_line=(chosen.line or None),
+    )
 
 
 def _compile_error_location(exc: BaseException) -> Location | None:
