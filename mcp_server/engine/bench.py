@@ -21,6 +21,7 @@ from typing import Any
 
 from mcp_server.engine.device import DeviceInfo, probe
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
+from mcp_server.engine.jobs import registry
 from mcp_server.engine.models import (
     BenchResult,
     BenchRow,
@@ -86,7 +87,7 @@ def device_peaks(device: DeviceInfo, runner: Runner, *, remeasure: bool = False)
     if not remeasure and (peaks := cached_peaks(device)) is not None:
         return peaks
     with gpu_lock(device):
-        outcome = runner.run("mcp_server.engine.jobs.bench_job:peaks", {}, timeout_s=300, env=device.job_env())
+        outcome = runner.run(registry.BENCH_PEAKS.name, {}, timeout_s=300, env=device.job_env())
     with outcome:
         if not outcome.ok or outcome.result is None:
             detail = outcome.usage_error or (outcome.failure.message if outcome.failure else "no result")
@@ -268,7 +269,7 @@ def bench(
     peaks = device_peaks(device, runner)
     with gpu_lock(device, progress, timeout_s=lock_wait_s) as lock:
         outcome = runner.run(
-            "mcp_server.engine.jobs.bench_job:run",
+            registry.BENCH.name,
             {
                 "candidate": {"path": str(cand_spec.path), "name": cand_spec.name},
                 "reference": {"path": str(ref_spec.path), "name": ref_spec.name} if ref_spec else None,

@@ -15,6 +15,7 @@ from typing import Any
 from mcp_server.engine.device import probe
 from mcp_server.engine.dims import check_dims, dims_env, parse_dims
 from mcp_server.engine.errors import UsageError
+from mcp_server.engine.jobs import registry
 from mcp_server.engine.models import (
     BoundedText,
     CompiledConfig,
@@ -25,6 +26,7 @@ from mcp_server.engine.models import (
     Occupancy,
     Severity,
 )
+from mcp_server.engine.resolve import resolve_inputs
 from mcp_server.engine.runner import Runner, shared_runner
 from mcp_server.engine.specs import parse_spec
 
@@ -138,10 +140,9 @@ def compile_kernel(
         raise UsageError(f"Unknown IR stage(s) {', '.join(unknown)}; choose from {', '.join(IR_STAGES)}.")
     spec = parse_spec(kernel, role="kernel", cwd=cwd)
     files = [str(spec.path)]
-    if args and not ("[" in args or ":" not in args):
-        arg_spec = parse_spec(args, role="args", cwd=cwd)
-        args = f"{arg_spec.path}:{arg_spec.name}"
-        files.append(str(arg_spec.path))
+    resolved = resolve_inputs(args, cwd=cwd, role="args")
+    args = resolved.value
+    files.extend(resolved.files)
     overrides = parse_dims(dims)
     if overrides:
         check_dims(overrides, [Path(f) for f in files])
@@ -158,7 +159,7 @@ def compile_kernel(
             constexprs = {**launched_constexprs, **constexprs}
             notes.append(how)
     outcome = runner.run(
-        "mcp_server.engine.jobs.compile_job:run",
+        registry.COMPILE.name,
         {
             "kernel": {"path": str(spec.path), "name": spec.name},
             "signature": signature,
@@ -246,7 +247,7 @@ def _signature_from_launcher(
     Triton's JIT specialises them: pointer alignment, integers divisible by 16, integers equal to 1 folded
     to constants). None when the file has no launcher or example inputs, or never launches the kernel."""
     outcome = runner.run(
-        "mcp_server.engine.jobs.audit_job:run",
+        registry.AUDIT.name,
         {"file": str(path), "candidate": None, "reference": None, "inputs": None, "capture": True},
         timeout_s=timeout_s,
         env={"TRITON_INTERPRET": "1", **extra_env},

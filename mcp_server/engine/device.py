@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from mcp_server.engine.errors import EnvironmentUnavailable
+from mcp_server.engine.jobs import registry
 from mcp_server.engine.models import INTERPRETER_DEVICE
 from mcp_server.engine.runner import Runner, shared_runner
 
@@ -69,7 +70,7 @@ def probe(runner: Runner | None = None) -> DeviceInfo:
     env: dict[str, str | None] = {"TRITON_INTERPRET": None}
     if forced in ("interpreter", "cpu", INTERPRETER_DEVICE):
         env["CUDA_VISIBLE_DEVICES"] = ""
-    outcome = runner.run("mcp_server.engine.jobs.probe:run", {}, timeout_s=120, env=env)
+    outcome = runner.run(registry.PROBE.name, {}, timeout_s=120, env=env)
     with outcome:
         if not outcome.ok or outcome.result is None:
             detail = outcome.failure.message if outcome.failure else "no result"

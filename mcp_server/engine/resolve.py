@@ -23,9 +23,12 @@ class ResolvedInputs:
     type_list: bool = False
 
 
-def resolve_inputs(text: str | None, *, check: bool = False, cwd: Path | None = None) -> ResolvedInputs:
+def resolve_inputs(
+    text: str | None, *, check: bool = False, cwd: Path | None = None, role: str = "inputs"
+) -> ResolvedInputs:
     """Classify and resolve an ``inputs`` text. ``check``: parse a type list now (UsageError naming the bad
-    item) — for type lists without symbols, e.g. where no ``sizes`` can follow."""
+    item) — for type lists without symbols, e.g. where no ``sizes`` can follow. ``role`` names the option in
+    errors (compile calls it ``args``)."""
     if not text or not text.strip():
         return ResolvedInputs(None)
     text = text.strip()
@@ -33,5 +36,5 @@ def resolve_inputs(text: str | None, *, check: bool = False, cwd: Path | None = 
         if check:
             parse_type_list(text)
         return ResolvedInputs(text, type_list=True)
-    spec = parse_spec(text, role="inputs", cwd=cwd)
+    spec = parse_spec(text, role=role, cwd=cwd)
     return ResolvedInputs(str(spec), [str(spec.path)])

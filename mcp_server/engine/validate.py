@@ -31,7 +31,6 @@ from mcp_server.engine import compare
 from mcp_server.engine.device import DeviceInfo, probe
 from mcp_server.engine.dims import check_dims, dims_env, parse_dims
 from mcp_server.engine.errors import UsageError
-from mcp_server.engine.inputs import looks_like_type_list, parse_type_list
 from mcp_server.engine.interp.configs import judge_configs
 from mcp_server.engine.jobs import registry
 from mcp_server.engine.models import (
@@ -44,6 +43,7 @@ from mcp_server.engine.models import (
     Severity,
     ValidateResult,
 )
+from mcp_server.engine.resolve import resolve_inputs
 from mcp_server.engine.runner import DEFAULT_TIMEOUT_S, Runner, shared_runner
 from mcp_server.engine.specs import CallableSpec, parse_spec
 from mcp_server.engine.trust import evidence
@@ -59,16 +59,6 @@ MAX_FINDINGS_PER_KIND = 6
 
 def _spec_dict(spec: CallableSpec) -> dict[str, str]:
     return {"path": str(spec.path), "name": spec.name}
-
-
-def _check_inputs_spec(inputs: str | None) -> tuple[str | None, list[str]]:
-    if not inputs:
-        return None, []
-    if looks_like_type_list(inputs):
-        parse_type_list(inputs)  # raises UsageError with the bad item
-        return inputs, []
-    spec = parse_spec(inputs, role="inputs")
-    return f"{spec.path}:{spec.name}", [str(spec.path)]
 
 
 def _reference_failure(outcome: Any, spec: CallableSpec) -> UsageError:
@@ -138,7 +128,8 @@ def validate(
         raise UsageError("--seeds must be at least 1.")
     ref_spec = parse_spec(reference, role="reference", defaults=("Model", "reference"), cwd=cwd)
     cand_spec = parse_spec(candidate, role="candidate", defaults=("ModelNew", "candidate"), cwd=cwd)
-    inputs_spec, input_files = _check_inputs_spec(inputs)
+    resolved = resolve_inputs(inputs, check=True, cwd=cwd)  # a bad type-list item raises UsageError
+    inputs_spec, input_files = resolved.value, resolved.files
     runner = runner or shared_runner()
     device = probe(runner)
     overrides = parse_dims(dims)

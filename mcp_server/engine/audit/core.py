@@ -39,12 +39,13 @@ from mcp_server.engine.audit.static_models import AuditFinding, StaticAnalysisEr
 from mcp_server.engine.device import probe
 from mcp_server.engine.dims import check_dims, dims_env, parse_dims
 from mcp_server.engine.errors import UsageError
+from mcp_server.engine.jobs import registry
 from mcp_server.engine.models import Location, Severity
+from mcp_server.engine.resolve import resolve_inputs
 from mcp_server.engine.runner import Runner, shared_runner
 from mcp_server.engine.specs import parse_spec, read_python
 
 Progress = Callable[[float, float | None, str], None]
-_JOB = "mcp_server.engine.jobs.audit_job:run"
 
 
 def _file_spec(file: str, cwd: Path | None) -> tuple[Path, str | None]:
@@ -340,13 +341,11 @@ def _capture(
     files = [str(path)]
     if ref_spec is not None:
         files.append(str(ref_spec.path))
-    inputs_param = inputs
-    if inputs and not ("[" in inputs or ":" not in inputs):
-        spec = parse_spec(inputs, role="inputs", cwd=cwd)
-        inputs_param = f"{spec.path}:{spec.name}"
-        files.append(str(spec.path))
+    resolved = resolve_inputs(inputs, cwd=cwd)
+    inputs_param = resolved.value
+    files.extend(resolved.files)
     outcome = runner.run(
-        _JOB,
+        registry.AUDIT.name,
         {
             "file": str(path),
             "candidate": launcher,
