@@ -24,6 +24,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from reference_kernels import NAMES  # noqa: E402  (after the checkout is on the path)
+
 # The semi-Markov CRF's reference is a Python loop over 1024 time steps: torch.compile would unroll it (minutes of
 # compile for no bar), and each eager call takes tens of milliseconds.
 # Attention's eager baseline is SDPA itself, which torch.compile calls unchanged: no comparison, minutes of compiles.
@@ -31,17 +33,6 @@ NO_COMPILE = {"semi_markov_crf", "attention"}
 # --cases: bench only the bench cases with these labels (empty: all of them).
 CASES: set[str] = set()
 REPS = {"semi_markov_crf": 10}
-NAMES = (
-    "vector_add",
-    "softmax",
-    "layernorm",
-    "rmsnorm",
-    "swiglu",
-    "cross_entropy",
-    "matmul",
-    "attention",
-    "semi_markov_crf",
-)
 # Baselines timed as extra providers in the same runs: name in the results → "module:function" under
 # reference_kernels. Attention's bar is SDPA held to its flash backend; its `reference` (eager) is SDPA's own pick.
 # Liger-Kernel (reference_kernels/_liger.py) joins where it has the op and is installed.

@@ -1,6 +1,6 @@
 """The SPEC contract every reference kernel module fills in.
 
-A SPEC is the single source of truth for one op: tests, benchmarks, ``python -m reference_kernels`` and
+A SPEC is the single source of truth for one op: tests, benchmarks, ``benchmarks/kernels_cli.py`` and
 the ptt tools all read it. A module ends with::
 
     SPEC = KernelSpec(...)

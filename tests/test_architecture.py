@@ -16,8 +16,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("mcp_server", "reference_kernels")
 FACES = ("mcp_server.cli", "mcp_server.tools", "mcp_server.server", "mcp_server.http_serve")
 TRANSPORTS = ("uvicorn", "starlette", "mcp_server.http_serve", "mcp.server.stdio", "mcp.server.streamable_http")
-# A front end over the engine that still lives with the kernels (`python -m reference_kernels NAME --validate`).
-REFERENCE_KERNELS_FRONT_END = {"reference_kernels.__main__"}
 
 
 def _module_name(path: Path) -> str:
@@ -129,11 +127,7 @@ def test_the_two_faces_do_not_import_each_other():
 
 
 def test_reference_kernels_import_nothing_of_mcp_server():
-    bad = {
-        m: sorted(t for t in ALL[m] if _under(t, "mcp_server"))
-        for m in ALL
-        if _under(m, "reference_kernels") and m not in REFERENCE_KERNELS_FRONT_END
-    }
+    bad = {m: sorted(t for t in ALL[m] if _under(t, "mcp_server")) for m in ALL if _under(m, "reference_kernels")}
     assert not {m: t for m, t in bad.items() if t}
 
 

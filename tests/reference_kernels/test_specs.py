@@ -8,7 +8,7 @@ import inspect
 
 import pytest
 
-from reference_kernels.__main__ import NAMES
+from reference_kernels import NAMES
 
 
 def _specs():

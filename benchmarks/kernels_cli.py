@@ -1,7 +1,7 @@
-"""`python -m reference_kernels [NAME] [--validate] [--bench] [--backward]`.
+"""`python benchmarks/kernels_cli.py [NAME] [--validate] [--bench] [--backward]`.
 
-Without a name: the kernels, their stages and the bar each is held to. With a name: validate every stage
-against the PyTorch reference and/or bench every stage against eager and torch.compile, through the
+Without a name: the reference kernels, their stages and the bar each is held to. With a name: validate every
+stage against the PyTorch reference and/or bench every stage against eager and torch.compile, through the
 project's own tools (isolated children, the same method an agent gets).
 """
 
@@ -13,18 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-NAMES = (
-    "vector_add",
-    "softmax",
-    "layernorm",
-    "rmsnorm",
-    "swiglu",
-    "cross_entropy",
-    "matmul",
-    "attention",
-    "semi_markov_crf",
-)
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from reference_kernels import NAMES  # noqa: E402  (after the checkout is on the path)
+
+KERNELS = ROOT / "reference_kernels"
 
 
 def load(name: str) -> Any:
@@ -36,7 +30,7 @@ def load(name: str) -> Any:
 def specs(name: str) -> tuple[str, dict[int, str]]:
     """The reference and each stage as path.py:function specs."""
     spec = load(name).SPEC
-    path = HERE / f"{name}.py"
+    path = KERNELS / f"{name}.py"
     stages = {stage: f"{path}:{fn.__name__}" for stage, fn in sorted(spec.stages.items())}
     return f"{path}:{spec.reference.__name__}", stages
 
@@ -95,7 +89,7 @@ def perf_table(result: Any, stages: dict[int, str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reference_kernels", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python benchmarks/kernels_cli.py", description=__doc__.splitlines()[0])
     parser.add_argument("name", nargs="?")
     parser.add_argument("--validate", action="store_true", help="validate every stage against the reference")
     parser.add_argument("--bench", action="store_true", help="bench every stage (GPU only)")
