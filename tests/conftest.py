@@ -1,4 +1,5 @@
-"""Shared test configuration: the `gpu` marker skips without a CUDA device, and one runner per session.
+"""Shared test configuration: the `gpu` marker skips without a CUDA device, one runner per session, and the
+worker pool the HTTP and eval tests share.
 
 Under pytest-xdist (`make test`) each worker is its own session with its own runner; on a GPU machine the
 `gpu` tests of all workers take turns (a file lock), so that no timing shares the device with another test.
@@ -9,9 +10,14 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 import torch
+
+if TYPE_CHECKING:
+    from mcp_server.engine.pool import WorkerPool
+    from mcp_server.engine.runner import Runner
 
 HAS_GPU = torch.cuda.is_available()
 
@@ -33,6 +39,30 @@ def runner():
     from mcp_server.engine.runner import shared_runner
 
     return shared_runner()
+
+
+@pytest.fixture(scope="session")
+def serving_runner() -> Iterator[Runner]:
+    """The runner under the worker pool of the HTTP and eval tests. On a GPU machine it hides every GPU from its
+    jobs (CUDA_VISIBLE_DEVICES=""), so those tests judge the same way there as in CI; the GPU pool has its own
+    tests (tests/engine/test_gpu_pool.py, marked gpu). Without a GPU there is nothing to hide and the session's
+    shared runner serves, which saves starting fork servers."""
+    from mcp_server.engine.runner import Runner, shared_runner
+
+    if not HAS_GPU:
+        yield shared_runner()
+        return
+    with Runner(base_env={"CUDA_VISIBLE_DEVICES": ""}) as r:
+        yield r
+
+
+@pytest.fixture(scope="session")
+def pool(serving_runner: Runner) -> Iterator[WorkerPool]:
+    """One worker pool for the HTTP and eval tests (starting fork servers costs seconds)."""
+    from mcp_server.engine.pool import discover
+
+    with discover(serving_runner, cpu_slots=4) as p:
+        yield p
 
 
 @pytest.fixture(autouse=True)

@@ -1,9 +1,5 @@
-"""Shared for the serving tests: one runner and one worker pool (starting fork servers costs seconds), and
-one HTTP server on 127.0.0.1 in a thread of this process, with a bearer token.
-
-On a GPU machine the runner hides every GPU from its jobs (CUDA_VISIBLE_DEVICES=""), so these tests judge the
-same way there as in CI; the GPU pool has its own tests (test_gpu_pool.py, marked gpu). Without a GPU there is
-nothing to hide and the session's shared runner (tests/conftest.py) serves, which saves starting fork servers."""
+"""Shared for the HTTP tests: one HTTP server on 127.0.0.1 in a thread of this process, with a bearer token,
+serving the session's worker pool (the `pool` fixture of tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -12,33 +8,10 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-from mcp_server.engine.pool import WorkerPool, discover
-from mcp_server.engine.runner import Runner, shared_runner
-
-ROOT = Path(__file__).resolve().parents[2]
-VALIDATE_FX = ROOT / "tests" / "fixtures" / "validate"
-EVAL_FX = ROOT / "tests" / "fixtures" / "eval"
-
-
-@pytest.fixture(scope="session")
-def runner() -> Iterator[Runner]:
-    import torch
-
-    if not torch.cuda.is_available():
-        yield shared_runner()
-        return
-    with Runner(base_env={"CUDA_VISIBLE_DEVICES": ""}) as r:
-        yield r
-
-
-@pytest.fixture(scope="session")
-def pool(runner: Runner) -> Iterator[WorkerPool]:
-    with discover(runner, cpu_slots=4) as p:
-        yield p
+from mcp_server.engine.pool import WorkerPool
 
 
 def free_port() -> int:
