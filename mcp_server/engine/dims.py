@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_server.engine.errors import UsageError
+from mcp_server.engine.pyast import parse_python
 
 DIMS_ENV = "PTT_DIMS"
 Value = int | float | bool
@@ -76,7 +77,7 @@ def _value(name: str, raw: Any) -> Value:
 def top_level_names(path: Path) -> list[str]:
     """Names assigned at the top level of ``path`` (a file that does not parse has none)."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = parse_python(path.read_text(encoding="utf-8"), filename=str(path))
     except (OSError, SyntaxError, ValueError):
         return []
     names: list[str] = []

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mcp_server.engine.errors import UsageError
+from mcp_server.engine.pyast import parse_python
 
 SPEC_FORM = "path/to/file.py:name"
 
@@ -103,7 +104,7 @@ def read_python(path: Path, role: str) -> tuple[str, ast.Module]:
     except OSError as exc:
         raise UsageError(f"The {role} file {path} cannot be read: {exc.strerror}.") from None
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = parse_python(source, filename=str(path))
     except SyntaxError as exc:
         if path.suffix != ".py":  # not a Python file: quote nothing of it (it may be any file on the machine)
             raise UsageError(f"The {role} file {path} is not Python source. Pass a .py file as {SPEC_FORM}.") from None

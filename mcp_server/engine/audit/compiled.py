@@ -34,6 +34,7 @@ from mcp_server.engine.audit.static_models import AuditFinding
 from mcp_server.engine.compile import compile_kernel
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.models import Location, Severity
+from mcp_server.engine.pyast import parse_python
 from mcp_server.engine.runner import Runner
 
 _I = Severity.info
@@ -193,7 +194,7 @@ def widest_access(ttir: str) -> dict[str, int]:
 def def_lines(path: Path) -> dict[str, int]:
     """Line of each ``def`` in the file (parsed, not imported)."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse_python(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
         return {}
     return {n.name: n.lineno for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}

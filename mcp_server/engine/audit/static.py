@@ -30,6 +30,7 @@ from mcp_server.engine.audit.analysis.module import ModuleIndex
 from mcp_server.engine.audit.rules import RULES, RULES_BY_ID, STATIC, ModuleContext
 from mcp_server.engine.audit.static_models import AuditFinding, StaticAnalysisError, StaticReport
 from mcp_server.engine.models import Severity
+from mcp_server.engine.pyast import parse_python
 
 _SUPPRESS = re.compile(r"#\s*ptt-audit:\s*ignore(?:\[([^\]]*)\])?")
 
@@ -60,7 +61,7 @@ def analyze_source(text: str, filename: str = "<source>", rules: Iterable[str] |
     """Audit Python source text; ``filename`` is used in locations. ``rules`` limits the rules run."""
     selected = _select(rules)
     try:
-        tree = ast.parse(text, filename=filename)
+        tree = parse_python(text, filename=filename)
     except SyntaxError as e:
         where_text = (e.text or "").strip()
         detail = f"{e.msg}" + (f": `{where_text}`" if where_text else "")

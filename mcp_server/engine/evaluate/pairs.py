@@ -25,6 +25,7 @@ from pathlib import Path
 from mcp_server.engine.device import probe
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
 from mcp_server.engine.evaluate.models import EvalSettings, PairResult, PairSpec
+from mcp_server.engine.pyast import parse_python
 from mcp_server.engine.runner import Runner, RunnerError
 from mcp_server.engine.specs import parse_spec
 
@@ -44,7 +45,7 @@ def _skipped(rel: Path) -> bool:
 def _is_problem(path: Path) -> bool:
     """A file defining ``Model`` at the top level (or one that does not parse: judged as an error later)."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse_python(path.read_text(encoding="utf-8"))
     except (SyntaxError, UnicodeDecodeError, OSError):
         return True
     return any(isinstance(node, ast.ClassDef) and node.name == "Model" for node in tree.body)

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from mcp_server.engine.models import Failure, FindingKind, Location
+from mcp_server.engine.pyast import parse_python
 
 MESSAGE_LIMIT = 3000
 
@@ -280,12 +281,11 @@ def _dims() -> dict[str, Any]:
 def _load_with_dims(name: str, path: Path, dims: dict[str, Any]) -> ModuleType | None:
     """Import ``path`` with its top-level assignments of ``dims`` names rewritten to the given values; None when
     the file assigns none of them (it is then imported as usual)."""
-    import ast
 
     from mcp_server.engine.dims import rewrite
 
     source = path.read_text(encoding="utf-8")
-    tree = ast.parse(source, filename=str(path))
+    tree = parse_python(source, filename=str(path))
     if not rewrite(tree, dims):
         return None
     spec = importlib.util.find_spec(name) if "." in name else importlib.util.spec_from_file_location(name, path)

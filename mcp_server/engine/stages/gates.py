@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from mcp_server.engine.models import INTERPRETER_DEVICE, BenchResult, BenchRow, ValidateResult
+from mcp_server.engine.pyast import parse_python
 from mcp_server.engine.stages.models import (
     AuditSummary,
     AutotuneInfo,
@@ -429,7 +430,7 @@ def autotune_info(source: str, filename: str = "<candidate>") -> AutotuneInfo:
     autotuned unless none has anything to tune.
     """
     try:
-        tree = ast.parse(source, filename=filename)
+        tree = parse_python(source, filename=filename)
     except SyntaxError as exc:
         return AutotuneInfo(note=f"the file does not parse: {exc.msg} at line {exc.lineno}")
     kernels: dict[str, bool] = {}

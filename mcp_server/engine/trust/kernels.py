@@ -18,6 +18,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from mcp_server.engine.pyast import parse_python
+
 NONE, DATA, COMPUTED = 0, 1, 2
 LOADS = {"load"}
 STORES = {"store"}
@@ -238,7 +240,7 @@ def copy_only(fn: ast.FunctionDef) -> bool:
 
 def find_kernel(path: Path, name: str, line: int | None = None) -> ast.FunctionDef | None:
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        tree = parse_python(path.read_text(encoding="utf-8", errors="replace"))
     except (OSError, SyntaxError, ValueError):
         return None
     matches = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_server.engine.models import Finding, FindingKind, Location, Severity
+from mcp_server.engine.pyast import parse_python
 
 MAX_FILES = 64
 MAX_BYTES = 2_000_000
@@ -143,7 +144,7 @@ def _parse(path: Path) -> ast.Module | None:
     try:
         if path.stat().st_size > MAX_BYTES:
             return None
-        return ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=str(path))
+        return parse_python(path.read_text(encoding="utf-8", errors="replace"), filename=str(path))
     except (OSError, SyntaxError, ValueError):
         return None
 
