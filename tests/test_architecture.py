@@ -104,6 +104,50 @@ def test_the_module_level_import_graph_has_no_cycle():
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
+def _every_import(module: str, path: Path) -> set[str]:
+    """Every import of ``module`` anywhere in it (functions and TYPE_CHECKING blocks too), within the tree."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.update(t for t in _targets(node, module, path) if t in MODULES)
+    # A submodule naming its own package adds no knot: importing the submodule runs the package first anyway.
+    return {t for t in found if not module.startswith(t + ".")}
+
+
+EVERY = {m: _every_import(m, p) for m, p in MODULES.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def walk(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                walk(nxt, [*path, nxt])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            walk(module, [module])
+    return cycles
+
+
+def test_no_cycle_even_through_imports_inside_functions_or_for_type_checking():
+    cycles = _cycles(EVERY)
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_a_cycle_through_a_function_level_import_is_found(monkeypatch):
+    monkeypatch.setitem(EVERY, "mcp_server.engine.errors", {"mcp_server.engine.bench"})
+    with pytest.raises(AssertionError, match="import cycles"):
+        test_no_cycle_even_through_imports_inside_functions_or_for_type_checking()
+
+
 def test_the_engine_imports_no_face():
     bad = {m: sorted(t for t in ALL[m] if _under(t, FACES)) for m in ALL if _under(m, "mcp_server.engine")}
     assert not {m: t for m, t in bad.items() if t}

@@ -23,11 +23,11 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mcp_server.engine.audit.models import CompiledKernel, CompiledSection
+from mcp_server.engine.audit.planned import Planned
 from mcp_server.engine.audit.rules.compiled import check_variant
 from mcp_server.engine.audit.rules.registry import COMPILED
 from mcp_server.engine.audit.static_models import AuditFinding
@@ -45,21 +45,6 @@ MAX_COMPILES = 16
 # lightest autotune candidate.
 MAX_PER_KERNEL = 4
 COMPILE_TIMEOUT_S = 300.0
-
-
-@dataclass
-class Planned:
-    """One compile: a launch record and one of its variants."""
-
-    record: dict[str, Any]
-    variant: dict[str, Any]
-    group: int  # variants of one launch record share a group (autotune candidates)
-    pressure: float = 0.0
-    tile: int = 1
-    result: CompiledKernel | None = None
-    ttir: str = ""
-    ptx: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _tile(constexprs: dict[str, Any]) -> int:

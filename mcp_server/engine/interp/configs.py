@@ -98,8 +98,7 @@ def each_config(
     Returns (meta, data): per variant, what ran and how it ended; and its outputs (CPU tensors)."""
     import torch
 
-    from mcp_server.engine.jobs import common
-    from mcp_server.engine.jobs.validate_jobs import _backward, _with_grad
+    from mcp_server.engine.jobs import common, grad_calls
     from mcp_server.engine.runner.child import classify_exception, is_sticky_cuda_error
 
     budget = _limit()
@@ -131,14 +130,8 @@ def each_config(
             try:
                 args = common.clone(common.to_device(inputs, device))
                 with common.recording(poison=True):
-                    if params.get("backward") and case.get("grad_out") is not None:
-                        args = _with_grad(args)
-                        grad_out = common.to_device(case["grad_out"], device)
-                        out, grads, _ = _backward(call, args, model_params, grad_out, reference=False)
-                    else:
-                        grads = None
-                        with torch.no_grad():
-                            out = common.flatten_outputs(call(*args))
+                    grad_out = case.get("grad_out") if params.get("backward") else None
+                    args, out, grads = grad_calls.call_candidate(call, args, model_params, grad_out, device)
                     common.sync(device)
             except BaseException as exc:
                 if type(exc).__name__ == "OutOfResources":

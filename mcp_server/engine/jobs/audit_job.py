@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from mcp_server.engine.jobs import calls, common
+from mcp_server.engine.jobs import calls, common, grad_calls
 from mcp_server.engine.jobs.compile_job import TORCH_TO_TRITON
 from mcp_server.engine.runner.child import JobContext, UsageProblem, load_module, resolve
 
@@ -468,12 +468,6 @@ def _call_target(target: Any, init: list[Any], device: str) -> Callable[..., Any
     return target
 
 
-def _with_grad(args: list[Any]) -> list[Any]:
-    return common.map_tensors(
-        args, lambda t: t.detach().clone().requires_grad_(True) if t.is_floating_point() else t.detach().clone()
-    )
-
-
 def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     path = params["file"]
     module = load_module(path, ctx.user_files)
@@ -527,7 +521,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             args = common.to_device(case.args, device)
             try:
                 if params.get("backward"):
-                    args = _with_grad(args)
+                    args = grad_calls.with_grad(args)
                     result = target(*args)
                     outs = [o for o in common.flatten_outputs(result) if isinstance(o, torch.Tensor)]
                     diff = [o for o in outs if o.requires_grad]

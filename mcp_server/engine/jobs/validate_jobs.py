@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from mcp_server.engine.interp import configs as autotune_configs
-from mcp_server.engine.jobs import calls, common, derive, recorder, trace
+from mcp_server.engine.jobs import calls, common, derive, grad_calls, recorder, trace
 from mcp_server.engine.runner.child import (
     JobContext,
     UsageProblem,
@@ -60,50 +60,6 @@ def _upcast(tree: Any) -> Any:
     return common.map_tensors(tree, lambda t: t.detach().double() if t.is_floating_point() else t.detach())
 
 
-def _plain_outputs(out: Any, what: str) -> list[torch.Tensor]:
-    flat = common.flatten_outputs(out)
-    for i, item in enumerate(flat):
-        if not isinstance(item, torch.Tensor):
-            raise UsageProblem(
-                f"{what} returned a {type(item).__name__} as output {i}; the reference must return a tensor "
-                "or a tuple/list of tensors (wrap numbers with torch.tensor)."
-            )
-    return flat
-
-
-def _grad_leaves(args: list[Any]) -> list[torch.Tensor]:
-    return [t for t in common.iter_tensors(args) if t.is_floating_point() and t.requires_grad]
-
-
-def _with_grad(args: list[Any]) -> list[Any]:
-    return common.map_tensors(
-        args,
-        lambda t: t.detach().clone().requires_grad_(True) if t.is_floating_point() else t.detach().clone(),
-    )
-
-
-def _backward(
-    call: Any,
-    args: list[Any],
-    params: list[torch.Tensor],
-    grad_out: list[torch.Tensor] | None,
-    reference: bool = True,
-):
-    """Outputs, gradients w.r.t. floating inputs and params, and the upstream grads used."""
-    result = call(*args)
-    out = _plain_outputs(result, "the reference") if reference else common.flatten_outputs(result)
-    diff = [o for o in out if isinstance(o, torch.Tensor) and o.requires_grad]
-    if not diff:
-        return out, None, None
-    if grad_out is None:
-        grad_out = [torch.randn_like(o) for o in diff]
-    leaves = _grad_leaves(args) + params
-    grads = torch.autograd.grad(
-        diff, leaves, [g.to(o.dtype) for g, o in zip(grad_out, diff, strict=False)], allow_unused=True
-    )
-    return out, [None if g is None else g.detach() for g in grads], grad_out
-
-
 def _float64_pass(
     call: Any, kernelbench: bool, pre: list[Any], device: str, grad_out: Any, backward: bool
 ) -> tuple[Any, Any, str, str]:
@@ -120,10 +76,12 @@ def _float64_pass(
             grads64 = None
             if backward and grad_out is not None:
                 args64 = common.map_tensors(args64, lambda t: t.requires_grad_(True) if t.is_floating_point() else t)
-                out64, grads64, _ = _backward(call64, args64, params64, [g.to(where).double() for g in grad_out])
+                out64, grads64, _ = grad_calls.backward(
+                    call64, args64, params64, [g.to(where).double() for g in grad_out]
+                )
             else:
                 with torch.no_grad():
-                    out64 = _plain_outputs(call64(*args64), "the reference in float64")
+                    out64 = grad_calls.plain_outputs(call64(*args64), "the reference in float64")
         except UsageProblem:
             raise
         except Exception as exc:
@@ -168,7 +126,7 @@ def _second_opinion(
             call_cpu = copy.deepcopy(call).to("cpu") if kernelbench else call
             torch.manual_seed(seed + 7919)
             with torch.no_grad():
-                other = _plain_outputs(call_cpu(*common.to_device(pre, "cpu")), "the reference on the CPU")
+                other = grad_calls.plain_outputs(call_cpu(*common.to_device(pre, "cpu")), "the reference on the CPU")
             if [list(o.shape) for o in other] == [list(o.shape) for o in out]:
                 return [o.detach().double() for o in other], "the reference in its own dtype on the CPU"
         except UsageProblem:
@@ -180,7 +138,7 @@ def _second_opinion(
         nudged = common.map_tensors(common.to_device(pre, device), _nudge)
         torch.manual_seed(seed + 7919)
         with torch.no_grad():
-            other = _plain_outputs(call(*nudged), "the reference")
+            other = grad_calls.plain_outputs(call(*nudged), "the reference")
         if [list(o.shape) for o in other] == [list(o.shape) for o in out]:
             return [o.detach().double() for o in other], "the reference on inputs nudged by one unit in the last place"
     except UsageProblem:
@@ -252,12 +210,12 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             torch.manual_seed(seed + 7919)
             with common.recording() as record:
                 if params.get("backward"):
-                    out, grads, grad_out = _backward(call, _with_grad(args), model_params, None)
+                    out, grads, grad_out = grad_calls.backward(call, grad_calls.with_grad(args), model_params, None)
                     post = args
                 else:
                     post = derive.relayout(common.clone(args), layout)
                     with torch.no_grad():
-                        out = _plain_outputs(call(*post), "the reference")
+                        out = grad_calls.plain_outputs(call(*post), "the reference")
                 common.sync(device)
         except UsageProblem:
             raise
@@ -603,14 +561,8 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 # Kernels are compiled by the last call: delay side streams there (see _SideStreams).
                 side.arm(delay=repeat == repeats - 1)
                 with trace.window(f"{key}@{repeat}"), common.recording(poison=True, second=repeat == 1) as record:
-                    if params.get("backward") and case.get("grad_out") is not None:
-                        args = _with_grad(args)
-                        grad_out = common.to_device(case["grad_out"], device)
-                        out, grads, _ = _backward(call, args, model_params, grad_out, reference=False)
-                    else:
-                        grads = None
-                        with torch.no_grad():
-                            out = common.flatten_outputs(call(*args))
+                    grad_out = case.get("grad_out") if params.get("backward") else None
+                    args, out, grads = grad_calls.call_candidate(call, args, model_params, grad_out, device)
                 early = _consumer_read(out)
                 side.disarm()
                 common.sync(device)

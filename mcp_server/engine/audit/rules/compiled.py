@@ -17,7 +17,7 @@ from mcp_server.engine.compile import SM_LIMITS
 from mcp_server.engine.models import Location, Severity
 
 if TYPE_CHECKING:
-    from mcp_server.engine.audit.compiled import Planned
+    from mcp_server.engine.audit.planned import Planned
 
 _E, _W, _I = Severity.error, Severity.warning, Severity.info
 Hit = tuple[Severity, str, str, Location | None]
