@@ -21,17 +21,7 @@ import triton
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-NAMES = [
-    "vector_add",
-    "softmax",
-    "layernorm",
-    "rmsnorm",
-    "swiglu",
-    "cross_entropy",
-    "matmul",
-    "attention",
-    "semi_markov_crf",
-]
+from reference_kernels import NAMES  # noqa: E402  (importable once ROOT is on the path)
 
 
 def copy_bandwidth_gbps() -> float:
@@ -108,7 +98,7 @@ def sweep(name: str, backward: bool, peak_gbps: float) -> list[dict]:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("names", nargs="*", default=NAMES)
+    parser.add_argument("names", nargs="*", default=list(NAMES))
     parser.add_argument("--json")
     parser.add_argument("--backward", action="store_true")
     args = parser.parse_args()

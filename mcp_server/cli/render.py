@@ -12,6 +12,7 @@ from mcp_server.engine.models import (
     ToolResult,
     ValidateResult,
 )
+from mcp_server.engine.numbers import fmt_number
 
 INTERPRETER_BANNER = (
     "No CUDA GPU: kernels ran under the Triton interpreter on CPU tensors (TRITON_INTERPRET=1). "
@@ -29,16 +30,6 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Seque
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-def fmt(x: float | None, digits: int = 3) -> str:
-    if x is None:
-        return "-"
-    if x == 0:
-        return "0"
-    if abs(x) >= 1e4 or abs(x) < 1e-3:
-        return f"{x:.{digits - 1}e}"
-    return f"{x:.{digits}g}"
 
 
 def findings_block(findings: Sequence[Finding]) -> str:
@@ -77,9 +68,9 @@ def render_validate(result: ValidateResult) -> str:
                 r.output,
                 r.dtype,
                 "ok" if r.ok else "FAIL",
-                fmt(r.max_abs_err),
-                fmt(r.rel_norm_err),
-                fmt(r.torch_rel_norm_err),
+                fmt_number(r.max_abs_err),
+                fmt_number(r.rel_norm_err),
+                fmt_number(r.torch_rel_norm_err),
                 f"{r.mismatches}/{r.numel}",
             ]
         )

@@ -16,6 +16,7 @@ from mcp_server.engine.audit.compiled import occupancy_pct, vector_text
 from mcp_server.engine.audit.models import CATEGORY_TITLES, AuditReport, CategorySummary, SuiteRun
 from mcp_server.engine.audit.static_models import AuditFinding, Category
 from mcp_server.engine.models import Severity
+from mcp_server.engine.numbers import fmt_number
 
 STATUS_LABEL = {"pass": "✅ PASS", "warn": "⚠️ WARN", "fail": "❌ FAIL", "not checked": "➖ NOT CHECKED"}
 TIER_LABEL = {
@@ -176,16 +177,6 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
-def _num(x: float | None, digits: int = 3) -> str:
-    if x is None:
-        return "-"
-    if x == 0:
-        return "0"
-    if abs(x) >= 1e4 or abs(x) < 1e-3:
-        return f"{x:.{digits - 1}e}"
-    return f"{x:.{digits}g}"
-
-
 def _run_row(run: SuiteRun, factor: float) -> list[object]:
     cases = f"{run.cases_passed}/{run.cases_judged}" if run.cases_judged else "-"
     if run.cases_passed_loose is not None:
@@ -195,7 +186,7 @@ def _run_row(run: SuiteRun, factor: float) -> list[object]:
         result += f" ({', '.join(run.kinds)})"
     if run.reason and run.tier in ("not run", "fail"):
         result += f": {run.reason[:160]}"
-    return [f"`{run.name}`", run.inputs, cases, result, _num(run.max_abs_err), _num(run.max_rel_norm_err)]
+    return [f"`{run.name}`", run.inputs, cases, result, fmt_number(run.max_abs_err), fmt_number(run.max_rel_norm_err)]
 
 
 def render_markdown(report: AuditReport, cwd: Path | None = None) -> str:
@@ -332,9 +323,9 @@ def render_markdown(report: AuditReport, cwd: Path | None = None) -> str:
         prow = [
             [
                 r.size,
-                _num(r.triton_ms, 4),
-                _num(r.eager_ms, 4),
-                _num(r.compile_ms, 4),
+                fmt_number(r.triton_ms, 4),
+                fmt_number(r.eager_ms, 4),
+                fmt_number(r.compile_ms, 4),
                 f"{r.speedup_vs_eager:.2f}×" if r.speedup_vs_eager else "-",
                 f"{r.speedup_vs_compile:.2f}×" if r.speedup_vs_compile else "-",
                 f"{r.pct_of_peak:.0f}% ({r.bound})" if r.pct_of_peak is not None else "-",
