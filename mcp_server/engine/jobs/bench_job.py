@@ -152,7 +152,7 @@ def _fresh_like(args: list[Any]) -> list[Any]:
     def refill(t: torch.Tensor) -> torch.Tensor:
         if t.numel() == 0:
             return t.clone()
-        return common._refill(t, list(t.shape), -1, -1)
+        return common.refill(t, list(t.shape), -1, -1)
 
     return common.map_tensors(args, refill)
 

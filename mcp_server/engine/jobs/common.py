@@ -36,8 +36,6 @@ from mcp_server.engine.jobs.trees import (
     to_device,
 )
 
-_refill = refill
-
 __all__ = [
     "ALLOC_OPS",
     "AUTOTUNE_NOTES",
