@@ -115,6 +115,30 @@ def test_jobs_run_unprivileged_in_their_own_namespace(runner):
     assert report["memory_limit"] and report["memory_limit"] > 0
 
 
+def _switches_uid() -> bool:
+    with Runner() as probe_runner:
+        return probe_runner._sandbox_uid([str(ATTACKS / "good.py")], None) is not None
+
+
+@pytest.mark.skipif(
+    not _switches_uid(), reason="jobs keep the runner's uid here (not root, or its Python is not world-readable)"
+)
+def test_an_unprivileged_job_can_write_the_caches_torch_compile_and_triton_use(tmp_path):
+    # The runner's user has an inductor cache of its own that no one else may write (as torch.compile leaves
+    # it): a job switched to the sandbox uid must be pointed elsewhere, or every torch.compile baseline fails.
+    user = f"ptt-test-{os.getpid()}"
+    private = Path("/tmp") / f"torchinductor_{user}"
+    private.mkdir(mode=0o700, exist_ok=True)
+    try:
+        with Runner(base_env={"USER": user, "LOGNAME": user}) as fresh:
+            outcome = fresh.run("probe", {}, env={"TRITON_INTERPRET": "1"}, user_files=[str(ATTACKS / "good.py")])
+            with outcome:
+                assert outcome.ok, outcome.failure
+                assert outcome.result["caches_writable"] == {"inductor": True, "triton": True}
+    finally:
+        private.rmdir()
+
+
 def test_a_memory_hog_is_oom_and_the_runner_carries_on():
     with Runner(sandbox=SandboxPolicy(memory_limit=768 << 20)) as capped:
         result = _validate(capped, "memory_hog.py")

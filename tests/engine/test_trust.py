@@ -162,6 +162,31 @@ def test_triton_kernels_fills_and_recorded_ops_are_not_hidden_compute():
     assert cuda_trace.judge_window("base#1", window, ["fma_kernel (_kernels.py:7)"], 1, 16384, "base", 1) == []
 
 
+def _launched(name, launch_ts, gpu_ts, corr):
+    return [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": launch_ts, "dur": 2.0,
+         "args": {"correlation": corr}},
+        {"ph": "X", "cat": "kernel", "name": name, "ts": gpu_ts, "dur": 50.0, "args": {"correlation": corr}},
+    ]  # fmt: skip
+
+
+def test_a_kernel_launched_in_the_call_counts_even_when_the_gpu_starts_it_after_the_call_returned():
+    call = {"ph": "X", "cat": "user_annotation", "name": "ptt_call:base#1@0", "ts": 100.0, "dur": 100.0}
+    events = [call, *_launched("ampere_sgemm_128x64_nn", 150.0, 900.0, 7)]
+    events += _launched("ampere_sgemm_64x64_nn", 400.0, 450.0, 8)  # launched after the call: not its work
+    kernels = trace.summarise(events)["windows"]["base#1@0"]["kernels"]
+    assert kernels == {"ampere_sgemm_128x64_nn": [1, 50.0]}
+
+
+def test_kernels_the_validator_launches_itself_inside_a_call_are_left_out():
+    call = {"ph": "X", "cat": "user_annotation", "name": "ptt_call:base#1@0", "ts": 100.0, "dur": 100.0}
+    own = {"ph": "X", "cat": "user_annotation", "name": "ptt_own:side-stream delay", "ts": 120.0, "dur": 10.0}
+    spin = "void at::cuda::(anonymous namespace)::spin_kernel(long)"
+    events = [call, own, *_launched(spin, 125.0, 126.0, 1), *_launched(spin, 150.0, 151.0, 2)]
+    # Only the spin the validator wrapped is dropped; the candidate's own spin stays the call's.
+    assert trace.summarise(events)["windows"]["base#1@0"]["kernels"] == {spin: [1, 50.0]}
+
+
 def test_data_copied_to_the_host_during_a_call_is_a_round_trip():
     big = _events([("copy_kernel", 2.0)], dtoh=16384)
     small = _events([("fma_kernel", 2.0)], dtoh=4)

@@ -18,6 +18,7 @@ def run(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
         "cuda_available": False,
         "interpreter": os.environ.get("TRITON_INTERPRET") == "1",
     }
+    info["caches_writable"] = _caches_writable()
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         info.update(
@@ -31,3 +32,21 @@ def run(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
             cuda_runtime=torch.version.cuda,
         )
     return info
+
+
+def _caches_writable() -> dict[str, bool]:
+    """Whether this child can write the caches torch.compile and Triton will use (a sandbox uid must)."""
+    out: dict[str, bool] = {}
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+        out["inductor"] = os.access(cache_dir(), os.W_OK)
+    except Exception:  # not creatable
+        out["inductor"] = False
+    triton_dir = os.environ.get("TRITON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".triton", "cache")
+    try:
+        os.makedirs(triton_dir, exist_ok=True)
+        out["triton"] = os.access(triton_dir, os.W_OK)
+    except OSError:
+        out["triton"] = False
+    return out

@@ -156,9 +156,9 @@ def install_launch_hooks() -> None:
         def run(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
             if _launch_recording and not kwargs.get("warmup", False) and not _in_triton():
                 _launches.append(_kernel_name(self))
-            if LAUNCH_STREAMS is not None and not kwargs.get("warmup", False):
-                LAUNCH_STREAMS.add(torch.cuda.current_stream())
-            with _triton_scope():
+            with _triton_scope():  # the stream hook's own torch calls are not the candidate's ops
+                if LAUNCH_STREAMS is not None and not kwargs.get("warmup", False):
+                    LAUNCH_STREAMS.add(torch.cuda.current_stream())
                 return __original(self, *args, **kwargs)
 
         cls.run = run

@@ -106,6 +106,7 @@ class ProbeResult(_Result):
     python: str
     cuda_available: bool
     interpreter: bool
+    caches_writable: dict[str, bool] = {}
 
 
 class ValidateReferenceResult(_Result):

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from typing import Any
 
 PREFIX = "ptt_call:"
+# GPU work the job itself issues inside a call window (the side-stream delay), left out of the call's record.
+OWN = "ptt_own:"
 _state: dict[str, Any] = {"prof": None, "error": None, "dir": None}
 
 
@@ -52,6 +54,18 @@ def window(label: str) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def own(label: str) -> Iterator[None]:
+    """Mark work the job itself launches inside a window: its kernels are not counted as the call's."""
+    if _state["prof"] is None:
+        yield
+        return
+    import torch
+
+    with torch.profiler.record_function(OWN + label):
+        yield
+
+
 def collect() -> dict[str, Any] | None:
     """Stop the profiler; per window: kernels {name: [count, gpu_us]}, dtoh_bytes, htod_bytes."""
     prof = _state["prof"]
@@ -71,20 +85,34 @@ def collect() -> dict[str, Any] | None:
 
 
 def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
-    """Group GPU activity by the call window it started in (chrome-trace events as the profiler writes them)."""
-    windows = []
+    """Group GPU activity by the call window it was launched in (chrome-trace events as the profiler writes them).
+
+    A kernel belongs to the window whose host-side span holds its launch (the CUDA runtime call with the
+    same correlation id), not the one its GPU start falls in: work queued behind a long kernel starts on the
+    GPU after the call has returned and still counts. Activity launched inside an ``own`` span is left out.
+    """
+    windows, owned = [], []
+    launched: dict[Any, float] = {}
     for ev in events:
         name = str(ev.get("name", ""))
-        if ev.get("cat") == "user_annotation" and name.startswith(PREFIX):
+        cat = ev.get("cat")
+        if cat == "user_annotation" and name.startswith((PREFIX, OWN)):
             start = float(ev.get("ts", 0))
-            windows.append((start, start + float(ev.get("dur", 0)), name[len(PREFIX) :]))
+            span = (start, start + float(ev.get("dur", 0)), name.split(":", 1)[1])
+            (windows if name.startswith(PREFIX) else owned).append(span)
+        elif cat in ("cuda_runtime", "cuda_driver"):
+            corr = (ev.get("args") or {}).get("correlation")
+            if corr is not None:
+                launched[corr] = float(ev.get("ts", 0))
     windows.sort()
     out: dict[str, dict[str, Any]] = {label: {"kernels": {}, "dtoh_bytes": 0, "htod_bytes": 0} for *_, label in windows}
     for ev in events:
         cat = ev.get("cat")
         if cat not in ("kernel", "gpu_memcpy", "gpu_memset"):
             continue
-        ts = float(ev.get("ts", 0))
+        ts = launched.get((ev.get("args") or {}).get("correlation"), float(ev.get("ts", 0)))
+        if any(a <= ts <= b for a, b, _ in owned):
+            continue
         label = next((w[2] for w in windows if w[0] <= ts <= w[1]), None)
         if label is None:
             continue

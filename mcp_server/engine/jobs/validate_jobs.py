@@ -407,7 +407,8 @@ class _SideStreams(set):
 
     def add(self, stream: Any) -> None:
         if self.delay and self.caller is not None and stream != self.caller and stream not in self:
-            torch.cuda._sleep(SIDE_STREAM_DELAY_CYCLES)
+            with trace.own("side-stream delay"):
+                torch.cuda._sleep(SIDE_STREAM_DELAY_CYCLES)
         super().add(stream)
 
 

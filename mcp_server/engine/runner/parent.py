@@ -432,7 +432,11 @@ class Runner:
         merged = {**self._base_env, **(env or {})}
         uid = self._sandbox_uid(user_files, cwd)
         if uid is not None:
-            merged["TRITON_CACHE_DIR"] = self._sandbox_cache(uid)
+            cache = self._sandbox_cache(uid)
+            merged["TRITON_CACHE_DIR"] = cache
+            # Inductor's default (/tmp/torchinductor_<user>, with tempfile's dir fixed before the fork) belongs
+            # to the runner's user: the sandbox uid cannot write it and torch.compile baselines would fail.
+            merged["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
         set_env = scrub_env({k: v for k, v in merged.items() if v is not None})
         unset = [k for k, v in merged.items() if v is None]
         sandbox = {
