@@ -65,6 +65,38 @@ def pool(serving_runner: Runner) -> Iterator[WorkerPool]:
         yield p
 
 
+_GUARDED_SIGNALS = ("SIGINT", "SIGCHLD", "SIGTERM", "SIGPIPE")
+
+
+def _kernel_signal_state() -> dict[str, str]:
+    """Ignored and blocked signals as the kernel has them (a C library can change them behind Python)."""
+    try:
+        with open("/proc/self/status") as fh:
+            return {k: v.strip() for k, v in (line.split(":", 1) for line in fh) if k in ("SigIgn", "SigBlk")}
+    except OSError:
+        return {}
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found() -> Iterator[None]:
+    """A test that leaves this process's signal handling changed fails (and it is put back). An ignored SIGCHLD
+    makes every later subprocess exit 0 to Popen; an ignored SIGINT is inherited by the processes tests start."""
+    import signal
+
+    before = {name: signal.getsignal(getattr(signal, name)) for name in _GUARDED_SIGNALS}
+    kernel_before = _kernel_signal_state()
+    yield
+    kernel_after = _kernel_signal_state()
+    assert kernel_after == kernel_before, f"the test left the kernel's signal masks changed: {kernel_before} → {kernel_after}"
+    changed = {}
+    for name, handler in before.items():
+        now = signal.getsignal(getattr(signal, name))
+        if now != handler:
+            changed[name] = now
+            signal.signal(getattr(signal, name), handler)
+    assert not changed, f"the test left signal handlers changed: {changed}"
+
+
 @pytest.fixture(autouse=True)
 def _one_gpu_test_at_a_time(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     if not (HAS_GPU and "gpu" in request.keywords and os.environ.get("PYTEST_XDIST_WORKER")):

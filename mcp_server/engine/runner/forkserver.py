@@ -108,6 +108,17 @@ def serve() -> None:
         except Exception:
             continue
 
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        # A compiled launch in a fresh child would otherwise hash Triton's whole source tree for its cache key
+        # (triton_key: ~0.5 s on an H100 host) and import Gluon (~0.15 s) before its first kernel runs. Both
+        # are cached in this process and inherited by every child; neither touches CUDA.
+        with contextlib.suppress(Exception):
+            importlib.import_module("triton.experimental.gluon")
+        with contextlib.suppress(Exception):
+            from triton.runtime.cache import triton_key
+
+            triton_key()
+
     from mcp_server.engine.runner import sandbox
 
     # Adopt every process a job's supervisor leaves behind (killed below). No PR_SET_PDEATHSIG here: it
