@@ -87,7 +87,9 @@ def _signals_left_as_found() -> Iterator[None]:
     kernel_before = _kernel_signal_state()
     yield
     kernel_after = _kernel_signal_state()
-    assert kernel_after == kernel_before, f"the test left the kernel's signal masks changed: {kernel_before} → {kernel_after}"
+    assert kernel_after == kernel_before, (
+        f"the test left the kernel's signal masks changed: {kernel_before} → {kernel_after}"
+    )
     changed = {}
     for name, handler in before.items():
         now = signal.getsignal(getattr(signal, name))

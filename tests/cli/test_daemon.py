@@ -340,7 +340,7 @@ def test_ctrl_c_on_the_client_stops_the_request_and_its_jobs(warm, tmp_path):
     handler = _handler_of(warm)
     time.sleep(3)  # let the candidate's job start
     client.send_signal(signal.SIGINT)
-    out, err = client.communicate(timeout=60)
+    _, err = client.communicate(timeout=60)
     assert "interrupted" in err, err[-3000:]
     assert client.returncode == 130
     deadline = time.monotonic() + 20
