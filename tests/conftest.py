@@ -68,12 +68,17 @@ def pool(serving_runner: Runner) -> Iterator[WorkerPool]:
 _GUARDED_SIGNALS = ("SIGINT", "SIGCHLD", "SIGTERM", "SIGPIPE")
 
 
-def _kernel_signal_state() -> dict[str, str]:
-    """Ignored and blocked signals as the kernel has them (a C library can change them behind Python)."""
+def _kernel_signal_state() -> dict[str, int]:
+    """Whether SIGINT, SIGTERM and SIGCHLD are ignored or blocked as the kernel has it (a C library can change
+    that behind Python's back). Other signals are left out: Python and libraries adjust SIGPIPE and SIGXFSZ."""
+    import signal
+
+    bits = sum(1 << (int(s) - 1) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD))
     try:
         with open("/proc/self/status") as fh:
-            return {k: v.strip() for k, v in (line.split(":", 1) for line in fh) if k in ("SigIgn", "SigBlk")}
-    except OSError:
+            fields = dict(line.split(":", 1) for line in fh if ":" in line)
+        return {k: int(fields[k], 16) & bits for k in ("SigIgn", "SigBlk")}
+    except (OSError, KeyError, ValueError):
         return {}
 
 
