@@ -2,11 +2,15 @@
 per environment, stale code never served, idle exit, and the in-process fallback when it cannot be used or dies.
 
 Tests that start a listener pay for its torch imports (10 s and more on a busy 2-core machine): they are `slow`
-and share one listener where they can.
+and share one listener where they can. The in-process side of a comparison, the `daemon` commands and the
+fallbacks run here, in the pytest process (whose torch and shared runner are already warm), with the folder and
+environment a `ptt` process would have been given.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -15,11 +19,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from mcp_server import cli
 from mcp_server.cli import daemon
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,8 +57,30 @@ def ptt(runtime: Path, *args: str, cwd: Path = ROOT, timeout: float = 300, **env
     )
 
 
+@contextlib.contextmanager
+def _as_caller(runtime: Path, cwd: Path = ROOT, **extra: str) -> Iterator[None]:
+    """This process with the environment and working folder that ``ptt()`` gives its process."""
+    env = _env(runtime, **extra)
+    with pytest.MonkeyPatch.context() as mp:
+        for name in set(os.environ) - set(env):
+            mp.delenv(name)
+        for name, value in env.items():
+            mp.setenv(name, value)
+        mp.chdir(cwd)
+        yield
+
+
+def ptt_here(runtime: Path, *args: str) -> subprocess.CompletedProcess:
+    """``ptt ARGS`` by the in-process CLI (``cli.run``) in this process, in the folder and environment that
+    ``ptt()`` gives its process."""
+    out, err = io.StringIO(), io.StringIO()
+    with _as_caller(runtime), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.run(list(args))
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
 def _status(runtime: Path) -> dict:
-    proc = ptt(runtime, "daemon", "status", "--json", timeout=60)
+    proc = ptt_here(runtime, "daemon", "status", "--json")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -83,10 +112,10 @@ def runtime():
 def warm():
     """One listener shared by the module's slow tests."""
     path = Path(tempfile.mkdtemp(prefix="pttw-"))
-    proc = ptt(path, "daemon", "start", timeout=300)
+    proc = ptt_here(path, "daemon", "start")
     assert proc.returncode == 0, proc.stderr
     yield path
-    ptt(path, "daemon", "stop", timeout=60)
+    ptt_here(path, "daemon", "stop")
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -201,15 +230,24 @@ def test_ptt_no_daemon_keeps_every_command_here(monkeypatch):
     assert daemon.dispatch(["validate", "a.py:f", "b.py:g"]) is None
 
 
-def test_an_unusable_socket_folder_falls_back_to_this_process_and_says_so_with_v(tmp_path):
+def test_an_unusable_socket_folder_falls_back_to_this_process_and_says_so_with_v(tmp_path, capsys, monkeypatch):
     a_file = tmp_path / "not-a-dir"
     a_file.write_text("")
     args = ("validate", "nope.py:f", f"{FX}/add_good.py:candidate")
-    quiet = ptt(a_file, *args, timeout=120)
-    assert quiet.returncode == 2 and "does not exist" in quiet.stderr
-    assert "background engine" not in quiet.stderr
-    loud = ptt(a_file, "-v", *args, timeout=120)
-    assert loud.returncode == 2 and "running in this process" in loud.stderr and "cannot use" in loud.stderr
+
+    def entry_point(*argv: str) -> tuple[int, str]:
+        """The `ptt` entry point (``main()``, which reads sys.argv) in this process."""
+        monkeypatch.setattr(sys, "argv", ["ptt", *argv])
+        with _as_caller(a_file):
+            capsys.readouterr()
+            code = cli.main()
+            return code, capsys.readouterr().err
+
+    code, err = entry_point(*args)
+    assert code == 2 and "does not exist" in err
+    assert "background engine" not in err
+    code, err = entry_point("-v", *args)
+    assert code == 2 and "running in this process" in err and "cannot use" in err
 
 
 # --- slow: a listener -------------------------------------------------------------------------------------------
@@ -228,7 +266,8 @@ def test_an_unusable_socket_folder_falls_back_to_this_process_and_says_so_with_v
     ids=["validate-ok", "validate-fails-json", "validate-usage", "compile", "compile-usage"],
 )
 def test_exit_codes_and_output_are_those_of_the_in_process_cli(warm, args):
-    here = ptt(warm, "--no-daemon", *args)
+    here = ptt_here(warm, "--no-daemon", *args)
+    served = _status(warm)["served"]
     there = ptt(warm, *args)
     assert there.returncode == here.returncode, (here.stderr, there.stderr)
     assert "stopped before answering" not in there.stderr
@@ -236,7 +275,7 @@ def test_exit_codes_and_output_are_those_of_the_in_process_cli(warm, args):
         assert _same_json(there.stdout) == _same_json(here.stdout)
     else:
         assert _same_text(there.stdout) == _same_text(here.stdout)
-    assert _status(warm)["served"] >= 1
+    assert _status(warm)["served"] == served + 1  # `there` went through the listener
 
 
 @pytest.mark.slow
@@ -299,31 +338,40 @@ def _slow_candidate(folder: Path, seconds: float) -> str:
     return f"{folder}/slow_kernel.py:candidate"
 
 
-def _handler_of(runtime: Path, timeout: float = 60) -> int:
+def _handler_of(paths: daemon.Paths, timeout: float = 60) -> int:
+    """The pid of the listener's handler in progress, from its status reply (no global state: any thread)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        handlers = _status(runtime)["handlers"]
+        handlers = (daemon.query(paths, "status") or {}).get("handlers")
         if handlers:
             return handlers[0]
-        time.sleep(0.2)
+        time.sleep(0.1)
     raise AssertionError("no request in progress")
 
 
 @pytest.mark.slow
-def test_a_handler_killed_mid_request_falls_back_to_this_process_and_says_so(warm, tmp_path):
+def test_a_handler_killed_mid_request_falls_back_to_this_process_and_says_so(warm, tmp_path, capfd, monkeypatch):
     candidate = _slow_candidate(tmp_path, 3)
-    client = subprocess.Popen(
-        [sys.executable, "-m", "mcp_server.cli", "validate", f"{FX}/add_problem.py:reference", candidate],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=_env(warm),
-    )
-    os.kill(_handler_of(warm), signal.SIGKILL)
-    out, err = client.communicate(timeout=300)
+    paths = daemon.Paths.for_env(_env(warm))
+    killed: list[int] = []
+
+    def kill_the_handler() -> None:
+        pid = _handler_of(paths)
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+
+    # The `ptt` entry point in this process: its client hands this process's stdout and stderr to the handler,
+    # and runs the command here (on this session's warm runner) once the handler is gone.
+    monkeypatch.setattr(sys, "argv", ["ptt", "validate", f"{FX}/add_problem.py:reference", candidate])
+    killer = threading.Thread(target=kill_the_handler, daemon=True)
+    with _as_caller(warm):
+        killer.start()
+        code = cli.main()
+    killer.join(60)
+    out, err = capfd.readouterr()
+    assert killed, "no handler was seen"
     assert "stopped before answering" in err and "running the command in this process" in err
-    assert client.returncode == 0 and "PASS" in out
+    assert code == 0 and "PASS" in out
 
 
 @pytest.mark.slow
@@ -337,8 +385,11 @@ def test_ctrl_c_on_the_client_stops_the_request_and_its_jobs(warm, tmp_path):
         cwd=ROOT,
         env=_env(warm),
     )
-    handler = _handler_of(warm)
-    time.sleep(3)  # let the candidate's job start
+    handler = _handler_of(daemon.Paths.for_env(_env(warm)))
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "beat").exists() and time.monotonic() < deadline:  # the candidate's job has started
+        time.sleep(0.1)
+    assert (tmp_path / "beat").exists(), "the candidate's job did not start"
     client.send_signal(signal.SIGINT)
     _, err = client.communicate(timeout=60)
     assert "interrupted" in err, err[-3000:]
