@@ -85,6 +85,12 @@ def _status(runtime: Path) -> dict:
     return json.loads(proc.stdout)
 
 
+def _signal_masks(pid: int | str = "self") -> dict[str, str]:
+    """Ignored, blocked and caught signals of a process, as the kernel has them."""
+    with open(f"/proc/{pid}/status") as fh:
+        return {k: v.strip() for k, v in (line.split(":", 1) for line in fh if ":" in line) if k.startswith("Sig")}
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -392,8 +398,15 @@ def test_ctrl_c_on_the_client_stops_the_request_and_its_jobs(warm, tmp_path):
     assert (tmp_path / "beat").exists(), "the candidate's job did not start"
     # Popen.send_signal says nothing when poll() finds the process gone (or reaped by someone else): ask first.
     assert client.poll() is None, f"the client ended before Ctrl-C (returncode {client.returncode})"
+    signals = _signal_masks(client.pid)
     os.kill(client.pid, signal.SIGINT)
-    _, err = client.communicate(timeout=60)
+    try:
+        _, err = client.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        client.kill()
+        raise AssertionError(
+            f"Ctrl-C did not stop the client; its signal masks: {signals}, ours: {_signal_masks()}"
+        ) from None
     assert "interrupted" in err, err[-3000:]
     assert client.returncode == 130
     deadline = time.monotonic() + 20
