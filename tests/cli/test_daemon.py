@@ -390,6 +390,9 @@ def test_ctrl_c_on_the_client_stops_the_request_and_its_jobs(warm, tmp_path):
         text=True,
         cwd=ROOT,
         env=_env(warm),
+        # As a terminal's foreground command gets it: a suite started in the background by a non-interactive
+        # shell ignores SIGINT, and an ignored SIGINT is inherited (Python then installs no handler for it).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     handler = _handler_of(daemon.Paths.for_env(_env(warm)))
     deadline = time.monotonic() + 120
