@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import threading
 from typing import Any
@@ -56,6 +57,11 @@ class DeviceInfo(BaseModel):
         return "cpu" if self.interpreter else "cuda"
 
 
+def _gpu_device_nodes() -> bool:
+    """Whether this machine exposes a GPU driver's device files (NVIDIA, ROCm, or WSL's)."""
+    return bool(glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd") or os.path.exists("/dev/dxg"))
+
+
 def _forced() -> str:
     return os.environ.get("PTT_DEVICE", "").strip().lower()
 
@@ -70,6 +76,10 @@ def probe(runner: Runner | None = None) -> DeviceInfo:
     env: dict[str, str | None] = {"TRITON_INTERPRET": None}
     if forced in ("interpreter", "cpu", INTERPRETER_DEVICE):
         env["CUDA_VISIBLE_DEVICES"] = ""
+    if env.get("CUDA_VISIBLE_DEVICES") == "" or not _gpu_device_nodes():
+        # No GPU can be found: probe in the interpreter's fork server, the one every later job here uses, instead
+        # of starting the compiler's (a second torch import, ~3 s of CPU) only to learn that.
+        env["TRITON_INTERPRET"] = "1"
     outcome = runner.run(registry.PROBE.name, {}, timeout_s=120, env=env)
     with outcome:
         if not outcome.ok or outcome.result is None:

@@ -1,0 +1,47 @@
+"""Probing the device: on a machine with no GPU device files the probe runs in the interpreter's fork server,
+the one every later job there uses, so a runner starts one fork server instead of two."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_server.engine import device
+from mcp_server.engine.runner.parent import JobOutcome
+
+PROBED = {"torch": "2.x", "triton": "3.x", "python": "3.x", "cuda_available": False, "interpreter": True}
+
+
+class _Recorder:
+    """Stands in for a Runner: records the environment each job asks for and answers as a CPU machine."""
+
+    def __init__(self, tmp_path):
+        self.envs: list[dict] = []
+        self.tmp_path = tmp_path
+
+    def run(self, entry, params, *, timeout_s, env):
+        self.envs.append(dict(env))
+        return JobOutcome(result=dict(PROBED), failure=None, wall_s=0.0, job_dir=self.tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "forced", "interpret"),
+    [(False, "", "1"), (True, "", None), (True, "interpreter", "1"), (False, "cuda:0", "1")],
+    ids=["no-device-files", "device-files", "forced-interpreter", "forced-gpu-without-device-files"],
+)
+def test_the_probe_asks_for_the_fork_server_the_jobs_will_use(monkeypatch, tmp_path, nodes, forced, interpret):
+    monkeypatch.setenv("PTT_DEVICE", forced)
+    monkeypatch.setattr(device, "_gpu_device_nodes", lambda: nodes)
+    monkeypatch.setattr(device, "_cache", {})  # probes are cached per runner id
+    fake = _Recorder(tmp_path)
+    info = device.probe(fake)  # type: ignore[arg-type]
+    assert fake.envs[0].get("TRITON_INTERPRET") == interpret
+    # On this (CPU) answer the jobs go to the interpreter's server: the one the probe started when it could.
+    assert info.interpreter and info.job_env()["TRITON_INTERPRET"] == "1"
+
+
+def test_device_files_are_looked_for_where_gpu_drivers_put_them(monkeypatch):
+    seen: list[str] = []
+    monkeypatch.setattr(device.glob, "glob", lambda pattern: seen.append(pattern) or [])
+    monkeypatch.setattr(device.os.path, "exists", lambda path: seen.append(path) or path == "/dev/dxg")
+    assert device._gpu_device_nodes()
+    assert seen == ["/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg"]
