@@ -20,10 +20,11 @@ EVAL_FX = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 
 @pytest.fixture(scope="module")
 def local_ray():
-    # CPU tasks under the interpreter, also on a GPU machine (the workers inherit this environment).
+    # CPU tasks under the interpreter, also on a GPU machine (the workers inherit this environment). One CPU:
+    # one Ray worker takes the tasks in turn, so one worker process starts a Runner and its fork servers.
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PTT_DEVICE", "interpreter")
-        ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False)
+        ray.init(num_cpus=1, num_gpus=0, include_dashboard=False, log_to_driver=False)
         try:
             yield
         finally:
@@ -49,7 +50,7 @@ def test_the_ray_backend_gives_the_same_verdicts_and_resumes(local_ray, tmp_path
         "5_negate": ("failed", ["crash", "evasion"]),  # the segfault killed a runner child, not the Ray worker
         "6_row_sum": ("missing", []),
     }
-    assert report.backend == "ray" and report.workers[0].startswith("ray: 1 node(s), 0 GPU(s), 2 CPU(s)")
+    assert report.backend == "ray" and report.workers[0].startswith("ray: 1 node(s), 0 GPU(s), 1 CPU(s)")
     ran = [r for r in report.problems if r.status != "missing"]
     assert all(r.worker and r.worker.startswith("ray:") and r.device == "cpu-interpreter" for r in ran)
     assert all(pt.eager is None for pt in report.overall.fast_p[1:])

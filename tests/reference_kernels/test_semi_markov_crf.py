@@ -59,9 +59,11 @@ def _errors_against_float64(fn, args) -> list[float]:
 
 
 def _assert_as_accurate_as_float32_autograd(stage: int, dims: dict, device: str) -> None:
-    """log Z ≈ 300-1000 here: a scan that rounds at that magnitude every step (no offsets) is 2-5×
-    less accurate than autograd through the float32 PyTorch recursion in log Z and the emission
-    gradient; with offsets it is several times more accurate than it in every quantity."""
+    """log Z ≈ 110 at the interpreter's size (B2 T48 K4 C4), more on the GPU: a scan that rounds at
+    that magnitude every step (no offsets) is 2-5× less accurate than autograd through the float32
+    PyTorch recursion in the emission gradient (stages 1-2 in log Z too); with offsets it is more than
+    four times as accurate as it in every quantity. At T = 48 each stage with its offsets held at 0
+    fails this check (d emissions 2.0-4.4× autograd's error) and each stage as written passes (≤ 0.23×)."""
     torch.manual_seed(0)
     args = SPEC.make_inputs({**dims, "ragged": 1, "semiring": 0}, torch.float32, device)
     torch.manual_seed(1)
@@ -76,7 +78,7 @@ def _assert_as_accurate_as_float32_autograd(stage: int, dims: dict, device: str)
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
 def test_long_sequences_are_at_least_as_accurate_as_float32_autograd(stage):
-    _assert_as_accurate_as_float32_autograd(stage, {"B": 2, "T": 128, "K": 4, "C": 4}, DEVICE)
+    _assert_as_accurate_as_float32_autograd(stage, {"B": 2, "T": 48, "K": 4, "C": 4}, DEVICE)
 
 
 @pytest.mark.gpu

@@ -1,16 +1,22 @@
 """Run one Python block of the skill bundle, then compile every kernel it launched for a real GPU target.
 
-Usage: ``TRITON_INTERPRET=1 python snippet_harness.py run block.py launches.json`` for one block, or
-``run-many jobs.json 2 300`` for many (each block in its own forked child of a process that imported
-torch and triton once); then, with the interpreter off, ``python snippet_harness.py compile plan.json``
-(prints the errors per block as JSON).
+Usage: ``TRITON_INTERPRET=1 python snippet_harness.py run block.py launches.json`` for one block; with the
+interpreter off, ``python snippet_harness.py compile plan.json`` (prints the errors per block as JSON); or
+``python snippet_harness.py run-and-compile jobs.json 2 300`` for many blocks, both steps (prints
+script -> {"rc", "log", "errors"} as JSON).
 
 1. The block runs as a script under the Triton interpreter (CPU tensors). Each kernel launch is recorded:
    the kernel's name and, per parameter, a tensor's dtype or a scalar's type or a constexpr's value.
 2. The interpreter accepts code the compiler rejects (``break``, ``tl.exp`` on fp16, ...), so the block's
-   definitions are executed again in a fresh process with the interpreter off (the interpreter patches
-   ``triton.language`` while it runs) and each recorded kernel is compiled ahead of time for sm_90
-   (``triton.compile`` with a ``GPUTarget``; no GPU needed). A failure names the kernel.
+   definitions are executed again in a process that imported Triton with the interpreter off (the
+   interpreter patches ``triton.language`` while it runs, and ``@triton.jit`` picks the interpreter or the
+   compiler when it decorates, ``triton.language``'s own functions included) and each recorded kernel is
+   compiled ahead of time for sm_90 (``triton.compile`` with a ``GPUTarget``; no GPU needed). A failure
+   names the kernel.
+
+``run-and-compile`` imports torch once and forks two children from that process: one imports Triton with
+the interpreter on and forks a child per block (``run_many``), the other imports it with the interpreter
+off and compiles the launches of the blocks that exited 0.
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ import os
 import runpy
 import signal
 import sys
+import tempfile
 import time
 import traceback
+from collections.abc import Callable
 
 _PTR = {
     "torch.float32": "*fp32",
@@ -180,6 +188,57 @@ def run_many(jobs: list[dict[str, str]], parallel: int, timeout_s: float) -> dic
     return results
 
 
+def _in_child(fn: Callable[[], object], interpret: bool) -> object:
+    """``fn()`` in a forked child that imports Triton with TRITON_INTERPRET set to ``interpret``; its result
+    comes back as JSON in a temporary file."""
+    assert "triton" not in sys.modules, "Triton must be imported by the child, after TRITON_INTERPRET is set"
+    fd, result_path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
+                import triton  # noqa: F401 - @triton.jit reads TRITON_INTERPRET as triton.language is imported
+
+                with open(result_path, "w", encoding="utf-8") as f:
+                    json.dump(fn(), f)
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            raise RuntimeError(f"the {'run' if interpret else 'compile'} step exited with status {code}")
+        with open(result_path, encoding="utf-8") as f:
+            return json.load(f)
+    finally:
+        os.unlink(result_path)
+
+
+def run_and_compile(jobs: list[dict[str, str]], parallel: int, timeout_s: float) -> dict[str, dict[str, object]]:
+    """``run_many`` under the interpreter, then ``compile_kernels`` on the launches of every block that exited
+    0, each step in a child forked from this process (torch imported once, before forking). Returns
+    script -> {"rc", "log", "errors"}; "errors" is empty for a block that did not run."""
+    import torch  # noqa: F401 - imported once here so that both children start with it loaded
+
+    ran = _in_child(lambda: run_many(jobs, parallel, timeout_s), interpret=True)
+    plan = {}
+    for job in jobs:
+        if ran[job["script"]]["rc"] == 0:
+            with open(job["launches"], encoding="utf-8") as f:
+                plan[job["script"]] = [(name, dict(args)) for name, args in json.load(f)]
+    compiled = _in_child(
+        lambda: {script: compile_kernels(script, launches) for script, launches in plan.items()}, interpret=False
+    )
+    return {script: {**outcome, "errors": compiled.get(script, [])} for script, outcome in ran.items()}
+
+
 def main(argv: list[str]) -> int:
     if argv[0] == "run":  # run BLOCK LAUNCHES_JSON, under TRITON_INTERPRET=1
         launches = record_launches()
@@ -187,10 +246,10 @@ def main(argv: list[str]) -> int:
         with open(argv[2], "w", encoding="utf-8") as f:
             json.dump(launches, f)
         return 0
-    if argv[0] == "run-many":  # run-many JOBS_JSON PARALLEL TIMEOUT_S, under TRITON_INTERPRET=1
+    if argv[0] == "run-and-compile":  # run-and-compile JOBS_JSON PARALLEL TIMEOUT_S (sets TRITON_INTERPRET itself)
         with open(argv[1], encoding="utf-8") as f:
             jobs = json.load(f)
-        print(json.dumps(run_many(jobs, int(argv[2]), float(argv[3]))))
+        print(json.dumps(run_and_compile(jobs, int(argv[2]), float(argv[3]))))
         return 0
     if argv[0] == "compile":  # compile PLAN_JSON ({block id: [path, launches]}), interpreter off
         if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):

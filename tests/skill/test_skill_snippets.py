@@ -2,9 +2,10 @@
 
 Each block runs as a script in its own process with ``TRITON_INTERPRET=1`` on CPU tensors, two at a
 time (forked from one process that imported torch and triton once); each kernel they launch is then
-compiled ahead of time for sm_90 in one more process, because the interpreter accepts code the
-compiler rejects (see ``snippet_harness.py``). A block marked
-``<!-- fragment -->`` on the line before its fence only has to be valid Python.
+compiled ahead of time for sm_90 in one more process, with the interpreter off, because the interpreter
+accepts code the compiler rejects. One harness process does both, forking those processes from its own
+torch import (see ``snippet_harness.py``). A block marked ``<!-- fragment -->`` on the line before its
+fence only has to be valid Python.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ FRAGMENTS = [b for b in BLOCKS if b.fragment]
 RUN_TIMEOUT_S = 300
 
 
-def _env(interpret: bool) -> dict[str, str]:
+def _env() -> dict[str, str]:
     env = dict(os.environ)
-    env["TRITON_INTERPRET"] = "1" if interpret else "0"
+    env.pop("TRITON_INTERPRET", None)  # the harness sets it for each step
     env.pop("PYTHONPATH", None)  # a block sees only the installed packages, as a reader's script would
     return env
 
@@ -47,38 +48,26 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, l
         }
     jobs_file = workdir / "jobs.json"
     jobs_file.write_text(json.dumps(list(jobs.values())), encoding="utf-8")
-    proc = _harness("run-many", str(jobs_file), "2", str(RUN_TIMEOUT_S), cwd=workdir, interpret=True)
-    ran = json.loads(proc.stdout.strip().splitlines()[-1])
-
-    failures: dict[str, str] = {}
-    plan: dict[str, list] = {}
-    for label, job in jobs.items():
-        rc = ran[job["script"]]["rc"]
-        if rc != 0:
-            log = Path(job["log"]).read_text(encoding="utf-8", errors="replace")
-            failures[label] = f"exit status {rc}\n{log[-4000:]}"
-        else:
-            plan[label] = [job["script"], json.loads(Path(job["launches"]).read_text(encoding="utf-8"))]
-    compiled: dict[str, list[str]] = {}
-    if plan:
-        plan_file = workdir / "plan.json"
-        plan_file.write_text(json.dumps(plan), encoding="utf-8")
-        proc = _harness("compile", str(plan_file), cwd=workdir, interpret=False)
-        compiled = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {label: (failures.get(label, ""), compiled.get(label, [])) for label in jobs}
-
-
-def _harness(*args: str, cwd: Path, interpret: bool) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
-        [sys.executable, str(HARNESS), *args],
-        cwd=cwd,
-        env=_env(interpret),
+        [sys.executable, str(HARNESS), "run-and-compile", str(jobs_file), "2", str(RUN_TIMEOUT_S)],
+        cwd=workdir,
+        env=_env(),
         capture_output=True,
         text=True,
-        timeout=RUN_TIMEOUT_S * 2,
+        timeout=RUN_TIMEOUT_S * 3,
     )
-    assert proc.returncode == 0, f"snippet_harness.py {args[0]} failed:\n{proc.stderr[-4000:]}"
-    return proc
+    assert proc.returncode == 0, f"snippet_harness.py run-and-compile failed:\n{proc.stderr[-4000:]}"
+    ran = json.loads(proc.stdout.strip().splitlines()[-1])
+
+    out: dict[str, tuple[str, list[str]]] = {}
+    for label, job in jobs.items():
+        outcome = ran[job["script"]]
+        failure = ""
+        if outcome["rc"] != 0:
+            log = Path(job["log"]).read_text(encoding="utf-8", errors="replace")
+            failure = f"exit status {outcome['rc']}\n{log[-4000:]}"
+        out[label] = (failure, outcome["errors"])
+    return out
 
 
 def test_the_bundle_has_runnable_python_blocks() -> None:
