@@ -78,16 +78,18 @@ def test_no_process_outlives_its_job(runner):
 
 def test_a_timeout_sweeps_every_descendant(runner, tmp_path):
     (tmp_path / "hang.py").write_text(
-        "import subprocess, sys\n\n"
+        "import subprocess, sys, time\n\n"
         "def candidate(x, y):\n"
         f"    code = 'import time; time.sleep(600)  # {MARKER}-hang'\n"
         "    subprocess.Popen([sys.executable, '-c', code], start_new_session=True)\n"
+        f"    open({str(tmp_path / 'spawned')!r}, 'w').close()\n"
         "    while True:\n"
-        "        pass\n"
+        "        time.sleep(1)\n"
     )
     result = validate(f"{PROBLEM}:reference", f"{tmp_path / 'hang.py'}:candidate", runner=runner, seeds=1,
                       derive_shapes=False, determinism=False, timeout_s=8)  # fmt: skip
     assert any(f.kind is FindingKind.timeout for f in result.findings)
+    assert (tmp_path / "spawned").exists()  # the descendant did start
     assert _marked(f"{MARKER}-hang") == []
 
 
@@ -190,8 +192,14 @@ def test_without_namespaces_or_uid_a_dead_fork_server_is_replaced_and_the_neighb
         assert not attack.ok
         assert neighbour.ok, neighbour.findings  # retried on a fresh fork server, not charged to it
         assert first.poll() is not None  # the attack did kill the fork server here…
-        time.sleep(6)  # …and the runner restarts it by itself
-        restarted = bare._servers[True].proc
+        # …and the runner restarts it by itself (within 6 s; the wait ends once the new one is ready).
+        server, deadline = bare._servers[True], time.monotonic() + 6
+        while time.monotonic() < deadline:
+            proc = server.proc
+            if proc is not first and proc is not None and proc.poll() is None and server.ready.is_set():
+                break
+            time.sleep(0.1)
+        restarted = server.proc
         assert restarted is not first and restarted.poll() is None
         # The next call pays no fork-server start (benchmarks/attacks.py measures it: under 1.7 s); the bound
         # here leaves room for a loaded 2-core CI machine.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from mcp_server.engine.device import probe
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.models import FindingKind, Severity
 from mcp_server.engine.validate import validate
@@ -108,7 +109,20 @@ def test_an_exception_points_at_the_users_file_and_line(runner, fx):
 
 @pytest.mark.slow
 def test_a_hanging_candidate_times_out_and_the_next_job_runs_normally(runner, fx):
-    result = validate(fx("add_problem.py", "reference"), fx("add_hangs.py", "candidate"), runner=runner, timeout_s=12)
+    # The candidate spins until the limit. The limit leaves the one-case reference ample time (a GPU job's
+    # child starts CUDA first), and the fork server is started before: its start counts within a job's limit.
+    device = probe(runner)
+    warm = runner.run("probe", {}, env=device.job_env())
+    with warm:
+        assert warm.ok, warm.failure
+    result = validate(
+        fx("add_problem.py", "reference"),
+        fx("add_hangs.py", "candidate"),
+        runner=runner,
+        seeds=1,
+        derive_shapes=False,
+        timeout_s=6 if device.interpreter else 12,
+    )
     assert FindingKind.timeout in kinds(result)
     after = validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner)
     assert after.ok
