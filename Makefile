@@ -17,7 +17,7 @@ test:
 	$(PY) scripts/bootstrap.py --dev
 	$(PYTEST)
 
-# Everything but the tests marked slow: about a minute.
+# Everything but the tests marked slow (about half the time of `make test`).
 test-quick:
 	$(PY) scripts/bootstrap.py --dev
 	$(PYTEST) -m "not slow"
