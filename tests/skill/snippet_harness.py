@@ -139,6 +139,33 @@ def compile_kernels(path: str, launches: list[tuple[str, dict[str, tuple[str, st
     return errors
 
 
+def _exit_after(body: Callable[[], object]) -> None:
+    """In a forked child: run ``body``, print its traceback if it raises, and exit 0 or 1 without running the
+    parent's cleanup."""
+    code = 1
+    try:
+        body()
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _run_block(job: dict[str, str]) -> None:
+    """One block as ``__main__``, its output sent to the job's log and its launches written as JSON."""
+    fd = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    sys.argv = [job["script"]]
+    launches = record_launches()
+    runpy.run_path(job["script"], run_name="__main__")
+    with open(job["launches"], "w", encoding="utf-8") as f:
+        json.dump(launches, f)
+
+
 def run_many(jobs: list[dict[str, str]], parallel: int, timeout_s: float) -> dict[str, dict[str, object]]:
     """Run blocks in forked children of this process (torch and triton imported once, before forking).
 
@@ -155,24 +182,8 @@ def run_many(jobs: list[dict[str, str]], parallel: int, timeout_s: float) -> dic
         while pending and len(running) < parallel:
             job = pending.pop(0)
             pid = os.fork()
-            if pid == 0:  # the child: one block, then exit without running the parent's cleanup
-                code = 1
-                try:
-                    fd = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                    os.dup2(fd, 1)
-                    os.dup2(fd, 2)
-                    sys.argv = [job["script"]]
-                    launches = record_launches()
-                    runpy.run_path(job["script"], run_name="__main__")
-                    with open(job["launches"], "w", encoding="utf-8") as f:
-                        json.dump(launches, f)
-                    code = 0
-                except BaseException:
-                    traceback.print_exc()
-                finally:
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                    os._exit(code)
+            if pid == 0:  # the child: one block
+                _exit_after(lambda job=job: _run_block(job))
             running[pid] = (job, time.monotonic())
         pid, status = os.waitpid(-1, os.WNOHANG)
         if pid == 0:
@@ -197,20 +208,15 @@ def _in_child(fn: Callable[[], object], interpret: bool) -> object:
     try:
         pid = os.fork()
         if pid == 0:
-            code = 1
-            try:
+
+            def step() -> None:
                 os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
                 import triton  # noqa: F401 - @triton.jit reads TRITON_INTERPRET as triton.language is imported
 
                 with open(result_path, "w", encoding="utf-8") as f:
                     json.dump(fn(), f)
-                code = 0
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
+
+            _exit_after(step)
         _, status = os.waitpid(pid, 0)
         code = os.waitstatus_to_exitcode(status)
         if code != 0:
