@@ -42,27 +42,25 @@ def active() -> bool:
     return _state["prof"] is not None
 
 
-@contextlib.contextmanager
-def window(label: str) -> Iterator[None]:
+def window(label: str) -> contextlib.AbstractContextManager[None]:
     """Mark one call (enter it outside the op recorder: the marker itself is a torch op)."""
-    if _state["prof"] is None:
-        yield
-        return
-    import torch
+    return _span(PREFIX + label)
 
-    with torch.profiler.record_function(PREFIX + label):
-        yield
+
+def own(label: str) -> contextlib.AbstractContextManager[None]:
+    """Mark work the job itself launches inside a window: its kernels are not counted as the call's."""
+    return _span(OWN + label)
 
 
 @contextlib.contextmanager
-def own(label: str) -> Iterator[None]:
-    """Mark work the job itself launches inside a window: its kernels are not counted as the call's."""
+def _span(name: str) -> Iterator[None]:
+    """A profiler annotation named ``name`` while the trace runs; nothing otherwise."""
     if _state["prof"] is None:
         yield
         return
     import torch
 
-    with torch.profiler.record_function(OWN + label):
+    with torch.profiler.record_function(name):
         yield
 
 
