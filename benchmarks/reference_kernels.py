@@ -36,7 +36,14 @@ REPS = {"semi_markov_crf": 10}
 # Baselines timed as extra providers in the same runs: name in the results → "module:function" under
 # reference_kernels. Attention's bar is SDPA held to its flash backend; its `reference` (eager) is SDPA's own pick.
 # Liger-Kernel (reference_kernels/_liger.py) joins where it has the op and is installed.
-BASELINES = {"attention": {"sdpa_flash": "attention:sdpa_flash_attention"}}
+# The semi-Markov CRF's peer is its own reference captured once and replayed as CUDA graphs (what a careful user
+# builds from a Python loop of small kernels).
+BASELINES = {
+    "attention": {"sdpa_flash": "attention:sdpa_flash_attention"},
+    "semi_markov_crf": {"cuda_graph": "semi_markov_crf:graphed_reference_semi_markov_crf"},
+}
+# Bounds, not peers, timed in the forward runs only: the CRF scan's latency floor (its dependency chain alone).
+FLOORS = {"semi_markov_crf": {"scan_floor": "semi_markov_crf:scan_latency_floor"}}
 LIGER = "liger"
 PERFORMANCE = ROOT / "docs" / "performance.md"  # the kernel table lives there
 START, END = "<!-- kernels:start -->", "<!-- kernels:end -->"
@@ -106,6 +113,14 @@ def {name}(*args):
 """
 
 
+_T0 = time.perf_counter()
+
+
+def _progress(done: float, total: float | None, message: str) -> None:
+    """bench's progress, printed with the seconds since the script started (a long run shows where it is)."""
+    print(f"    [{time.perf_counter() - _T0:6.0f} s] {message}", flush=True)
+
+
 def harness(name: str, dtype: str, folder: Path) -> Path:
     spec = importlib.import_module(f"reference_kernels.{name}").SPEC
     text = HARNESS.format(name=name, dtype=dtype, cases=sorted(CASES))
@@ -130,12 +145,15 @@ def liger_version() -> str | None:
     return _liger.version()
 
 
-def kernel_baselines(name: str, liger: str | None = "probe") -> dict[str, str]:
+def kernel_baselines(name: str, liger: str | None = "probe", backward: bool = False) -> dict[str, str]:
     """The kernel's extra baselines: label → "module:function" under reference_kernels. Liger joins when
-    installed (``liger`` is its version, None when absent; "probe" asks the import)."""
+    installed (``liger`` is its version, None when absent; "probe" asks the import); the floors only in
+    forward runs (``backward`` False)."""
     from reference_kernels import _liger
 
     out = dict(BASELINES.get(name, {}))
+    if not backward:
+        out |= FLOORS.get(name, {})
     if liger == "probe":
         liger = _liger.version()
     if liger is not None and name in _liger.OPS:
@@ -143,9 +161,9 @@ def kernel_baselines(name: str, liger: str | None = "probe") -> dict[str, str]:
     return out
 
 
-def baselines(name: str, module: Path) -> dict[str, str]:
+def baselines(name: str, module: Path, backward: bool = False) -> dict[str, str]:
     """The kernel's extra baselines as bench's extra candidates (spec of each harness function)."""
-    return {baseline: f"{module}:{baseline}" for baseline in kernel_baselines(name)}
+    return {baseline: f"{module}:{baseline}" for baseline in kernel_baselines(name, backward=backward)}
 
 
 def gpu_slug(device: str) -> str:
@@ -271,6 +289,13 @@ def judge(name: str, spec: Any, fwd: dict, fb: dict | None, extra: dict) -> tupl
     elif name == "semi_markov_crf":
         bar = pick(lambda d: (d.get("B"), d.get("T"), d.get("K"), d.get("C")) == (32, 1024, 32, 24))
         need("vs PyTorch at B32 T1024 K32 C24", worst(bar, "speedup_vs_eager"), 20.0)
+        need("vs PyTorch as a CUDA graph", worst_vs(bar, "cuda_graph"), 1.0, "{:.1f}×")
+        if fb_rows:
+            fb_bar = [r for r in fb_rows if r["case"] in {b["case"] for b in bar}]
+            need("fwd+bwd vs PyTorch as a CUDA graph", worst_vs(fb_bar, "cuda_graph"), 1.0, "{:.1f}×")
+        floor = worst_vs(bar, "scan_floor")
+        if floor:
+            parts.append(f"{1 / floor:.2f}× its scan latency floor")
         if bar and bar[0].get("pct_of_bandwidth") is not None:
             parts.append(f"{bar[0]['pct_of_bandwidth']:.2f} % of its bandwidth floor")
     else:
@@ -315,7 +340,8 @@ def _forward(
         "summary": result.summary,
         "errors": [f.message[:300] for f in result.errors],
     }
-    print(f"  validate {name} {dtypes[0]} stage {stage}: {result.summary}", flush=True)
+    elapsed = time.perf_counter() - _T0
+    print(f"  validate {name} {dtypes[0]} stage {stage}: {result.summary} ({elapsed:.0f} s)", flush=True)
     best = max(spec.stages)
     extra = {f"stage{s}": f"{module}:stage{s}" for s in spec.stages if s != best}
     extra |= baselines(name, module)
@@ -327,6 +353,7 @@ def _forward(
         reps=REPS.get(name, 50),
         compile_baseline=name not in NO_COMPILE,
         runner=runner,
+        progress=_progress,
         plot=str(out_dir / f"{name}.png"),
         timeout_s=1200,
     )
@@ -370,6 +397,9 @@ def _finish(
 
     if not forward_done:
         _forward(name, spec, report, out_dir, runner, tmp, dtypes, validate, bench)
+        # Kept as soon as it exists: a run stopped in the forward + backward part resumes with --reuse-forward.
+        (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1))
+        print(f"  {name}: forward measured ({time.perf_counter() - started:.0f} s)", flush=True)
     module = harness(name, dtypes[0], tmp)
     best = max(spec.stages)
     grads = list(spec.grad_inputs) or None
@@ -377,13 +407,14 @@ def _finish(
         fb = bench(
             f"{module}:stage{best}",
             f"{module}:reference",
-            extra_candidates=baselines(name, module) or None,
+            extra_candidates=baselines(name, module, backward=True) or None,
             validate_first=False,
             reps=REPS.get(name, 50),
             compile_baseline=name not in NO_COMPILE,
             backward=True,
             grad_inputs=grads,
             runner=runner,
+            progress=_progress,
             plot=str(out_dir / f"{name}_fwd_bwd.png"),
             timeout_s=1200,
         )
@@ -416,13 +447,23 @@ def _finish(
 def readme_table(results_dir: Path) -> str:
     lines = ["| kernel | stages | passes | bar | measured | met |", "|---|---|---|---|---|---|"]
     device = ""
+    elsewhere = ""
     for name in NAMES:
         path = results_dir / f"{name}.json"
         if not path.exists():
-            lines.append(f"| {name} | | | | no full bench on record (see below) | |")
-            continue
+            # A kernel benched on another card only: its row says which.
+            others = sorted(results_dir.parent.glob(f"*/{name}.json"), key=lambda p: p.stat().st_mtime)
+            if not others:
+                lines.append(f"| {name} | | | | no full bench on record (see below) | |")
+                continue
+            path = others[-1]
         r = json.loads(path.read_text())
-        device = r.get("device", device)
+        if path.parent == results_dir:
+            device = r.get("device", device)
+            elsewhere = ""
+        else:
+            where_else = path.parent.relative_to(ROOT) if path.parent.is_relative_to(ROOT) else path.parent
+            elsewhere = f" (on {r.get('device', '?')}, [{path.parent.name}](../{where_else}))"
         spec = importlib.import_module(f"reference_kernels.{name}").SPEC
         r["bar_met"], r["measured"] = judge(name, spec, r["fwd"], r.get("fwd_bwd"), r.get("extra") or {})
         bad = [k for k, v in r.get("validation", {}).items() if not v["ok"]]
@@ -430,7 +471,7 @@ def readme_table(results_dir: Path) -> str:
             r["bar_met"], r["measured"] = False, f"validation failed ({', '.join(bad)}); " + r["measured"]
         lines.append(
             f"| [{name}](../reference_kernels/{name}.py) | {', '.join(map(str, r['stages']))} | "
-            f"{'fwd + bwd' if r['backward'] else 'fwd'} | {r['bar']} | {r['measured']} | "
+            f"{'fwd + bwd' if r['backward'] else 'fwd'} | {spec.bar} | {r['measured']}{elsewhere} | "
             f"{'yes' if r['bar_met'] else '**no**'} |"
         )
     where = results_dir.relative_to(ROOT) if results_dir.is_relative_to(ROOT) else results_dir

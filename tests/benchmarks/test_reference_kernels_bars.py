@@ -117,3 +117,36 @@ def test_liger_joins_the_harness_only_for_its_ops_and_only_when_installed(script
 
     for name, function in _liger.OPS.items():
         assert callable(getattr(_liger, function)), name
+
+
+def _crf_rows(cand_ms: float, eager_ms: float, graph_ms: float, floor_ms: float | None) -> list[dict]:
+    timings = [("candidate", cand_ms), ("eager", eager_ms), ("cuda_graph", graph_ms)]
+    timings += [("scan_floor", floor_ms)] if floor_ms else []
+    return [
+        {
+            "case": "B32 T1024 K32 C24 log",
+            "timings": [{"provider": p, "median_ms": ms} for p, ms in timings],
+            "speedup_vs_eager": eager_ms / cand_ms,
+        }
+    ]
+
+
+def test_the_crf_is_held_to_its_reference_replayed_as_a_cuda_graph_and_reports_its_floor(script):
+    from reference_kernels.semi_markov_crf import SPEC
+
+    fwd = {"rows": _crf_rows(1.0, 100.0, 30.0, floor_ms=0.25)}
+    met, words = script.judge("semi_markov_crf", SPEC, fwd, {"rows": _crf_rows(2.0, 300.0, 90.0, None)}, {})
+    assert met is True
+    assert "as a CUDA graph 30.0×" in words and "fwd+bwd vs PyTorch as a CUDA graph 45.0×" in words
+    assert "4.00× its scan latency floor" in words
+    # 25× eager but slower than the graphed reference: missed.
+    met, words = script.judge("semi_markov_crf", SPEC, {"rows": _crf_rows(4.0, 100.0, 3.0, None)}, None, {})
+    assert met is False and "as a CUDA graph 0.8× (missed)" in words and "floor" not in words
+
+
+def test_the_crf_harness_has_the_graphed_peer_in_both_runs_and_the_floor_in_the_forward_only(script, tmp_path):
+    text = script.harness("semi_markov_crf", "float32", tmp_path).read_text()
+    compile(text, "harness.py", "exec")
+    assert "def cuda_graph(*args):" in text and "def scan_floor(*args):" in text
+    assert set(script.baselines("semi_markov_crf", Path("h.py"))) == {"cuda_graph", "scan_floor"}
+    assert script.baselines("semi_markov_crf", Path("h.py"), backward=True) == {"cuda_graph": "h.py:cuda_graph"}
