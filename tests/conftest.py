@@ -27,6 +27,11 @@ HAS_GPU = torch.cuda.is_available()
 # (The engine's own children pick their mode per job and are unaffected.)
 if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    # The kernels tests run in this process take the interpreter the engine's children use for helper calls
+    # (mcp_server/engine/interp/nested.py: no re-patching of triton.language per call).
+    from mcp_server.engine.interp import nested
+
+    nested.install()
 
 # `ptt` run as a process by a test stays in that process; tests/cli/test_daemon.py turns the daemon on itself.
 os.environ.setdefault("PTT_NO_DAEMON", "1")

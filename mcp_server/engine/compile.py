@@ -170,7 +170,6 @@ def compile_kernel(
             "num_stages": num_stages,
             "config": config,
             "ir": list(ir),
-            "analyse": True,
         },
         timeout_s=timeout_s,
         # Compilation needs the real JIT, not the interpreter, and no GPU.

@@ -271,8 +271,8 @@ class CompiledConfig(BaseModel):
     occupancy: Occupancy | None = None
     instructions: dict[str, int] = Field(
         default_factory=dict,
-        description="counts over the full PTX/SASS: ld.global.v4 (128-bit loads), wgmma/HGMMA (tensor cores), "
-        "local (spills/local arrays), fp64, atom, tma …",
+        description="counts over the full PTX: ld.global.v4 (128-bit loads), wgmma (tensor cores), local "
+        "(spills/local arrays), fp64, atom, tma …; and over the SASS (HGMMA, LDL/STL …) when sass is asked for",
     )
     ir: dict[str, BoundedText] = Field(default_factory=dict)
     ir_files: dict[str, str] = Field(default_factory=dict)

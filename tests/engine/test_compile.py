@@ -65,6 +65,17 @@ def test_compile_shows_tensor_core_instructions_for_tl_dot_on_hopper(runner):
     assert cfg.instructions["wgmma"] > 0 and cfg.instructions["HGMMA"] > 0
     assert "sass" in cfg.ir and "ptx" in cfg.ir
     assert cfg.shared_bytes > 0
+    # Not asked for, the SASS is not disassembled (its counts are absent); the PTX counts stay.
+    plain = compile_kernel(
+        f"{KERNELS}:dot_kernel",
+        signature="*fp16, *fp16, *fp16",
+        constexprs={"BM": 64, "BN": 64, "BK": 64},
+        num_warps=4,
+        runner=runner,
+    )
+    counts = plain.configs[0].instructions
+    assert counts["wgmma"] == cfg.instructions["wgmma"] and "HGMMA" not in counts
+    assert "sass" not in plain.configs[0].ir and "sass" not in plain.configs[0].ir_files
 
 
 def test_unaligned_example_args_show_scalar_accesses(runner):

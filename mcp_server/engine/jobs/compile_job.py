@@ -449,7 +449,9 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             usage = _ptxas_usage(compiled.asm["ptx"], arch, Path(tmp))
             entry.update(usage)
             texts = {k: compiled.asm[k] for k in ("ttir", "ttgir", "llir", "ptx") if k in compiled.asm}
-            if "sass" in wanted_ir or params.get("analyse"):
+            # Disassembly costs ~0.6 CPU-s a config (nvdisasm's start-up), more than most compiles: only on
+            # request. The PTX counts carry what the audit rules read (wgmma, mma, local, fp64).
+            if "sass" in wanted_ir:
                 sass = _sass(compiled.asm["cubin"], Path(tmp))
                 if sass:
                     texts["sass"] = sass

@@ -75,7 +75,6 @@ class CompileParams(_Params):
     num_stages: int | None = None
     config: Any = None
     ir: list[str] = []
-    analyse: bool = True
 
 
 class BenchParams(_Params):
