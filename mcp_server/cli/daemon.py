@@ -758,29 +758,9 @@ class _ZygoteStarter:
 def zygote(path: Path) -> int:
     """Import what a fork server imports, then fork fork servers on request, until the listener goes."""
     sock = _bind(path)
-    import importlib
-
-    import numpy  # noqa: F401
-    import torch  # noqa: F401
-    import triton
-    import triton.language  # noqa: F401
-
     from mcp_server.engine.runner import forkserver
 
-    for name in forkserver.PRELOAD:
-        with contextlib.suppress(Exception):
-            importlib.import_module(name)
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        # Computed once per process and cached: Triton's own cache key (a hash of its sources and libtriton,
-        # about a second) and the ptxas version. Every compile job would otherwise pay for them again.
-        with contextlib.suppress(Exception):
-            from triton.runtime.cache import triton_key
-
-            triton_key()
-        with contextlib.suppress(Exception):
-            from triton.backends.nvidia.compiler import get_ptxas_version
-
-            get_ptxas_version()
+    forkserver.preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # fork servers are reaped by the kernel
     parent = sys.stdin.fileno()
     while True:

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import threading
 from typing import Any
@@ -17,6 +16,7 @@ from mcp_server.engine.errors import EnvironmentUnavailable
 from mcp_server.engine.jobs import registry
 from mcp_server.engine.models import INTERPRETER_DEVICE
 from mcp_server.engine.runner import Runner, shared_runner
+from mcp_server.engine.runner.forkserver import gpu_device_nodes
 
 _cache: dict[int, DeviceInfo] = {}
 _lock = threading.Lock()
@@ -58,8 +58,7 @@ class DeviceInfo(BaseModel):
 
 
 def _gpu_device_nodes() -> bool:
-    """Whether this machine exposes a GPU driver's device files (NVIDIA, ROCm, or WSL's)."""
-    return bool(glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd") or os.path.exists("/dev/dxg"))
+    return gpu_device_nodes()
 
 
 def _forced() -> str:

@@ -40,8 +40,33 @@ def test_the_probe_asks_for_the_fork_server_the_jobs_will_use(monkeypatch, tmp_p
 
 
 def test_device_files_are_looked_for_where_gpu_drivers_put_them(monkeypatch):
+    import glob
+
     seen: list[str] = []
-    monkeypatch.setattr(device.glob, "glob", lambda pattern: seen.append(pattern) or [])
+    monkeypatch.setattr(glob, "glob", lambda pattern: seen.append(pattern) or [])
     monkeypatch.setattr(device.os.path, "exists", lambda path: seen.append(path) or path == "/dev/dxg")
     assert device._gpu_device_nodes()
     assert seen == ["/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg"]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "interpret", "dynamo"),
+    [(False, None, False), (True, None, True), (False, "1", True)],
+    ids=["compiled-without-device-files", "compiled-with-device-files", "interpreter"],
+)
+def test_servers_preload_dynamo_unless_their_jobs_only_compile(monkeypatch, nodes, interpret, dynamo):
+    # A compiled-mode server on a machine without a GPU only compiles: seconds of torch._dynamo import saved.
+    import importlib
+
+    from mcp_server.engine.runner import forkserver
+
+    imported: list[str] = []
+    monkeypatch.setattr(forkserver, "gpu_device_nodes", lambda: nodes)
+    monkeypatch.setattr(importlib, "import_module", lambda name: imported.append(name))
+    if interpret:
+        monkeypatch.setenv("TRITON_INTERPRET", interpret)
+    else:
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    forkserver.preload()
+    assert ("torch._dynamo" in imported) is dynamo
+    assert set(forkserver.PRELOAD) - {"torch._dynamo"} <= set(imported)

@@ -90,34 +90,54 @@ def _run_worker(job: dict, enforced: dict) -> int:
     return main(job["job_dir"])
 
 
-def serve() -> None:
-    started = time.perf_counter()
-    # Preload what every job needs. CUDA must stay uninitialised here: children initialise it.
+def gpu_device_nodes() -> bool:
+    """Whether this machine exposes a GPU driver's device files (NVIDIA, ROCm, or WSL's)."""
+    import glob
+
+    return bool(glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd") or os.path.exists("/dev/dxg"))
+
+
+def preload() -> None:
+    """Import what the jobs of this process's mode need, once, for every child it forks (fork servers and the
+    daemon's zygotes alike). CUDA stays uninitialised: children initialise it.
+
+    torch._dynamo (pulled in by the first detach() under a dispatch mode, seconds of import) is left out of a
+    compiled-mode server on a machine without GPU device files: its jobs there only compile (the probe and
+    every kernel run use the interpreter's server), and a job that needs it imports it itself."""
     import importlib
 
     import numpy  # noqa: F401
-    import torch
-    import triton
-    import triton.language
+    import torch  # noqa: F401
+    import triton.language  # noqa: F401
 
-    # Modules every job touches, imported once here instead of once per child. torch._dynamo is pulled
-    # in lazily by the first detach() under a dispatch mode and costs seconds.
+    compiled = os.environ.get("TRITON_INTERPRET") != "1"
+    skip = {"torch._dynamo"} if compiled and not gpu_device_nodes() else set()
     for name in PRELOAD:
-        try:
-            importlib.import_module(name)
-        except Exception:
+        if name in skip:
             continue
-
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        # A compiled launch in a fresh child would otherwise hash Triton's whole source tree for its cache key
-        # (triton_key: ~0.5 s on an H100 host) and import Gluon (~0.15 s) before its first kernel runs. Both
-        # are cached in this process and inherited by every child; neither touches CUDA.
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+    if compiled:
+        # A compiled launch or compile in a fresh child would otherwise hash Triton's whole source tree for its
+        # cache key (triton_key: ~0.5 s on an H100 host), import Gluon (~0.15 s) and ask ptxas its version.
+        # All are cached in this process and inherited by every child; none touches CUDA.
         with contextlib.suppress(Exception):
             importlib.import_module("triton.experimental.gluon")
         with contextlib.suppress(Exception):
             from triton.runtime.cache import triton_key
 
             triton_key()
+        with contextlib.suppress(Exception):
+            from triton.backends.nvidia.compiler import get_ptxas_version
+
+            get_ptxas_version()
+
+
+def serve() -> None:
+    started = time.perf_counter()
+    preload()
+    import torch
+    import triton
 
     from mcp_server.engine.runner import sandbox
 
