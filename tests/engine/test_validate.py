@@ -50,6 +50,7 @@ DEFECTS = [
     ("add_problem.py", "add_zeroes_input.py", FindingKind.input_mutated),
     ("add_problem.py", "add_aliases_input.py", FindingKind.output_aliases_input),
     ("add_problem.py", "add_torch_fallback.py", FindingKind.torch_compute),
+    ("add_problem.py", "add_torch_compiled.py", FindingKind.torch_compute),
     ("add_problem.py", "add_no_triton.py", FindingKind.no_triton_launch),
     ("add_problem.py", "add_flaky.py", FindingKind.nondeterministic),
     ("add_problem.py", "add_stale_cache.py", FindingKind.stale_cache),

@@ -38,9 +38,7 @@ def _caches_writable() -> dict[str, bool]:
     """Whether this child can write the caches torch.compile and Triton will use (a sandbox uid must)."""
     out: dict[str, bool] = {}
     try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-
-        out["inductor"] = os.access(cache_dir(), os.W_OK)
+        out["inductor"] = os.access(_inductor_cache_dir(), os.W_OK)
     except Exception:  # not creatable
         out["inductor"] = False
     triton_dir = os.environ.get("TRITON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".triton", "cache")
@@ -50,3 +48,24 @@ def _caches_writable() -> dict[str, bool]:
     except OSError:
         out["triton"] = False
     return out
+
+
+def _inductor_cache_dir() -> str:
+    """Inductor's own ``cache_dir()`` (creates it). Its module is free of torch imports by design, but importing
+    it as ``torch._inductor…`` runs torch._inductor's package init, which imports torch._dynamo (seconds): the
+    file is loaded on its own unless inductor is already imported."""
+    import importlib.util
+    import sys
+
+    import torch
+
+    if "torch._inductor" not in sys.modules:
+        path = os.path.join(os.path.dirname(torch.__file__), "_inductor", "runtime", "cache_dir_utils.py")
+        spec = importlib.util.spec_from_file_location("_ptt_inductor_cache_dir_utils", path)
+        if spec is not None and spec.loader is not None and os.path.exists(path):
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module.cache_dir()
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return cache_dir()

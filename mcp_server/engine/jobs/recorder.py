@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -264,6 +265,37 @@ class _Recorder(TorchDispatchMode):
         entry[0] += 1
         entry[1] += op_work(base, args, out)
         return out
+
+
+class _DisableWhenLoaded:
+    """What torch's ``_disable_dynamo`` wrapper of ``__torch_dispatch__`` calls in place of importing
+    torch._dynamo (seconds) on the first dispatch: the raw handler while dynamo is not loaded, when nothing can
+    trace into it; from the first call after some code imported dynamo (a candidate's torch.compile), the handler
+    disabled for dynamo exactly as torch would have made it, cached where torch caches it."""
+
+    def __init__(self, raw: Any):
+        self.raw = raw
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if "torch._dynamo" not in sys.modules:
+            return self.raw(*args, **kwargs)
+        import torch._dynamo
+
+        disabled = torch._dynamo.disable(self.raw, recursive=True, wrapping=False)
+        setattr(self.raw, "__dynamo_disable", disabled)  # a string: no name mangling inside this class
+        return disabled(*args, **kwargs)
+
+
+def _defer_dynamo(cls: type) -> None:
+    """Seed torch's per-handler cache (``fn.__dynamo_disable``, read by ``torch._compile._disable_dynamo``) so a
+    dispatch through ``cls`` does not import torch._dynamo until something else has. A torch whose wrapper is
+    different is left as it is (it then imports dynamo on the first dispatch, as before)."""
+    raw = getattr(cls.__dict__.get("__torch_dispatch__"), "__wrapped__", None)
+    if raw is not None and callable(raw) and not hasattr(raw, "__dynamo_disable"):
+        setattr(raw, "__dynamo_disable", _DisableWhenLoaded(raw))
+
+
+_defer_dynamo(_Recorder)
 
 
 @contextmanager

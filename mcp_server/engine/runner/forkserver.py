@@ -101,9 +101,10 @@ def preload() -> None:
     """Import what the jobs of this process's mode need, once, for every child it forks (fork servers and the
     daemon's zygotes alike). CUDA stays uninitialised: children initialise it.
 
-    torch._dynamo (pulled in by the first detach() under a dispatch mode, seconds of import) is left out of a
-    compiled-mode server on a machine without GPU device files: its jobs there only compile (the probe and
-    every kernel run use the interpreter's server), and a job that needs it imports it itself."""
+    torch._dynamo (seconds of import) is preloaded only where jobs use it: in a compiled-mode server on a
+    machine with GPU device files, whose bench and audit jobs build torch.compile baselines. The op recorder's
+    dispatch mode no longer needs it (jobs.recorder defers torch's dynamo-disable wrapper), and a job that
+    calls torch.compile elsewhere imports it itself."""
     import importlib
 
     import numpy  # noqa: F401
@@ -111,7 +112,7 @@ def preload() -> None:
     import triton.language  # noqa: F401
 
     compiled = os.environ.get("TRITON_INTERPRET") != "1"
-    skip = {"torch._dynamo"} if compiled and not gpu_device_nodes() else set()
+    skip = set() if compiled and gpu_device_nodes() else {"torch._dynamo"}
     for name in PRELOAD:
         if name in skip:
             continue
