@@ -8,6 +8,7 @@ those inside functions, since a lazy import still couples the two modules.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -55,8 +56,13 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, path: Path) -> list
     return out
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
 def _imports(module: str, path: Path, *, top_level_only: bool, source: str | None = None) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8") if source is None else source, str(path))
+    tree = _tree(path) if source is None else ast.parse(source, str(path))
     found: set[str] = set()
 
     def visit(nodes: list[ast.stmt]) -> None:
@@ -76,8 +82,18 @@ def _imports(module: str, path: Path, *, top_level_only: bool, source: str | Non
     return found
 
 
-TOP = {m: {t for t in _imports(m, p, top_level_only=True) if t in MODULES} for m, p in MODULES.items()}
-ALL = {m: _imports(m, p, top_level_only=False) for m, p in MODULES.items()}
+# The graphs are built on first use, once per process (parsing the whole tree costs seconds; pytest imports this
+# module in every worker, and only one of them runs its tests). Tests that plant an edge monkeypatch these dicts.
+
+
+@functools.cache
+def _top() -> dict[str, set[str]]:
+    return {m: {t for t in _imports(m, p, top_level_only=True) if t in MODULES} for m, p in MODULES.items()}
+
+
+@functools.cache
+def _all() -> dict[str, set[str]]:
+    return {m: _imports(m, p, top_level_only=False) for m, p in MODULES.items()}
 
 
 def _under(name: str, prefixes: tuple[str, ...] | str) -> bool:
@@ -91,14 +107,14 @@ def test_the_module_level_import_graph_has_no_cycle():
 
     def walk(node: str, path: list[str]) -> None:
         state[node] = 1
-        for nxt in sorted(TOP[node]):
+        for nxt in sorted(_top()[node]):
             if state.get(nxt) == 1:
                 cycles.append([*path[path.index(nxt) :], nxt])
             elif nxt not in state:
                 walk(nxt, [*path, nxt])
         state[node] = 2
 
-    for module in sorted(TOP):
+    for module in sorted(_top()):
         if module not in state:
             walk(module, [module])
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
@@ -106,7 +122,7 @@ def test_the_module_level_import_graph_has_no_cycle():
 
 def _every_import(module: str, path: Path) -> set[str]:
     """Every import of ``module`` anywhere in it (functions and TYPE_CHECKING blocks too), within the tree."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    tree = _tree(path)
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -115,7 +131,9 @@ def _every_import(module: str, path: Path) -> set[str]:
     return {t for t in found if not module.startswith(t + ".")}
 
 
-EVERY = {m: _every_import(m, p) for m, p in MODULES.items()}
+@functools.cache
+def _every() -> dict[str, set[str]]:
+    return {m: _every_import(m, p) for m, p in MODULES.items()}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -138,40 +156,41 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_cycle_even_through_imports_inside_functions_or_for_type_checking():
-    cycles = _cycles(EVERY)
+    cycles = _cycles(_every())
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
 def test_a_cycle_through_a_function_level_import_is_found(monkeypatch):
-    monkeypatch.setitem(EVERY, "mcp_server.engine.errors", {"mcp_server.engine.bench"})
+    monkeypatch.setitem(_every(), "mcp_server.engine.errors", {"mcp_server.engine.bench"})
     with pytest.raises(AssertionError, match="import cycles"):
         test_no_cycle_even_through_imports_inside_functions_or_for_type_checking()
 
 
 def test_the_engine_imports_no_face():
-    bad = {m: sorted(t for t in ALL[m] if _under(t, FACES)) for m in ALL if _under(m, "mcp_server.engine")}
+    bad = {m: sorted(t for t in _all()[m] if _under(t, FACES)) for m in _all() if _under(m, "mcp_server.engine")}
     assert not {m: t for m, t in bad.items() if t}
 
 
 def test_the_server_imports_no_transport_and_no_cli():
-    targets = ALL["mcp_server.server"]
+    targets = _all()["mcp_server.server"]
     assert not [t for t in targets if _under(t, (*TRANSPORTS, "mcp_server.cli"))]
 
 
 def test_the_http_server_serves_build_server_and_imports_no_cli():
-    targets = ALL["mcp_server.http_serve"]
+    targets = _all()["mcp_server.http_serve"]
     assert "mcp_server.server" in targets
     assert not [t for t in targets if _under(t, "mcp_server.cli")]
 
 
 def test_the_two_faces_do_not_import_each_other():
-    tools_to_cli = {m: t for m in ALL if _under(m, "mcp_server.tools") for t in ALL[m] if _under(t, "mcp_server.cli")}
-    cli_to_tools = {m: t for m in ALL if _under(m, "mcp_server.cli") for t in ALL[m] if _under(t, "mcp_server.tools")}
+    g = _all()
+    tools_to_cli = {m: t for m in g if _under(m, "mcp_server.tools") for t in g[m] if _under(t, "mcp_server.cli")}
+    cli_to_tools = {m: t for m in g if _under(m, "mcp_server.cli") for t in g[m] if _under(t, "mcp_server.tools")}
     assert not tools_to_cli and not cli_to_tools
 
 
 def test_reference_kernels_import_nothing_of_mcp_server():
-    bad = {m: sorted(t for t in ALL[m] if _under(t, "mcp_server")) for m in ALL if _under(m, "reference_kernels")}
+    bad = {m: sorted(t for t in _all()[m] if _under(t, "mcp_server")) for m in _all() if _under(m, "reference_kernels")}
     assert not {m: t for m, t in bad.items() if t}
 
 
@@ -186,12 +205,13 @@ def test_the_rules_catch_a_violation(monkeypatch, source, rule):
     """A planted engine -> face import (also a lazy one) fails the engine rule."""
     path = ROOT / "mcp_server" / "engine" / "_planted.py"
     module = "mcp_server.engine._planted"
-    monkeypatch.setitem(ALL, module, _imports(module, path, top_level_only=False, source=source))
+    monkeypatch.setitem(_all(), module, _imports(module, path, top_level_only=False, source=source))
     with pytest.raises(AssertionError):
         rule()
 
 
 def test_a_planted_cycle_is_found(monkeypatch):
-    monkeypatch.setitem(TOP, "mcp_server.engine.errors", {*TOP["mcp_server.engine.errors"], "mcp_server.engine.bench"})
+    g = _top()
+    monkeypatch.setitem(g, "mcp_server.engine.errors", {*g["mcp_server.engine.errors"], "mcp_server.engine.bench"})
     with pytest.raises(AssertionError, match="import cycles"):
         test_the_module_level_import_graph_has_no_cycle()
