@@ -40,6 +40,7 @@ def test_a_kernel_as_accurate_as_pytorch_passes_every_run_at_the_default_toleran
     assert strict.ok and strict.correctness.status == "passed"
 
 
+@pytest.mark.slow
 def test_a_kernel_accumulating_in_fp16_passes_only_at_the_loose_tolerance(runner):
     report = audit(_spec("loose"), sections=["correctness"], suite=["base"], runner=runner)
     tiers = {r.name: r.tier for r in report.correctness.runs}
@@ -51,6 +52,7 @@ def test_a_kernel_accumulating_in_fp16_passes_only_at_the_loose_tolerance(runner
     assert numerics.status == "warn" and numerics.warnings == 1
 
 
+@pytest.mark.slow
 def test_a_wrong_kernel_fails_even_at_the_loose_tolerance_and_is_not_timed(runner):
     report = audit(_spec("fail"), sections=["correctness", "performance"], suite=["base"], runner=runner)
     assert {r.tier for r in report.correctness.runs} == {"fail"}

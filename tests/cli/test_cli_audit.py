@@ -23,6 +23,7 @@ def ptt(capsys):
     return call
 
 
+@pytest.mark.slow
 def test_ptt_audit_on_the_softmax_reference_kernel_raises_no_error_finding(ptt):
     code, out, err = ptt(
         "audit",
@@ -43,6 +44,7 @@ def test_ptt_audit_on_the_softmax_reference_kernel_raises_no_error_finding(ptt):
     assert {r["tier"] for r in report["correctness"]["runs"]} == {"strict"}
 
 
+@pytest.mark.slow
 def test_ptt_audit_writes_the_markdown_report_and_exits_1_on_error_findings(ptt, tmp_path):
     out_file = tmp_path / "report.md"
     code, out, _ = ptt(

@@ -193,6 +193,7 @@ def _hold_lock(cache: str, seconds: float, ready) -> None:
         time.sleep(seconds)
 
 
+@pytest.mark.slow
 def test_one_bench_at_a_time_per_gpu_and_the_second_is_told_it_queues(tmp_path, monkeypatch):
     monkeypatch.setenv("PTT_CACHE_DIR", str(tmp_path))
     ctx = multiprocessing.get_context("spawn")

@@ -14,6 +14,7 @@ HERE = Path(__file__).resolve().parent.parent / "fixtures" / "compile"
 KERNELS = HERE / "kernels.py"
 
 
+@pytest.mark.slow
 def test_compile_infers_the_signature_from_example_args_and_reports_resources(runner):
     result = compile_kernel(
         f"{KERNELS}:scale_kernel", args="f32[4096], f32[4096], 4096, 2.0, BLOCK=1024", ir=["ptx"], runner=runner

@@ -9,6 +9,8 @@ import gc
 import threading
 from pathlib import Path
 
+import pytest
+
 from mcp_server.engine.pyast import parse_python
 
 PACKAGE = Path(__file__).resolve().parents[2] / "mcp_server"
@@ -51,6 +53,7 @@ class _Finaliser:
         sum(range(50))
 
 
+@pytest.mark.slow
 def test_parses_from_many_threads_with_collections_running_all_succeed():
     source = (PACKAGE / "engine" / "validate.py").read_text(encoding="utf-8")
     errors: list[BaseException] = []

@@ -145,6 +145,7 @@ def test_kernelbench_files_are_accepted_as_they_are(runner, fx):
     assert FindingKind.mismatch in kinds(wrong)
 
 
+@pytest.mark.slow
 def test_backward_is_compared_with_autograd_when_asked(runner, fx):
     ref = fx("square_problem.py", "reference")
     good = validate(ref, fx("square_autograd.py", "good"), runner=runner, backward=True)

@@ -121,6 +121,7 @@ def test_a_result_cached_by_address_is_a_stale_cache_every_time(runner, fx):
         assert any("same input tensors" in f.message for f in result.findings if f.kind is FindingKind.stale_cache)
 
 
+@pytest.mark.slow
 def test_cross_entropy_targets_follow_a_shrunk_class_dimension(runner, fx):
     ref = fx("ce_problem.py", "reference")
     good = validate(ref, fx("ce_kernels.py", "good"), runner=runner, seeds=1)

@@ -41,6 +41,7 @@ def validate_args(candidate: str) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_four_clients_with_ten_concurrent_validations_each_get_their_own_verdicts(live_server):
     results: dict[tuple[int, int], object] = {}
     progress: list[str] = []

@@ -6,12 +6,15 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from mcp_server.engine.stages import show, start, submit
 
 FX = Path(__file__).resolve().parents[1] / "fixtures"
 GEMM = FX / "audit" / "suite" / "gemm_torch_mm.py"
 
 
+@pytest.mark.slow
 def test_stage_submit_fails_a_torch_gemm_unless_mm_is_allowed_and_records_the_choice(db):
     start("linear", f"{GEMM}:reference", ledger=db)
     plain = submit("linear", f"{GEMM}:candidate", 1, ledger=db)
