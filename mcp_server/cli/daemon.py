@@ -14,6 +14,8 @@ Three kinds of process, all ours:
   jobs imported like a fork server. When a handler's runner needs a fork server it asks the zygote of that mode
   (``runner.parent.start_fork_server``), which forks one with the handler's environment and pipes. User code
   still runs only in the job children that fork server forks, never in the listener, a handler or a zygote.
+  On a machine without GPU device files the compiled-mode zygote (compile and audit only there) starts when a
+  handler first asks the listener for it;
 
 The client (``dispatch``) is the `ptt` entry point: it connects (starting the listener when there is none),
 sends the request and waits. Ctrl-C is passed on (the handler stops like the in-process CLI would, and its fork
@@ -432,13 +434,14 @@ def _preload_parent() -> None:
 
 
 class _Zygote:
-    def __init__(self, paths: Paths, interpret: bool):
+    def __init__(self, paths: Paths, interpret: bool, wanted: bool = True):
         self.paths, self.interpret = paths, interpret
+        self.wanted = wanted  # False: not started until a handler asks for it
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def ensure(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        if not self.wanted or (self.proc is not None and self.proc.poll() is None):
             return
         if self.starts >= 5:  # handlers fall back to a fork server of their own
             return
@@ -483,7 +486,11 @@ def serve(base: Path) -> int:
     started = time.time()
     _log(f"listening on {paths.sock} (idle exit after {idle_s:g} s)")
     _stop_stale(paths)
-    zygotes = [_Zygote(paths, False), _Zygote(paths, True)]
+    # Without GPU device files the compiled-mode zygote serves only compile and audit jobs (kernels run under
+    # the interpreter): it starts when a handler first asks for it (op "zygote"), not with every listener.
+    from mcp_server.engine.runner.forkserver import gpu_device_nodes
+
+    zygotes = [_Zygote(paths, False, wanted=gpu_device_nodes()), _Zygote(paths, True)]
     for z in zygotes:
         z.ensure()
     _preload_parent()
@@ -561,6 +568,12 @@ def serve(base: Path) -> int:
                         "zygotes": [z.proc.pid if z.proc else None for z in zygotes],
                     }
                 )
+        elif op == "zygote":  # a handler needs a zygote that is not running yet
+            wanted = zygotes[1 if (message or {}).get("interpret") else 0]
+            wanted.wanted = True
+            wanted.ensure()
+            with contextlib.suppress(OSError):
+                channel.send({"started": wanted.proc is not None and wanted.proc.poll() is None})
         elif op == "stop":
             with contextlib.suppress(OSError):
                 channel.send({"stopping": True, "pid": os.getpid()})
@@ -725,7 +738,10 @@ class _ZygoteStarter:
             return parent.popen_fork_server(env, log)
 
     def _fork(self, env: dict[str, str], log: IO[bytes]) -> _Forked:
-        path = self.paths.zygote(env.get("TRITON_INTERPRET") == "1")
+        interpret = env.get("TRITON_INTERPRET") == "1"
+        path = self.paths.zygote(interpret)
+        if not path.exists():
+            self._ask_listener(interpret)
         deadline = time.monotonic() + _ZYGOTE_WAIT_S
         sock = _connect(path, timeout=_ZYGOTE_WAIT_S)
         while sock is None:
@@ -750,6 +766,18 @@ class _ZygoteStarter:
             os.close(stdout_r)
             raise Unavailable(f"the zygote did not fork a server ({(reply or {}).get('error', 'no answer')})")
         return _Forked(int(reply["pid"]), stdin_w, stdout_r)
+
+    def _ask_listener(self, interpret: bool) -> None:
+        """Have the listener start the zygote of this mode (one it starts only on demand)."""
+        sock = _connect(self.paths.sock, timeout=10.0)
+        if sock is None:
+            raise Unavailable(f"{self.paths.sock} does not answer")
+        with sock:
+            channel = Channel(sock)
+            channel.send({"op": "zygote", "interpret": interpret})
+            reply, _ = channel.recv()
+        if not (reply or {}).get("started"):
+            raise Unavailable("the listener could not start the zygote")
 
 
 # --- a zygote -------------------------------------------------------------------------------------------------
