@@ -447,9 +447,9 @@ def _finish(
 def readme_table(results_dir: Path) -> str:
     lines = ["| kernel | stages | passes | bar | measured | met |", "|---|---|---|---|---|---|"]
     device = ""
-    elsewhere = ""
     for name in NAMES:
         path = results_dir / f"{name}.json"
+        elsewhere = ""
         if not path.exists():
             # A kernel benched on another card only: its row says which.
             others = sorted(results_dir.parent.glob(f"*/{name}.json"), key=lambda p: p.stat().st_mtime)
@@ -460,7 +460,6 @@ def readme_table(results_dir: Path) -> str:
         r = json.loads(path.read_text())
         if path.parent == results_dir:
             device = r.get("device", device)
-            elsewhere = ""
         else:
             where_else = path.parent.relative_to(ROOT) if path.parent.is_relative_to(ROOT) else path.parent
             elsewhere = f" (on {r.get('device', '?')}, [{path.parent.name}](../{where_else}))"

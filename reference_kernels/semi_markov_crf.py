@@ -580,6 +580,12 @@ def _pad(n: int) -> int:
     return max(_MIN_PAD, triton.next_power_of_2(n))
 
 
+def _full_lengths(emissions: torch.Tensor) -> torch.Tensor:
+    """The default ``lengths``: every sequence runs the whole T."""
+    B, T, _ = emissions.shape
+    return torch.full((B,), T, dtype=torch.int64, device=emissions.device)
+
+
 def _check_inputs(
     emissions: torch.Tensor,
     transitions: torch.Tensor,
@@ -615,7 +621,7 @@ def _check_inputs(
             "or TRITON_INTERPRET=1 for CPU tensors"
         )
     if lengths is None:
-        return torch.full((B,), T, dtype=torch.int64, device=emissions.device)
+        return _full_lengths(emissions)
     if not isinstance(lengths, torch.Tensor) or lengths.shape != (B,) or lengths.is_floating_point():
         raise ValueError(f"semi_markov_crf: lengths must be an integer tensor of shape [{B}] (or None for all T)")
     lo, hi = (int(v) for v in torch.aminmax(lengths))  # one device sync
@@ -817,7 +823,7 @@ def reference_semi_markov_crf(
     B, T, C = emissions.shape
     K = durations.shape[0]
     if lengths is None:
-        lengths = torch.full((B,), T, dtype=torch.int64, device=emissions.device)
+        lengths = _full_lengths(emissions)
     prefix = torch.cat([emissions.new_zeros(B, 1, C), emissions.cumsum(dim=1)], dim=1)  # S[b, t, c]
     # Window rows are the starts s = t − k … t − 1, i.e. lengths k … 1: durations read backwards.
     durations_rev = durations.flip(0)
@@ -847,7 +853,7 @@ def graphed_reference_semi_markov_crf(
     graphs, so the ~20 kernels of each of the T steps launch without Python or launch overhead. The reference
     has no host syncs, so it captures as written; each call copies its inputs into the graph's own."""
     if lengths is None:
-        lengths = torch.full((emissions.shape[0],), emissions.shape[1], dtype=torch.int64, device=emissions.device)
+        lengths = _full_lengths(emissions)
     args = (emissions, transitions, durations, lengths)
     key = (semiring, *((tuple(a.shape), a.dtype, a.device, a.requires_grad) for a in args))
     graphed = _GRAPHED.get(key)
@@ -895,10 +901,10 @@ def scan_latency_floor(
     """A lower bound on the forward scan's time, not a CRF: ``_scan_floor_kernel`` on the same grid (one
     program per sequence), tiles and warp counts (autotuned alike) as stage 3, for the same lengths. Its
     output means nothing; the benchmark reports stage 3's time as a multiple of this one."""
-    B, T, C = emissions.shape
+    B, _, C = emissions.shape
     K = durations.shape[0]
     if lengths is None:
-        lengths = torch.full((B,), T, dtype=torch.int64, device=emissions.device)
+        lengths = _full_lengths(emissions)
     out = torch.empty(B, dtype=torch.float32, device=emissions.device)
     grid = (B,)
     kernel = _scan_floor_tuned.fn if interpreting() else _scan_floor_tuned

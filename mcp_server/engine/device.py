@@ -57,10 +57,6 @@ class DeviceInfo(BaseModel):
         return "cpu" if self.interpreter else "cuda"
 
 
-def _gpu_device_nodes() -> bool:
-    return gpu_device_nodes()
-
-
 def _forced() -> str:
     return os.environ.get("PTT_DEVICE", "").strip().lower()
 
@@ -75,7 +71,7 @@ def probe(runner: Runner | None = None) -> DeviceInfo:
     env: dict[str, str | None] = {"TRITON_INTERPRET": None}
     if forced in ("interpreter", "cpu", INTERPRETER_DEVICE):
         env["CUDA_VISIBLE_DEVICES"] = ""
-    if env.get("CUDA_VISIBLE_DEVICES") == "" or not _gpu_device_nodes():
+    if env.get("CUDA_VISIBLE_DEVICES") == "" or not gpu_device_nodes():
         # No GPU can be found: probe in the interpreter's fork server, the one every later job here uses, instead
         # of starting the compiler's (a second torch import, ~3 s of CPU) only to learn that.
         env["TRITON_INTERPRET"] = "1"

@@ -30,7 +30,7 @@ class _Recorder:
 )
 def test_the_probe_asks_for_the_fork_server_the_jobs_will_use(monkeypatch, tmp_path, nodes, forced, interpret):
     monkeypatch.setenv("PTT_DEVICE", forced)
-    monkeypatch.setattr(device, "_gpu_device_nodes", lambda: nodes)
+    monkeypatch.setattr(device, "gpu_device_nodes", lambda: nodes)
     monkeypatch.setattr(device, "_cache", {})  # probes are cached per runner id
     fake = _Recorder(tmp_path)
     info = device.probe(fake)  # type: ignore[arg-type]
@@ -45,7 +45,7 @@ def test_device_files_are_looked_for_where_gpu_drivers_put_them(monkeypatch):
     seen: list[str] = []
     monkeypatch.setattr(glob, "glob", lambda pattern: seen.append(pattern) or [])
     monkeypatch.setattr(device.os.path, "exists", lambda path: seen.append(path) or path == "/dev/dxg")
-    assert device._gpu_device_nodes()
+    assert device.gpu_device_nodes()
     assert seen == ["/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg"]
 
 
