@@ -70,3 +70,22 @@ def test_servers_preload_dynamo_only_where_jobs_build_compile_baselines(monkeypa
     forkserver.preload()
     assert ("torch._dynamo" in imported) is dynamo
     assert set(forkserver.PRELOAD) - {"torch._dynamo"} <= set(imported)
+
+
+def test_the_probe_finds_inductors_cache_dir_without_importing_inductor(monkeypatch, tmp_path):
+    # The probe's cache check runs inductor's own cache_dir() loaded from its file: the sandbox's
+    # TORCHINDUCTOR_CACHE_DIR is honoured, the default is inductor's per-user temp folder, and (when inductor
+    # was not imported yet) torch._inductor's package init, which imports torch._dynamo, does not run.
+    import getpass
+    import sys
+    import tempfile
+
+    from mcp_server.engine.jobs import probe
+
+    loaded = "torch._inductor" in sys.modules
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    assert probe._inductor_cache_dir() == str(tmp_path / "inductor") and (tmp_path / "inductor").is_dir()
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert probe._inductor_cache_dir() == str(tmp_path / f"torchinductor_{getpass.getuser()}")
+    assert ("torch._inductor" in sys.modules) is loaded
