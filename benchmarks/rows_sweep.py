@@ -49,7 +49,7 @@ def softmax_rows(rows: list, lf) -> None:
         dy = torch.randn_like(y)
         want = (y.float() * (dy.float() - (y.float() * dy.float()).sum(-1, keepdim=True))).to(x.dtype)
         dx = torch.empty_like(y)
-        variants = {"stage3": lambda: sm._bwd(y, dy, sm._paths(3, n)[1])}
+        variants = {"stage3": lambda: sm._bwd(y, dy, sm._paths(3, n, y.dtype)[1])}
         block = sm._block_n(n)
         for warps in (16, 32):
             args = (y, dy, dx, m, n, n, n, n)
@@ -65,7 +65,7 @@ def softmax_rows(rows: list, lf) -> None:
             variants["liger"] = lambda s=settings: _softmax_backward(dy, y, s[0], s[1], False)
         timed(rows, f"softmax bwd {m}×{n}", variants, want)
         want_f = y
-        fwd = {"stage3": lambda: sm._fwd(x, sm._paths(3, n)[0])}
+        fwd = {"stage3": lambda: sm._fwd(x, sm._paths(3, n, x.dtype)[0])}
         yy = torch.empty_like(x)
         for warps in (16, 32):
             fwd[f"one-block w{warps}"] = lambda w=warps: (

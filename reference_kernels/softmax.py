@@ -17,6 +17,9 @@ Programs → data:
   (``s ← s·e^(m−m') + e^(x−m')`` in a one-exp form), so the loop has no cross-warp reduction and the
   loads of successive chunks overlap; the lanes are merged once per row. Pass 2 re-reads the chunks
   newest-first, so the reads hit the L2 lines pass 1 touched last, and writes ``e^(x−m)/s``.
+  The backward of 16-bit rows up to ``BWD_PACKED_MAX_COLS`` columns skips the loop: one program per row
+  holds y and dy in their 16-bit type (two values per register) and reads each once
+  (``_softmax_bwd_packed_kernel``).
 
 Bytes: the forward reads x once and writes y once (``2·M·N·size``); eager PyTorch does the same in one
 kernel on CUDA but at ~25 % of copy bandwidth at 16384×8192 bf16 (H200, torch 2.11). The backward reads y and dy
@@ -51,6 +54,15 @@ ONE_BLOCK_MAX_COLS = 32768
 # results/h100/rows_sweep.json); at 65536 the one-block backward spills far more and runs 2-5× slower than looped.
 FWD_ONE_BLOCK_MAX_COLS = 32768
 BWD_ONE_BLOCK_MAX_COLS = 32768
+# Past that, 16-bit rows up to 65536 columns take a one-block backward that keeps y and dy in 16 bits (64 values
+# of each per thread at 16 warps: 128 registers, ~20 spilled) and forms the products y·dy in that type before
+# summing them in fp32. It reads each row once where the looped kernel reads it twice: 0.58 against 0.80 ms at
+# 4096×65536 bf16 on an H100, and 1.09× Liger-Kernel's one-block backward (whose sum stays in 16 bits)
+# (benchmarks/softmax_bwd_sweep.py, results/h100/softmax_bwd_sweep.json). Upcasting y and dy to fp32 instead
+# spills ~250 registers and runs 3.7× slower. The error stays that of the fp32 path's order (relative norm 1.8e-3
+# against 1.6e-3 at 4096×65536 bf16, against float64).
+BWD_PACKED_MAX_COLS = 65536
+_BWD_PACKED_WARPS = 16
 MIN_BLOCK_N = rows_plan.MIN_BLOCK_N
 # Stage 3's one-block tile: 16 fp32 values per thread (two 128-bit bf16 loads), 4 to 16 warps; short
 # rows are stacked until a program holds 2048 values. 16 per thread over 16 warps is stage 1's choice at
@@ -163,6 +175,22 @@ def _softmax_bwd_kernel(
     dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     dx = y * (dy - tl.sum(y * dy, axis=1)[:, None])
     tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_bwd_packed_kernel(
+    y_ptr, dy_ptr, dx_ptr, n_cols, y_row_stride, dy_row_stride, dx_row_stride, BLOCK_N: tl.constexpr
+):
+    # Stage 3's backward for 16-bit rows past the one-block budget: program i owns row i. y and dy stay in
+    # their 16-bit type; each product y·dy is rounded to it once and the products are summed in fp32.
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < n_cols
+    y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0)
+    dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0)
+    dot = tl.sum(y * dy, axis=0, dtype=tl.float32)
+    dx = y.to(tl.float32) * (dy.to(tl.float32) - dot)
+    tl.store(dx_ptr + row * dx_row_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -329,6 +357,18 @@ def _bwd(y: torch.Tensor, dy: torch.Tensor, path: str) -> torch.Tensor:
     elif path == "looped":
         grid, meta = _looped_plan(n_rows, n_cols, 2 * n_cols * y.element_size(), _num_sms(y), forward=False)
         _softmax_bwd_looped_kernel[grid](*args, **meta)
+    elif path == "packed":
+        _softmax_bwd_packed_kernel[(n_rows,)](
+            y2,
+            dy2,
+            dx2,
+            n_cols,
+            y2.stride(0),
+            dy2.stride(0),
+            n_cols,
+            BLOCK_N=_block_n(n_cols),
+            num_warps=_BWD_PACKED_WARPS,
+        )
     elif path == "tuned":
         grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
         launch_tuned(_softmax_bwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
@@ -340,15 +380,19 @@ def _bwd(y: torch.Tensor, dy: torch.Tensor, path: str) -> torch.Tensor:
     return dx
 
 
-def _paths(stage: int, n_cols: int) -> tuple[str, str]:
-    """(forward path, backward path) a stage takes for rows of n_cols columns."""
-    return rows_plan.paths(stage, n_cols, FWD_ONE_BLOCK_MAX_COLS, BWD_ONE_BLOCK_MAX_COLS)
+def _paths(stage: int, n_cols: int, dtype: torch.dtype) -> tuple[str, str]:
+    """(forward path, backward path) a stage takes for rows of n_cols columns of dtype; stage 3's backward of
+    16-bit rows past the one-block budget, up to BWD_PACKED_MAX_COLS, takes the packed kernel."""
+    fwd, bwd = rows_plan.paths(stage, n_cols, FWD_ONE_BLOCK_MAX_COLS, BWD_ONE_BLOCK_MAX_COLS)
+    if bwd == "looped" and dtype.itemsize == 2 and n_cols <= BWD_PACKED_MAX_COLS:
+        bwd = "packed"
+    return fwd, bwd
 
 
 class _Softmax(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, stage: int) -> torch.Tensor:
-        fwd_path, ctx.bwd_path = _paths(stage, x.shape[-1])
+        fwd_path, ctx.bwd_path = _paths(stage, x.shape[-1], x.dtype)
         y = _fwd(x, fwd_path)
         ctx.save_for_backward(y)
         return y
@@ -366,7 +410,7 @@ def _softmax(x: torch.Tensor, stage: int) -> torch.Tensor:
     if x.requires_grad and torch.is_grad_enabled():
         return _Softmax.apply(x, stage)
     # No graph to record: skip the autograd.Function (~10 µs of host time per call).
-    return _fwd(x, _paths(stage, x.shape[-1])[0])
+    return _fwd(x, _paths(stage, x.shape[-1], x.dtype)[0])
 
 
 # ---------------------------------------------------------------------------------------- public functions

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from kernel_cases import as_params, case_named, stage_params
 
 from reference_kernels import softmax as mod
@@ -61,6 +63,59 @@ def test_stage3_tiles_keep_16_values_per_thread_and_two_programs_per_sm():
     assert mod._one_block_plan(300, 64, 132)[1]["ROWS"] == 1
 
 
+def test_stage3_backward_of_long_16_bit_rows_takes_the_packed_kernel_and_others_loop():
+    n = mod.ONE_BLOCK_MAX_COLS + 1
+    assert mod._paths(3, n, torch.bfloat16) == ("looped", "packed")
+    assert mod._paths(3, mod.BWD_PACKED_MAX_COLS, torch.float16) == ("looped", "packed")
+    assert mod._paths(3, mod.BWD_PACKED_MAX_COLS + 1, torch.bfloat16) == ("looped", "looped")
+    assert mod._paths(3, n, torch.float32) == ("looped", "looped")
+    assert mod._paths(3, mod.ONE_BLOCK_MAX_COLS, torch.bfloat16) == ("one_block", "one_block")
+    assert mod._paths(2, n, torch.bfloat16) == ("tuned", "tuned")
+
+
+@triton.jit
+def _bwd_summed_in_16_bits(y_ptr, dy_ptr, dx_ptr, n_cols, BLOCK_N: tl.constexpr):
+    # The packed kernel with its one deliberate difference undone: the products are summed in their 16-bit
+    # type, as a one-block backward without an fp32 accumulator does.
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < n_cols
+    y = tl.load(y_ptr + row * n_cols + cols, mask=mask, other=0.0)
+    dy = tl.load(dy_ptr + row * n_cols + cols, mask=mask, other=0.0)
+    dx = y.to(tl.float32) * (dy.to(tl.float32) - tl.sum(y * dy, axis=0))
+    tl.store(dx_ptr + row * n_cols + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+def _packed_backward_against_the_fp32_path(device: str) -> None:
+    # dy near 8 with unit spread: dx = y·(dy − Σ y·dy) cancels to a few parts in eight, so an error in the sum
+    # shows in dx. The packed kernel (16-bit products, fp32 sum) must be as close to float64 as the looped
+    # kernel (fp32 throughout), within 10 %; summing the products in 16 bits must not be.
+    torch.manual_seed(0)
+    n = mod.ONE_BLOCK_MAX_COLS + 232
+    y = torch.softmax(0.1 * torch.randn(3, n, device=device), -1).half()
+    dy = (8 + torch.randn(3, n, device=device)).half()
+    y64, dy64 = y.double(), dy.double()
+    want = y64 * (dy64 - (y64 * dy64).sum(-1, keepdim=True))
+
+    def err(dx: torch.Tensor) -> float:
+        return float((dx.double() - want).norm() / want.norm())
+
+    fp32_path = err(mod._bwd(y, dy, "looped"))
+    assert err(mod._bwd(y, dy, "packed")) <= 1.1 * fp32_path
+    low = torch.empty_like(y)
+    _bwd_summed_in_16_bits[(3,)](y, dy, low, n, BLOCK_N=triton.next_power_of_2(n))
+    assert err(low) > 1.5 * fp32_path
+
+
+def test_packed_backward_sums_in_fp32_and_matches_the_fp32_path():
+    _packed_backward_against_the_fp32_path("cpu")
+
+
+@pytest.mark.gpu
+def test_packed_backward_sums_in_fp32_and_matches_the_fp32_path_on_gpu():
+    _packed_backward_against_the_fp32_path("cuda")
+
+
 def test_one_block_stages_reject_rows_past_their_limit_and_name_stage3():
     x = torch.randn(1, mod.ONE_BLOCK_MAX_COLS + 1)
     for stage in (1, 2):
@@ -94,14 +149,15 @@ def test_launcher_rejects_bad_input_with_actionable_text(bad, match):
 BF16, FP16, FP32 = SPEC.dtypes
 # The GPU run, sized to compile each kernel variant about once (stage 3 tunes nothing; stage 2 autotunes
 # one row length per kernel). Every case through stage 3 in bf16 covers every stage-3 path at every size
-# (one-block and looped, forward and backward); fp16 and fp32 take the cases that cover both paths of
-# both directions between them; stages 1 and 2 (their kernels differ from stage 3's only in launch
+# (one-block and looped, forward and backward; the packed backward); fp16 and fp32 take the cases that cover
+# both paths of both directions between them; stages 1 and 2 (their kernels differ from stage 3's only in launch
 # config) run one small masked case each.
 GPU_PARAMS = [
     *((3, c, BF16) for c in SPEC.cases),
     (3, case_named(SPEC.cases, "wide row, one block both ways"), FP16),
     (3, case_named(SPEC.cases, "multi-row tile, odd row count"), FP32),
     (3, case_named(SPEC.cases, "long row → looped path"), FP32),
+    (3, case_named(SPEC.cases, "long row → looped path"), FP16),
     (1, case_named(SPEC.cases, "non-pow2 tail"), BF16),
     (2, case_named(SPEC.cases, "multi-row tile, odd row count"), BF16),
 ]
