@@ -226,5 +226,14 @@ def test_too_deep_an_expression_is_a_note_or_a_named_error_never_a_crash():
     report = analyze_source(source(800), "deep.py")  # parses, but is deeper than the analysis recurses
     assert report.kernels == ["k"]
     assert any("partly analysed" in n for n in report.notes)
-    with pytest.raises(StaticAnalysisError, match="cannot parse"):
-        analyze_source(source(5000), "deeper.py")  # Python's own parser gives up
+    # How deep Python's own parser goes depends on its version (3.11 gives up at 5000 terms, 3.12.3 and 3.13 do
+    # not): far deeper, it gives up (a named error) or parses (then a partial analysis, as above).
+    try:
+        deeper = analyze_source(source(100_000), "deeper.py")
+    except StaticAnalysisError as e:
+        assert "cannot parse" in str(e)
+    else:
+        assert deeper.kernels == ["k"] and any("partly analysed" in n for n in deeper.notes)
+    nested = "import triton\n\n\n@triton.jit\ndef k(x):\n    return " + "(" * 300 + "x" + ")" * 300 + "\n"
+    with pytest.raises(StaticAnalysisError, match="too many nested parentheses"):  # every version's tokenizer
+        analyze_source(nested, "nested.py")
