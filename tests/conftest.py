@@ -28,10 +28,12 @@ HAS_GPU = torch.cuda.is_available()
 if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
     # The kernels tests run in this process take the interpreter the engine's children use for helper calls
-    # (mcp_server/engine/interp/nested.py: no re-patching of triton.language per call).
-    from mcp_server.engine.interp import nested
+    # (mcp_server/engine/interp/nested.py: no re-patching of triton.language per call) and scalar loop bounds
+    # (scalars.py: no NumPy scalar-conversion warning, no error from NumPy 2.4 on).
+    from mcp_server.engine.interp import nested, scalars
 
     nested.install()
+    scalars.install()
 
 # `ptt` run as a process by a test stays in that process; tests/cli/test_daemon.py turns the daemon on itself.
 os.environ.setdefault("PTT_NO_DAEMON", "1")

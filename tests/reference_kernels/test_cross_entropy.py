@@ -15,7 +15,6 @@ SMALL = [c for c in SPEC.cases if c.small]
 SCALE_FLOOR = 1e-3
 IGNORE = mod.IGNORE_INDEX
 pytestmark = [
-    pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning"),
     # All rows ignored: the mean is 0 / 0 = NaN by design; numpy warns under the interpreter.
     pytest.mark.filterwarnings("ignore:invalid value encountered in divide:RuntimeWarning"),
 ]

@@ -10,7 +10,6 @@ from reference_kernels import layernorm as mod
 
 SPEC = mod.SPEC
 SMALL = [c for c in SPEC.cases if c.small]
-pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 
 
 def _fits(stage: int, case) -> bool:

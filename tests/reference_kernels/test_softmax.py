@@ -15,8 +15,6 @@ SMALL = [c for c in SPEC.cases if c.small]
 pytestmark = [
     # Padding rows of a multi-row tile compute -inf - -inf = NaN before their masked store; numpy warns.
     pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
-    # The interpreter turns a 0-d array into a Python int for loop bounds (triton 3.6 + numpy 2.3).
-    pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning"),
 ]
 
 

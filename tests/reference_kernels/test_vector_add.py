@@ -10,8 +10,6 @@ from reference_kernels import vector_add as mod
 
 SPEC = mod.SPEC
 SMALL = [c for c in SPEC.cases if c.small]
-# The interpreter turns a 0-d array into a Python int for loop bounds (triton 3.6 + numpy 2.3).
-pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 
 
 @pytest.mark.parametrize(("stage", "case", "dtype"), stage_params(SPEC, SMALL, SPEC.interpreter_dtypes))

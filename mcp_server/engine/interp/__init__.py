@@ -3,7 +3,8 @@
 :func:`install` (called by the child before a job runs under ``TRITON_INTERPRET=1``) patches the
 interpreter's builder: fp32 ``tl.dot`` rounds to TF32 as the tensor cores do (:mod:`.tf32`), and every
 load, store and atomic is checked against the launch's tensor arguments (:mod:`.bounds`), and calls between
-jit functions skip the interpreter's per-call re-patching of ``triton.language`` (:mod:`.nested`).
+jit functions skip the interpreter's per-call re-patching of ``triton.language`` (:mod:`.nested`), and scalar
+tensors convert to loop bounds under every NumPy (:mod:`.scalars`).
 ``PTT_INTERPRET_TF32=0`` turns the TF32 emulation off (fp32 dots then run in full fp32, as stock Triton's
 interpreter does); ``PTT_INTERPRET_BOUNDS=0`` turns the address checks off.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from mcp_server.engine.interp import bounds, nested, tf32
+from mcp_server.engine.interp import bounds, nested, scalars, tf32
 
 _installed = False
 
@@ -31,6 +32,7 @@ def install() -> None:
     from triton.runtime import interpreter as interp
 
     nested.install()
+    scalars.install()
     builder = interp.InterpreterBuilder
     if os.environ.get("PTT_INTERPRET_TF32", "1") != "0":
         original_dot = builder.create_dot
