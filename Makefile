@@ -26,7 +26,8 @@ else
 	$(PYTEST)
 endif
 
-# Everything but the tests marked slow (about half the time of `make test`).
+# Everything but the tests marked slow: the reference kernels, the CLI, the MCP and HTTP faces and the lighter
+# engine checks, in about a minute (the full `make test` is the gate).
 test-quick:
 	$(PY) scripts/bootstrap.py --dev
 ifeq ($(HAS_NVIDIA),1)

@@ -101,6 +101,7 @@ def _under(name: str, prefixes: tuple[str, ...] | str) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
+@pytest.mark.slow
 def test_the_module_level_import_graph_has_no_cycle():
     state: dict[str, int] = {}  # 1 on the current path, 2 done
     cycles: list[list[str]] = []

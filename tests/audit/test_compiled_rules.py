@@ -43,6 +43,7 @@ def _compiled(report: AuditReport, rule: str):
     return [f for f in report.findings if f.rule == rule and f.section == "compiled"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", PAIRED)
 def test_the_compiled_rule_fires_on_its_fixture_and_not_on_the_twin(reports, rule):
     bad = reports[_fixture(rule, "bad").name]
@@ -57,6 +58,7 @@ def test_the_compiled_rule_fires_on_its_fixture_and_not_on_the_twin(reports, rul
     assert not _compiled(good, rule), [(f.rule, f.message) for f in _compiled(good, rule)]
 
 
+@pytest.mark.slow
 def test_the_twins_raise_no_compiled_warning_at_all(reports):
     for rule in PAIRED:
         good = reports[_fixture(rule, "good").name]
@@ -64,6 +66,7 @@ def test_the_twins_raise_no_compiled_warning_at_all(reports):
         assert loud == [], (rule, loud)
 
 
+@pytest.mark.slow
 def test_fp64_and_dot_findings_point_at_the_source_line(reports):
     (fp64,) = _compiled(reports["fp64_math_bad.py"], "fp64-math")
     line = _fixture("fp64-math", "bad").read_text().splitlines()[fp64.where.line - 1]
@@ -74,6 +77,7 @@ def test_fp64_and_dot_findings_point_at_the_source_line(reports):
     assert "tf32x3" in dot.fix and "input_precision='tf32')" not in dot.fix
 
 
+@pytest.mark.slow
 def test_the_capture_records_the_jit_specialisation_and_the_launch_options(reports):
     (k,) = reports["not_vectorized_good.py"].compiled.kernels
     assert k.signature == "x_ptr=*fp32:16, y_ptr=*fp32:16, n=i32:16"
@@ -85,12 +89,14 @@ def test_the_capture_records_the_jit_specialisation_and_the_launch_options(repor
     assert "ptt compile" in k.command and "--signature 'x_ptr=*fp32:16" in k.command
 
 
+@pytest.mark.slow
 def test_a_kernel_that_does_not_compile_is_an_error_at_the_line_the_compiler_names(reports):
     (failed,) = _compiled(reports["compile_failed_bad.py"], "compile-failed")
     assert "K >= 16" in failed.message
     assert "tl.dot" in _fixture("compile-failed", "bad").read_text().splitlines()[failed.where.line - 1]
 
 
+@pytest.mark.slow
 def test_tensor_core_kernels_at_low_occupancy_are_only_info(reports):
     occ = _compiled(reports["shared_memory_near_limit_bad.py"], "low-occupancy")
     assert occ and all(f.severity is Severity.info for f in occ)

@@ -30,6 +30,7 @@ def strict(runner) -> AuditReport:
     return audit(_spec("strict"), runner=runner)
 
 
+@pytest.mark.slow
 def test_a_kernel_as_accurate_as_pytorch_passes_every_run_at_the_default_tolerance(strict):
     runs = {r.name: r for r in strict.correctness.runs}
     assert set(SUITE) | {"size variations"} == set(runs)

@@ -109,6 +109,7 @@ def test_good_kernel_set_covers_vector_add_softmax_and_matmul():
 @pytest.mark.parametrize(
     "path", sorted(REFERENCE_KERNELS.glob("*.py")), ids=lambda p: p.name if isinstance(p, Path) else str(p)
 )
+@pytest.mark.slow
 def test_reference_kernels_raise_no_error_findings(path):
     report = analyze_file(path)
     assert not [n for n in report.notes if "partly analysed" in n]

@@ -37,6 +37,7 @@ def ptt(capsys, tmp_path, monkeypatch):
     return call
 
 
+@pytest.mark.slow
 def test_cli_round_trip_start_submit_status_show_best(ptt, tmp_path):
     proc = ptt("stages", "start", "axpy", REFERENCE, "--notes", "x + 2y")
     assert proc.returncode == 0 and "conversion axpy" in proc.stdout

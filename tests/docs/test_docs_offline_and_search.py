@@ -102,6 +102,7 @@ def test_search_rebuilds_the_reference_when_the_installed_triton_changed(tmp_pat
     assert json.loads(manifest_path.read_text())["installed_triton"] == triton.__version__
 
 
+@pytest.mark.slow
 def test_search_ranks_a_fetched_web_page_and_gives_its_url(docs_site, tmp_path: Path) -> None:
     pages = (
         DocPage("python-api/triton.language.html", follow="python-api/generated/"),

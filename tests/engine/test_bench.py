@@ -165,6 +165,7 @@ def test_sizes_and_symbolic_inputs_are_parsed():
     assert _substitute("bf16[4096,N], f32[N], i32=N", {"N": 8}) == "bf16[4096,8], f32[8], i32=8"
 
 
+@pytest.mark.slow
 def test_the_plot_is_a_png_with_every_provider(tmp_path):
     rows = [B._row(raw_row(case=f"n{i}", cand=1.0 + i, eager=2.0 + i, compiled=1.5 + i), PEAKS) for i in range(3)]
     result = BenchResult(

@@ -52,6 +52,7 @@ def test_compile_builds_every_autotune_config_or_the_chosen_one(runner):
     assert len(one.configs) == 1 and one.configs[0].num_stages == 2
 
 
+@pytest.mark.slow
 def test_compile_shows_tensor_core_instructions_for_tl_dot_on_hopper(runner):
     result = compile_kernel(
         f"{KERNELS}:dot_kernel",

@@ -73,6 +73,7 @@ def test_tf32_dot_is_coarser_than_fp32_and_tf32x3_recovers_it():
 needs_interpreter = pytest.mark.skipif(not INTERPRETER, reason="checks the interpreter's emulation")
 
 
+@pytest.mark.slow
 @needs_interpreter
 def test_a_default_precision_fp32_matmul_fails_as_it_does_on_the_gpu(runner):
     result = validate(fx("matmul_problem.py", "reference"), fx("matmul_tf32.py", "candidate"), runner=runner)
@@ -81,6 +82,7 @@ def test_a_default_precision_fp32_matmul_fails_as_it_does_on_the_gpu(runner):
     assert any("TF32" in c for c in result.interpreter_caveats)
 
 
+@pytest.mark.slow
 @needs_interpreter
 @pytest.mark.parametrize("twin", ["candidate_tf32x3", "candidate_ieee"])
 def test_tf32x3_and_ieee_matmuls_pass_the_fp32_tolerance(runner, twin):
@@ -111,6 +113,7 @@ def test_masked_twin_is_in_bounds(runner):
     assert any("races" in c for c in result.interpreter_caveats)
 
 
+@pytest.mark.slow
 def test_every_autotune_config_is_validated_and_the_failing_one_named(runner):
     result = validate(fx("rowsum_problem.py", "reference"), fx("rowsum_autotuned.py", "candidate"), runner=runner)
     assert not result.ok
@@ -120,6 +123,7 @@ def test_every_autotune_config_is_validated_and_the_failing_one_named(runner):
     assert any(r.output.endswith("@config1") and not r.ok for r in result.rows)
 
 
+@pytest.mark.slow
 def test_a_kernel_right_in_every_config_passes(runner):
     result = validate(
         fx("rowsum_problem.py", "reference"), fx("rowsum_autotuned.py", "candidate_looped"), runner=runner
@@ -128,6 +132,7 @@ def test_a_kernel_right_in_every_config_passes(runner):
     assert any(r.output.endswith("@config1") and r.ok for r in result.rows)
 
 
+@pytest.mark.slow
 def test_configs_the_kernels_own_pruning_drops_are_not_run(runner):
     # The 128-wide config would drop columns of the 300-long rows, but pruning never lets it run there.
     result = validate(

@@ -100,6 +100,7 @@ def _run(helper: int, steps: int = 3, programs: int = 2) -> tuple[torch.Tensor, 
     return out, x * 2 * steps
 
 
+@pytest.mark.slow
 def test_a_helper_the_launch_already_patched_for_is_called_without_patching_again(patches):
     out, expected = _run(helper=0)
     torch.testing.assert_close(out, expected, rtol=0, atol=0)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -52,6 +54,7 @@ def test_the_scan_finds_a_literal_job_name_and_passes_a_registry_entry():
     assert literal_job_names(good) == []
 
 
+@pytest.mark.slow
 def test_no_runner_call_in_the_package_names_its_job_by_a_string():
     offenders = [
         f"{path.relative_to(ROOT)}:{line}: {text!r}"

@@ -28,6 +28,7 @@ def _raw_parses(tree: ast.AST) -> list[int]:
     ]
 
 
+@pytest.mark.slow
 def test_no_module_calls_ast_parse_outside_the_locked_helper():
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):

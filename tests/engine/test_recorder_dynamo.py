@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import sys
 
+import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -27,6 +28,7 @@ def test_the_recorders_handler_is_wrapped_by_torch_and_seeded():
     assert hasattr(raw, "__dynamo_disable")
 
 
+@pytest.mark.slow
 def test_dispatch_imports_no_dynamo_until_something_else_does_then_is_disabled_for_it(monkeypatch):
     seen: list[str] = []
     mode = _mode(seen)

@@ -79,6 +79,7 @@ def test_setting_torch_flags_is_fine_but_patching_triton_is_evasion(tmp_path):
     assert "evasion" in _errors(scan.scan(tmp_path / "patch.py"))
 
 
+@pytest.mark.slow
 def test_no_false_alarm_on_the_bundled_kernels_and_the_validate_fixtures():
     sources = [p for p in (REPO / "reference_kernels").glob("*.py") if p.name != "__main__.py"]
     sources += [p for p in (REPO / "tests" / "fixtures" / "validate").glob("*.py")]

@@ -69,6 +69,7 @@ DEFECTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("problem", "candidate", "kind"), DEFECTS, ids=[d[1] for d in DEFECTS])
 def test_validate_fails_each_defective_candidate_with_its_kind(runner, fx, problem, candidate, kind):
     result = validate(fx(problem, "reference"), fx(candidate, "candidate"), runner=runner, timeout_s=60)
@@ -80,11 +81,13 @@ def test_validate_fails_each_defective_candidate_with_its_kind(runner, fx, probl
     ("problem", "candidate"),
     [("tiny_problem.py", "tiny_good.py"), ("inplace_problem.py", "inplace_good.py")],
 )
+@pytest.mark.slow
 def test_validate_passes_the_correct_twins_of_the_defects(runner, fx, problem, candidate):
     result = validate(fx(problem, "reference"), fx(candidate, "candidate"), runner=runner)
     assert result.ok, [f.message for f in result.findings]
 
 
+@pytest.mark.slow
 def test_the_tail_bug_hides_at_a_power_of_two_until_shapes_are_derived(runner, fx):
     ref, cand = fx("add_pow2_problem.py", "reference"), fx("add_assumes_multiple.py", "candidate")
     assert validate(ref, cand, runner=runner, derive_shapes=False).ok
@@ -137,6 +140,7 @@ def test_a_crash_does_not_disturb_the_next_job(runner, fx):
     assert validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner).ok
 
 
+@pytest.mark.slow
 def test_kernelbench_files_are_accepted_as_they_are(runner, fx):
     good = validate(fx("kb_problem.py"), fx("kb_good.py"), runner=runner)
     assert good.ok, good.findings
@@ -195,6 +199,7 @@ def test_a_bad_input_spec_names_the_item(runner, fx):
         validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), inputs="f33[4]", runner=runner)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transform", ["zeros", "large", "alternating", "near_overflow", "nan", "inf"])
 def test_value_transforms_keep_a_correct_softmax_passing(runner, fx, transform):
     result = validate(
@@ -207,6 +212,7 @@ def test_value_transforms_keep_a_correct_softmax_passing(runner, fx, transform):
     assert result.ok, [f.message for f in result.findings]
 
 
+@pytest.mark.slow
 def test_value_transforms_expose_a_kernel_that_forgets_the_max_shift(runner, fx):
     # Without the shift, exp overflows for large inputs: fine on randn, wrong at 1e6.
     ref, cand = fx("softmax_problem.py", "reference"), fx("softmax_unshifted.py", "candidate")

@@ -70,6 +70,7 @@ def test_a_block_that_covers_only_get_inputs_fails_on_a_larger_derived_size(runn
     assert not any(c.status == "failed" for c in result.cases if not c.derived)
 
 
+@pytest.mark.slow
 def test_when_the_reference_rejects_every_variant_of_a_size_multiples_are_derived(runner, fx):
     ref = fx("groups_problem.py", "reference")
     good = validate(ref, fx("groups_kernels.py", "good"), runner=runner, seeds=1)
@@ -98,6 +99,7 @@ def test_a_kernel_that_ignores_strides_fails_on_a_non_contiguous_input(runner, f
         ("assumes_unit_stride", False, {"layout: transposed", "layout: strided"}),
     ],
 )
+@pytest.mark.slow
 def test_2d_layouts_judge_whether_strides_are_honoured(runner, fx, name, ok, failing):
     result = validate(fx("rows_problem.py", "reference"), fx("rows_kernels.py", name), runner=runner, seeds=1)
     assert result.ok is ok, messages(result)
@@ -105,6 +107,7 @@ def test_2d_layouts_judge_whether_strides_are_honoured(runner, fx, name, ok, fai
     assert {"layout: transposed", "layout: strided", "layout: offset"} <= {c.case for c in result.cases}
 
 
+@pytest.mark.slow
 def test_a_clean_refusal_of_a_non_contiguous_input_is_a_warning(runner, fx):
     result = validate(fx("rows_problem.py", "reference"), fx("rows_kernels.py", "refuses"), runner=runner, seeds=1)
     assert result.ok, messages(result)
@@ -112,6 +115,7 @@ def test_a_clean_refusal_of_a_non_contiguous_input_is_a_warning(runner, fx):
     assert {c.case for c in result.cases if c.status == "refused"} == {"layout: transposed", "layout: strided"}
 
 
+@pytest.mark.slow
 def test_a_result_cached_by_address_is_a_stale_cache_every_time(runner, fx):
     for _ in range(2):  # deterministic: not a matter of the allocator reusing an address
         result = validate(
@@ -140,6 +144,7 @@ def test_variants_the_reference_rejects_are_dropped_and_listed(runner, fx):
     assert any(c.case == "derived 100→129" and c.status == "passed" for c in result.cases)
 
 
+@pytest.mark.slow
 def test_a_reference_that_cannot_run_in_float64_is_a_warning_with_an_estimate(runner, fx):
     closure = validate(
         fx("kb_closure_problem.py"), fx("kb_linear_tanh.py", "ModelNew"), runner=runner, seeds=1, derive_shapes=False

@@ -39,6 +39,7 @@ def test_pairs_are_matched_by_name_and_a_missing_solution_is_noted(solutions):
     assert notes == []
 
 
+@pytest.mark.slow
 def test_the_whole_set_is_judged_per_problem_with_default_settings(pool, solutions, tmp_path):
     seen: list[str] = []
     report = run_eval(
@@ -62,6 +63,7 @@ def test_the_whole_set_is_judged_per_problem_with_default_settings(pool, solutio
     assert Path(report.db) == solutions / ".ptt-eval.db"
 
 
+@pytest.mark.slow
 def test_a_stopped_run_resumes_where_it_stopped_and_redo_starts_over(pool, solutions):
     db = solutions / "results.db"
     first = run_eval(PROBLEMS, solutions, db=db, pool=pool, settings=FAST, stop_after=2)
@@ -82,6 +84,7 @@ def test_a_stopped_run_resumes_where_it_stopped_and_redo_starts_over(pool, solut
     assert (redo.evaluated_now, redo.resumed) == (6, 0)
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_keeps_what_finished(pool, solutions):
     db = solutions / "interrupted.db"
 
@@ -99,6 +102,7 @@ def test_an_interrupted_run_keeps_what_finished(pool, solutions):
     assert {r.name: r.status for r in resumed.problems} == {k: v[0] for k, v in EXPECTED.items()}
 
 
+@pytest.mark.slow
 def test_a_changed_solution_or_setting_is_evaluated_again(pool, solutions):
     db = solutions / "changes.db"
     run_eval(PROBLEMS, solutions, db=db, pool=pool, settings=FAST)
@@ -114,6 +118,7 @@ def test_a_changed_solution_or_setting_is_evaluated_again(pool, solutions):
     assert other.evaluated_now == 1 and [r.name for r in other.problems] == ["1_add"]
 
 
+@pytest.mark.slow
 def test_ptt_eval_cli_prints_json_and_exits_1_when_a_problem_is_not_solved(pool, solutions, monkeypatch, capsys):
     import mcp_server.engine.pool as pool_mod
     from mcp_server.cli import main

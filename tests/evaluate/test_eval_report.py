@@ -126,6 +126,7 @@ def test_an_empty_set_is_not_ok_and_measures_nothing():
     assert rep.ok is False and rep.overall.problems == 0 and rep.overall.fast_p[0].eager is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("timings", [True, False])
 def test_the_plot_is_written(tmp_path, five, timings):
     pytest.importorskip("matplotlib")

@@ -87,6 +87,7 @@ def test_four_clients_with_ten_concurrent_validations_each_get_their_own_verdict
     assert any(m.startswith("queued: position") for m in progress)
 
 
+@pytest.mark.slow
 def test_a_caller_beyond_the_limit_is_told_its_position(live_server):
     # The server runs 4 tool calls at once; 7 calls from one client make at least 3 wait.
     messages: list[list[str]] = [[] for _ in range(7)]

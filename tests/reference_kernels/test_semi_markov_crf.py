@@ -37,6 +37,7 @@ def test_every_stage_matches_the_reference_and_its_gradients_on_the_gpu(check, s
     check(SPEC, stage, case, dtype, "cuda")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage", sorted(SPEC.stages))
 def test_the_reversed_scan_yields_the_same_log_partition_function(stage):
     case = next(c for c in SMALL_CASES if c.dims["ragged"] and c.dims["semiring"] == 0)
@@ -114,6 +115,7 @@ def test_viterbi_gradient_marks_one_segmentation_that_scores_the_viterbi_value()
     torch.testing.assert_close(path_score, score.sum().detach(), atol=1e-4, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_forward_without_gradients_skips_the_saved_state_and_agrees():
     case = SMALL_CASES[0]
     (em, tr, du, lengths), _ = _inputs(case, torch.float32, DEVICE)

@@ -147,6 +147,7 @@ def test_a_folder_in_place_of_the_ledger_is_refused(db):
 # --- two writers, and a writer killed mid-transaction ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_processes_submitting_at_once_lose_no_attempt(db, write):
     start("busy", REFERENCE, ledger=db)
     candidates = [write("a.py"), write("b.py")]
