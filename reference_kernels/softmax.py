@@ -19,7 +19,7 @@ Programs → data:
   newest-first, so the reads hit the L2 lines pass 1 touched last, and writes ``e^(x−m)/s``.
   The backward of 16-bit rows up to ``BWD_PACKED_MAX_COLS`` columns skips the loop: one program per row
   holds y and dy in their 16-bit type (two values per register) and reads each once
-  (``_softmax_bwd_packed_kernel``).
+  (``_softmax_bwd_row_kernel`` with ``PACKED``).
 
 Bytes: the forward reads x once and writes y once (``2·M·N·size``); eager PyTorch does the same in one
 kernel on CUDA but at ~25 % of copy bandwidth at 16384×8192 bf16 (H200, torch 2.11). The backward reads y and dy
@@ -129,14 +129,28 @@ def _softmax_fwd_row_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, BL
 
 @triton.jit
 def _softmax_bwd_row_kernel(
-    y_ptr, dy_ptr, dx_ptr, n_cols, y_row_stride, dy_row_stride, dx_row_stride, BLOCK_N: tl.constexpr
+    y_ptr,
+    dy_ptr,
+    dx_ptr,
+    n_cols,
+    y_row_stride,
+    dy_row_stride,
+    dx_row_stride,
+    BLOCK_N: tl.constexpr,
+    PACKED: tl.constexpr = False,
 ):
+    # Program i owns row i (stage 1). PACKED (stage 3's backward of 16-bit rows past the one-block budget): y and
+    # dy stay in their 16-bit type, each product y·dy is rounded to it once, and the products are summed in fp32.
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     mask = cols < n_cols
-    y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-    dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0).to(tl.float32)
-    dx = y * (dy - tl.sum(y * dy, axis=0))
+    y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0)
+    dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0)
+    if PACKED:
+        dot = tl.sum(y * dy, axis=0, dtype=tl.float32)
+    else:
+        dot = tl.sum(y.to(tl.float32) * dy.to(tl.float32), axis=0)
+    dx = y.to(tl.float32) * (dy.to(tl.float32) - dot)
     tl.store(dx_ptr + row * dx_row_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
@@ -175,22 +189,6 @@ def _softmax_bwd_kernel(
     dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     dx = y * (dy - tl.sum(y * dy, axis=1)[:, None])
     tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _softmax_bwd_packed_kernel(
-    y_ptr, dy_ptr, dx_ptr, n_cols, y_row_stride, dy_row_stride, dx_row_stride, BLOCK_N: tl.constexpr
-):
-    # Stage 3's backward for 16-bit rows past the one-block budget: program i owns row i. y and dy stay in
-    # their 16-bit type; each product y·dy is rounded to it once and the products are summed in fp32.
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK_N)
-    mask = cols < n_cols
-    y = tl.load(y_ptr + row * y_row_stride + cols, mask=mask, other=0.0)
-    dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0)
-    dot = tl.sum(y * dy, axis=0, dtype=tl.float32)
-    dx = y.to(tl.float32) * (dy.to(tl.float32) - dot)
-    tl.store(dx_ptr + row * dx_row_stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -357,8 +355,13 @@ def _bwd(y: torch.Tensor, dy: torch.Tensor, path: str) -> torch.Tensor:
     elif path == "looped":
         grid, meta = _looped_plan(n_rows, n_cols, 2 * n_cols * y.element_size(), _num_sms(y), forward=False)
         _softmax_bwd_looped_kernel[grid](*args, **meta)
-    elif path == "packed":
-        _softmax_bwd_packed_kernel[(n_rows,)](
+    elif path == "tuned":
+        grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
+        launch_tuned(_softmax_bwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
+    else:  # "row" (stage 1) or "packed"
+        block = _block_n(n_cols)
+        packed = path == "packed"
+        _softmax_bwd_row_kernel[(n_rows,)](
             y2,
             dy2,
             dx2,
@@ -366,16 +369,9 @@ def _bwd(y: torch.Tensor, dy: torch.Tensor, path: str) -> torch.Tensor:
             y2.stride(0),
             dy2.stride(0),
             n_cols,
-            BLOCK_N=_block_n(n_cols),
-            num_warps=_BWD_PACKED_WARPS,
-        )
-    elif path == "tuned":
-        grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
-        launch_tuned(_softmax_bwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
-    else:
-        block = _block_n(n_cols)
-        _softmax_bwd_row_kernel[(n_rows,)](
-            y2, dy2, dx2, n_cols, y2.stride(0), dy2.stride(0), n_cols, BLOCK_N=block, num_warps=_warps_for(block)
+            BLOCK_N=block,
+            PACKED=packed,
+            num_warps=_BWD_PACKED_WARPS if packed else _warps_for(block),
         )
     return dx
 
