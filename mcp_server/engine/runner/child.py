@@ -83,15 +83,30 @@ def _user_location(exc: BaseException, user_files: set[str]) -> Location | None:
 _OURS = str(Path(__file__).resolve().parents[2]) + os.sep
 
 
-def _library_file(filename: str) -> bool:
-    """Python's own modules, installed packages and this package: not where a user's kernel lives."""
+def _library_roots() -> list[str]:
+    """Folders of installed code: this interpreter's standard library and site-packages, every other
+    site-packages or dist-packages folder on sys.path (a base environment that a venv sees through
+    --system-site-packages or a .pth file, the user's site) and the folders of Triton and torch wherever they
+    were imported from (an editable install of either is not a user's kernel)."""
     import sysconfig
 
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.update(
+        p for p in sys.path if p and os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")
+    )
+    for name in ("triton", "torch"):
+        module_file = getattr(sys.modules.get(name), "__file__", None)
+        if module_file:
+            roots.add(os.path.dirname(module_file))
+    return [os.path.realpath(r) + os.sep for r in roots if r]
+
+
+def _library_file(filename: str) -> bool:
+    """Python's own modules, installed packages and this package: not where a user's kernel lives."""
     real = os.path.realpath(filename)
     if real.startswith(_OURS) or filename.startswith("<"):
         return True
-    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    return any(real.startswith(os.path.realpath(r) + os.sep) for r in roots)
+    return any(real.startswith(root) for root in _library_roots())
 
 
 def _interpreted_kernel_location(exc: BaseException, user_files: set[str]) -> Location | None:
