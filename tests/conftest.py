@@ -8,12 +8,15 @@ Under pytest-xdist (`make test`) each worker is its own session with its own run
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 import torch
+from file_order import file_of, longest_files_first, recorded_durations
 
 if TYPE_CHECKING:
     from mcp_server.engine.pool import WorkerPool
@@ -123,13 +126,37 @@ def _one_gpu_test_at_a_time(request: pytest.FixtureRequest, tmp_path_factory: py
         yield
 
 
+# Files run longest first (tests/file_order.py says why); `PTT_RECORD_DURATIONS=1 make test` rewrites the table.
+DURATIONS_FILE = Path(__file__).with_name("file_durations.json")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    order = longest_files_first([item.nodeid for item in items], recorded_durations(DURATIONS_FILE))
+    items[:] = [items[i] for i in order]
     if HAS_GPU:
         return
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+_file_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if os.environ.get("PTT_RECORD_DURATIONS"):
+        f = file_of(report.nodeid)
+        _file_seconds[f] = _file_seconds.get(f, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """With PTT_RECORD_DURATIONS set, the controlling process (not an xdist worker) merges this run's seconds per
+    file into the table (a run of some files updates those)."""
+    if not _file_seconds or hasattr(session.config, "workerinput"):
+        return
+    table = {**recorded_durations(DURATIONS_FILE), **{f: round(s, 1) for f, s in _file_seconds.items()}}
+    DURATIONS_FILE.write_text(json.dumps(dict(sorted(table.items())), indent=1) + "\n")
 
 
 # Tests not marked gpu launch their kernels in the test process under the interpreter, which Triton enables only
