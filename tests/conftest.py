@@ -152,10 +152,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """With PTT_RECORD_DURATIONS set, the controlling process (not an xdist worker) merges this run's seconds per
-    file into the table (a run of some files updates those)."""
+    file into the table (a run of some files updates those; files that are gone leave it)."""
     if not _file_seconds or hasattr(session.config, "workerinput"):
         return
     table = {**recorded_durations(DURATIONS_FILE), **{f: round(s, 1) for f, s in _file_seconds.items()}}
+    table = {f: s for f, s in table.items() if (session.config.rootpath / f).is_file()}
     DURATIONS_FILE.write_text(json.dumps(dict(sorted(table.items())), indent=1) + "\n")
 
 
