@@ -126,7 +126,8 @@ def _one_gpu_test_at_a_time(request: pytest.FixtureRequest, tmp_path_factory: py
         yield
 
 
-# Files run longest first (tests/file_order.py says why); `PTT_RECORD_DURATIONS=1 make test` rewrites the table.
+# Files run longest first (tests/file_order.py says why). `PTT_RECORD_DURATIONS=1 make test` on a machine without a
+# GPU (CI's kind: a GPU host's second pass would record only the gpu tests of a file) rewrites the table.
 DURATIONS_FILE = Path(__file__).with_name("file_durations.json")
 
 
