@@ -4,8 +4,10 @@
 Which torch, in order:
 
 1. A torch that is already importable is kept, whatever its build: one in .venv, or one of the base
-   interpreter (the venv is then created with --system-site-packages so that it sees it). A CUDA or
-   ROCm build installed by hand is never replaced. On a machine without a GPU a kept CUDA build works
+   interpreter (the venv is then created with --system-site-packages so that it sees it; where the base
+   interpreter is itself a virtualenv, whose packages --system-site-packages would not reach, a .pth file
+   in .venv names that virtualenv's site-packages). A CUDA or ROCm build installed by hand is never
+   replaced. On a machine without a GPU a kept CUDA build works
    (the tests run under the Triton interpreter) and a note says how to get the smaller CPU build.
 2. Otherwise the machine is probed for an NVIDIA GPU: ``nvidia-smi -L`` lists one, or
    /proc/driver/nvidia/gpus has an entry. ``--gpu yes|no`` overrides the probe.
@@ -228,6 +230,32 @@ def _stamp(extras: str) -> str:
     return digest.hexdigest()
 
 
+def base_venv_site_packages() -> list[str]:
+    """Where this interpreter's packages live when it runs inside a virtualenv (empty otherwise): a venv made
+    from it with --system-site-packages sees the base installation's packages, not these."""
+    import sysconfig
+
+    if sys.prefix == sys.base_prefix:
+        return []
+    paths = sysconfig.get_paths()
+    return list(dict.fromkeys(paths[k] for k in ("purelib", "platlib")))
+
+
+def create_venv(venv_dir: Path, keep_system: bool, with_pip: bool = True) -> None:
+    """A virtualenv at ``venv_dir``; with ``keep_system`` it sees this interpreter's packages (torch among them),
+    through --system-site-packages and, where this interpreter is itself a virtualenv, a .pth file."""
+    venv.EnvBuilder(with_pip=with_pip, system_site_packages=keep_system).create(venv_dir)
+    extra = base_venv_site_packages() if keep_system else []
+    if extra:
+        python = venv_dir / "bin" / "python"
+        out = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        site_dir = Path(out.stdout.strip())
+        (site_dir / "_ptt_base_venv.pth").write_text("".join(p + "\n" for p in extra))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -268,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         if not python.exists():
             keep = facts.torch is not None and facts.torch_where == "the base interpreter"
             print(f"+ python3 -m venv{' --system-site-packages' if keep else ''} {venv_dir}")
+            if keep and base_venv_site_packages():
+                print(f"+ (a .pth file in {venv_dir} naming {', '.join(base_venv_site_packages())})")
         for i, attempt in enumerate(the_plan.torch_attempts):
             prefix = "" if i == 0 else "(if that fails) "
             print(prefix + _show(_pip_cmd(python, attempt)))
@@ -279,7 +309,14 @@ def main(argv: list[str] | None = None) -> int:
     if not python.exists():
         keep_system = facts.torch is not None and facts.torch_where == "the base interpreter"
         print(f"creating {venv_dir} (base interpreter's torch kept: {keep_system})", flush=True)
-        venv.EnvBuilder(with_pip=True, system_site_packages=keep_system).create(venv_dir)
+        create_venv(venv_dir, keep_system)
+        if keep_system and _probe_torch(python) is None:
+            print(
+                f"error: {venv_dir} does not see the torch of {sys.executable}; remove {venv_dir} and run this "
+                "again with --isolated to install torch into it",
+                file=sys.stderr,
+            )
+            return 2
 
     for i, attempt in enumerate(the_plan.torch_attempts):
         cmd = _pip_cmd(python, attempt)

@@ -115,3 +115,46 @@ def test_print_plan_with_a_gpu_shows_the_cuda_wheel_and_no_cpu_index(tmp_path):
     assert [line.rsplit(" ", 1)[-1] for line in torch_lines] == ["torch==2.13.0"], out
     assert "--index-url" not in out and "triton==" not in out
     assert "(CUDA build)" in out and "--gpu yes" in out
+
+
+# `make demo` run from an activated virtualenv that holds torch: .venv must see that torch, not the base
+# installation's packages that --system-site-packages alone gives (there pip would fetch torch from the index).
+_FIND = (
+    "import importlib.util, json, sys; "
+    "print(json.dumps([sys.path, getattr(importlib.util.find_spec('torch'), 'origin', None)]))"
+)
+
+
+def _torch_seen_by(python: Path) -> tuple[list[str], str | None]:
+    """(sys.path, the file `import torch` would load) of ``python``, without importing torch."""
+    import json
+
+    out = subprocess.run([str(python), "-c", _FIND], capture_output=True, text=True, timeout=60, check=True)
+    path, origin = json.loads(out.stdout)
+    return path, origin
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="the suite runs from .venv; this interpreter is not a venv")
+def test_a_venv_made_from_a_venv_with_torch_finds_that_torch(boot, tmp_path):
+    import sysconfig
+
+    import torch
+
+    ours = sysconfig.get_paths()["purelib"]
+    assert boot.base_venv_site_packages()[0] == ours
+    boot.create_venv(tmp_path / "kept", keep_system=True, with_pip=False)
+    path, origin = _torch_seen_by(tmp_path / "kept" / "bin" / "python")
+    assert ours in path
+    assert origin is not None and Path(origin).resolve() == Path(torch.__file__).resolve()
+    # What --system-site-packages alone gives a venv made from a venv: the base installation's packages only.
+    import venv
+
+    venv.EnvBuilder(with_pip=False, system_site_packages=True).create(tmp_path / "plain")
+    path, origin = _torch_seen_by(tmp_path / "plain" / "bin" / "python")
+    assert ours not in path
+    assert origin is None or Path(origin).resolve() != Path(torch.__file__).resolve()
+
+
+def test_an_isolated_venv_gets_no_pth_file(boot, tmp_path):
+    boot.create_venv(tmp_path / "iso", keep_system=False, with_pip=False)
+    assert not list((tmp_path / "iso").rglob("_ptt_base_venv.pth"))
