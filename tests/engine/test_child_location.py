@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from triton.runtime.errors import InterpreterError
 
-from mcp_server.engine.runner.child import _interpreted_kernel_location, _library_file
+from mcp_server.engine.frames import library_file
+from mcp_server.engine.runner.child import _interpreted_kernel_location
 
 
 def _base_env_and_project(tmp_path: Path) -> tuple[Path, Path]:
@@ -44,22 +45,22 @@ def base_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Pat
 
 def test_a_package_in_another_site_packages_on_sys_path_is_library_code(base_env):
     site, project = base_env
-    assert _library_file(str(site / "fakelang" / "semantic.py"))
-    assert not _library_file(str(project / "kernels_of_mine.py"))
+    assert library_file(str(site / "fakelang" / "semantic.py"))
+    assert not library_file(str(project / "kernels_of_mine.py"))
 
 
 def test_a_project_folder_on_sys_path_stays_user_code(base_env, monkeypatch: pytest.MonkeyPatch):
     _, project = base_env
     monkeypatch.syspath_prepend(str(project))
-    assert not _library_file(str(project / "kernels_of_mine.py"))
+    assert not library_file(str(project / "kernels_of_mine.py"))
 
 
 def test_triton_and_torch_are_library_code_wherever_they_were_imported_from():
     import torch
     import triton
 
-    assert _library_file(triton.language.semantic.__file__)
-    assert _library_file(torch.__file__)
+    assert library_file(triton.language.semantic.__file__)
+    assert library_file(torch.__file__)
 
 
 def test_an_interpreter_error_raised_in_a_base_environment_points_at_the_users_line(base_env):

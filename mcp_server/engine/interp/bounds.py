@@ -13,13 +13,13 @@ the interpreter does not track derivation, only addresses. A kernel that makes p
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from mcp_server.engine.frames import library_file, library_roots
 from mcp_server.engine.models import Location
 
 
@@ -98,21 +98,13 @@ def set_launch(arg_names: list[str], args: list[Any], kwargs: dict[str, Any]) ->
     _ends = np.array([s.end for s in spans], dtype=np.uint64)
 
 
-# Frames in these folders are library code, not the kernel: numpy, and our own package.
-_SKIP_DIRS = (
-    os.path.dirname(os.path.abspath(np.__file__)) + os.sep,
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep,
-)
-
-
 def _kernel_location() -> Location | None:
-    import triton
-
-    skip = (*_SKIP_DIRS, os.path.dirname(os.path.abspath(triton.__file__)) + os.sep)
+    """The innermost frame outside library code (engine.frames): the kernel line whose access was checked."""
+    roots = library_roots()
     frame = sys._getframe(1)
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not filename.startswith(skip) and not filename.startswith("<"):
+        filename = frame.f_code.co_filename
+        if not library_file(filename, roots):
             line = None
             try:
                 import linecache
@@ -120,7 +112,7 @@ def _kernel_location() -> Location | None:
                 line = linecache.getline(filename, frame.f_lineno).rstrip("\n") or None
             except Exception:
                 line = None
-            return Location(file=frame.f_code.co_filename, line=frame.f_lineno, source_line=line)
+            return Location(file=filename, line=frame.f_lineno, source_line=line)
         frame = frame.f_back
     return None
 

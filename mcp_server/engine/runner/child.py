@@ -19,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from mcp_server.engine.frames import library_file, library_roots
 from mcp_server.engine.models import Failure, FindingKind, Location
 from mcp_server.engine.pyast import parse_python
 
@@ -80,35 +81,6 @@ def _user_location(exc: BaseException, user_files: set[str]) -> Location | None:
     return Location(file=chosen.filename, line=chosen.lineno, source_line=(chosen.line or None))
 
 
-_OURS = str(Path(__file__).resolve().parents[2]) + os.sep
-
-
-def _library_roots() -> list[str]:
-    """Folders of installed code: this interpreter's standard library and site-packages, every other
-    site-packages or dist-packages folder on sys.path (a base environment that a venv sees through
-    --system-site-packages or a .pth file, the user's site) and the folders of Triton and torch wherever they
-    were imported from (an editable install of either is not a user's kernel)."""
-    import sysconfig
-
-    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    roots.update(
-        p for p in sys.path if p and os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")
-    )
-    for name in ("triton", "torch"):
-        module_file = getattr(sys.modules.get(name), "__file__", None)
-        if module_file:
-            roots.add(os.path.dirname(module_file))
-    return [os.path.realpath(r) + os.sep for r in roots if r]
-
-
-def _library_file(filename: str) -> bool:
-    """Python's own modules, installed packages and this package: not where a user's kernel lives."""
-    real = os.path.realpath(filename)
-    if real.startswith(_OURS) or filename.startswith("<"):
-        return True
-    return any(real.startswith(root) for root in _library_roots())
-
-
 def _interpreted_kernel_location(exc: BaseException, user_files: set[str]) -> Location | None:
     """Under TRITON_INTERPRET=1 an error inside a kernel's body surfaces as an InterpreterError raised from
     the original error, whose traceback runs through the kernel's own lines: the last such frame in a user's
@@ -120,10 +92,11 @@ def _interpreted_kernel_location(exc: BaseException, user_files: set[str]) -> Lo
     if not isinstance(exc, InterpreterError):
         return None
     chosen = None
+    roots = library_roots()
     cause = exc.__cause__
     while cause is not None:
         for frame in traceback.extract_tb(cause.__traceback__):
-            if os.path.realpath(frame.filename) in user_files or not _library_file(frame.filename):
+            if os.path.realpath(frame.filename) in user_files or not library_file(frame.filename, roots):
                 chosen = frame
         cause = cause.__cause__
     if chosen is None:
