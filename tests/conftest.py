@@ -8,15 +8,13 @@ Under pytest-xdist (`make test`) each worker is its own session with its own run
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 import torch
-from file_order import file_of, longest_files_first, recorded_durations
+from file_order import DURATIONS_FILE, file_of, longest_files_first, merge_durations, recorded_durations
 
 if TYPE_CHECKING:
     from mcp_server.engine.pool import WorkerPool
@@ -126,12 +124,8 @@ def _one_gpu_test_at_a_time(request: pytest.FixtureRequest, tmp_path_factory: py
         yield
 
 
-# Files run longest first (tests/file_order.py says why). `PTT_RECORD_DURATIONS=1 make test` on a machine without a
-# GPU (CI's kind: a GPU host's second pass would record only the gpu tests of a file) rewrites the table.
-DURATIONS_FILE = Path(__file__).with_name("file_durations.json")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Files longest first (tests/file_order.py says why).
     order = longest_files_first([item.nodeid for item in items], recorded_durations(DURATIONS_FILE))
     items[:] = [items[i] for i in order]
     if HAS_GPU:
@@ -153,12 +147,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """With PTT_RECORD_DURATIONS set, the controlling process (not an xdist worker) merges this run's seconds per
-    file into the table (a run of some files updates those; files that are gone leave it)."""
-    if not _file_seconds or hasattr(session.config, "workerinput"):
-        return
-    table = {**recorded_durations(DURATIONS_FILE), **{f: round(s, 1) for f, s in _file_seconds.items()}}
-    table = {f: s for f, s in table.items() if (session.config.rootpath / f).is_file()}
-    DURATIONS_FILE.write_text(json.dumps(dict(sorted(table.items())), indent=1) + "\n")
+    file into tests/file_durations.json."""
+    if _file_seconds and not hasattr(session.config, "workerinput"):
+        merge_durations(DURATIONS_FILE, _file_seconds, session.config.rootpath)
 
 
 # Tests not marked gpu launch their kernels in the test process under the interpreter, which Triton enables only

@@ -13,6 +13,9 @@ import json
 from pathlib import Path
 
 DEFAULT_TEST_S = 0.2
+# `PTT_RECORD_DURATIONS=1 make test` on a machine without a GPU (CI's kind: a GPU host's second pass would record
+# only the gpu tests of a file) rewrites it (tests/conftest.py).
+DURATIONS_FILE = Path(__file__).with_name("file_durations.json")
 
 
 def file_of(nodeid: str) -> str:
@@ -43,3 +46,11 @@ def recorded_durations(path: Path) -> dict[str, float]:
         return {str(k): float(v) for k, v in table.items()}
     except (OSError, ValueError, TypeError, AttributeError):
         return {}
+
+
+def merge_durations(path: Path, seconds: dict[str, float], root: Path) -> None:
+    """Write ``seconds`` ({file: seconds} of one run) over the table at ``path``: files this run did not see keep
+    their entry, files no longer under ``root`` leave the table."""
+    table = {**recorded_durations(path), **{f: round(s, 1) for f, s in seconds.items()}}
+    table = {f: s for f, s in table.items() if (root / f).is_file()}
+    path.write_text(json.dumps(dict(sorted(table.items())), indent=1) + "\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from file_order import DEFAULT_TEST_S, file_of, longest_files_first, recorded_durations
+from file_order import DEFAULT_TEST_S, DURATIONS_FILE, file_of, longest_files_first, merge_durations, recorded_durations
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,8 +33,17 @@ def test_a_missing_or_malformed_table_is_empty(tmp_path: Path):
     assert recorded_durations(tmp_path / "good.json") == {"tests/x.py": 3.0}
 
 
+def test_a_run_updates_its_files_keeps_the_others_and_drops_the_gone(tmp_path: Path):
+    for name in ("kept.py", "updated.py"):
+        (tmp_path / name).write_text("")
+    table = tmp_path / "durations.json"
+    table.write_text(json.dumps({"kept.py": 4.0, "updated.py": 1.0, "gone.py": 9.0}))
+    merge_durations(table, {"updated.py": 2.345}, tmp_path)
+    assert recorded_durations(table) == {"kept.py": 4.0, "updated.py": 2.3}
+
+
 def test_the_committed_table_names_test_files_that_exist():
-    table = recorded_durations(ROOT / "tests" / "file_durations.json")
+    table = recorded_durations(DURATIONS_FILE)
     assert table, "tests/file_durations.json is missing or empty"
     missing = [f for f in table if not (ROOT / f).is_file()]
     assert not missing, f"rerun `PTT_RECORD_DURATIONS=1 make test`: {missing} no longer exist"
@@ -42,7 +51,7 @@ def test_the_committed_table_names_test_files_that_exist():
 
 def test_this_sessions_collection_runs_files_in_that_order(request):
     ids = [item.nodeid for item in request.session.items]
-    table = recorded_durations(ROOT / "tests" / "file_durations.json")
+    table = recorded_durations(DURATIONS_FILE)
     assert [ids[i] for i in longest_files_first(ids, table)] == ids
     recorded = [f for f in dict.fromkeys(file_of(i) for i in ids) if f in table]
     if len(recorded) > 1:  # more than this file was collected: the longest recorded one leads them
