@@ -70,6 +70,8 @@ def test_servers_preload_dynamo_only_where_jobs_build_compile_baselines(monkeypa
     forkserver.preload()
     assert ("torch._dynamo" in imported) is dynamo
     assert set(forkserver.PRELOAD) - {"torch._dynamo"} <= set(imported)
+    # Triton's launch path imports Gluon in interpreted and compiled mode alike (a fifth of a small job's time).
+    assert "triton.experimental.gluon" in imported
 
 
 def test_the_probe_finds_inductors_cache_dir_without_importing_inductor(monkeypatch, tmp_path):
