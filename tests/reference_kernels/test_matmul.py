@@ -91,6 +91,71 @@ def test_persistent_kernel_agrees_through_tma_descriptors_and_through_pointers(u
     _persistent(use_tma, torch.float16, DEVICE)
 
 
+def _stream_k_args(M: int, N: int, programs: int, bm: int = 128, bn: int = 256, use_tma: bool = True) -> dict:
+    return {"M": M, "N": N, "BLOCK_M": bm, "BLOCK_N": bn, "NUM_SMS": programs, "USE_TMA": use_tma}
+
+
+def test_the_stream_k_tail_is_used_only_when_the_last_round_leaves_many_programs_idle():
+    # H100 figures behind the threshold: 8192³ on 132 SMs leaves the last round 52 % full (stream-K wins),
+    # 4096³ leaves it 88 % full (whole tiles win).
+    assert mm._use_stream_k(_stream_k_args(8192, 8192, 132))
+    assert not mm._use_stream_k(_stream_k_args(4096, 4096, 132))
+    assert not mm._use_stream_k(_stream_k_args(8192, 8192, 128))  # whole rounds: nothing to share out
+    assert not mm._use_stream_k(_stream_k_args(1024, 1024, 132))  # fewer tiles than programs
+    assert not mm._use_stream_k(_stream_k_args(8192, 8192, 132, use_tma=False))  # pointer path: whole tiles
+
+
+# Interpreter: 32×32 tiles, 16-deep K blocks, 3 programs. (M, N, K): 4 tiles (one whole round, one tail tile
+# shared by all three: two partials for one owner); 7 tiles with a K tail (K = 40: 3 blocks, the last
+# zero-filled by TMA); 10 tiles, K = 80 (5 blocks over 3 programs: each range crosses into a second tile).
+STREAM_K_SHAPES = [(64, 64, 64), (224, 32, 40), (160, 64, 80)]
+
+
+@pytest.mark.parametrize(("M", "N", "K"), STREAM_K_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in STREAM_K_SHAPES])
+@pytest.mark.parametrize("activation", ["none", "gelu"])
+def test_the_stream_k_tail_matches_the_reference_and_leaves_every_flag_lowered(M, N, K, activation):
+    if HAS_GPU:
+        pytest.skip("interpreter shapes (3 programs, 32×32 tiles); the GPU tests cover 8192-sized problems")
+    torch.manual_seed(0)
+    a = torch.randn(M, K).half()
+    b = torch.randn(K, N).half()
+    bias = torch.randn(N).half()
+    cfg = mm._INTERPRETER_CONFIG
+    assert mm._use_stream_k(_stream_k_args(M, N, mm._INTERPRETER_NUM_SMS, cfg["BLOCK_M"], cfg["BLOCK_N"]))
+    got = mm._matmul_stage3(a, b, bias, mm.ACTIVATIONS[activation], use_tma=True)
+    expected = mm.reference_matmul(a.double(), b.double(), bias.double(), activation)
+    tol = SPEC.tolerances[torch.float16]
+    torch.testing.assert_close(got.double(), expected, atol=tol.atol, rtol=tol.rtol)
+    flags = mm._stream_k_flags(a.device, mm._INTERPRETER_NUM_SMS)
+    assert flags.tolist() == [0] * mm._INTERPRETER_NUM_SMS
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=str)
+def test_the_stream_k_tail_matches_cublas_at_8192_and_on_a_second_stream(dtype):
+    torch.manual_seed(0)
+    # 8192 × 8192 × 512: 2048 tiles of 128×256, a tail that takes stream-K on a 132-SM H100 (and on any GPU
+    # whose last round is at most 60 % full); run twice, the second time on another stream, and under a graph.
+    a = torch.randn(8192, 512, device="cuda").to(dtype)
+    b = torch.randn(512, 8192, device="cuda").to(dtype)
+    expected = torch.matmul(a.float(), b.float())
+    tol = SPEC.tolerances[dtype]
+    first = mm.matmul_stage3(a, b)
+    torch.testing.assert_close(first.float(), expected, atol=tol.atol, rtol=tol.rtol)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        again = mm.matmul_stage3(a, b)
+    side.synchronize()
+    assert torch.equal(again, first)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = mm.matmul_stage3(a, b)
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(captured, first)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=str)
 def test_persistent_kernel_falls_back_to_pointers_for_unaligned_rows_on_the_gpu(dtype):
