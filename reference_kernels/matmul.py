@@ -13,6 +13,8 @@ Programs → data:
            grouped order, so the K-loop of the next tile overlaps the epilogue of the previous one
            and no launch/tail waves are paid. On Hopper (sm_90+) A, B and C move through TMA tensor
            descriptors; elsewhere (older GPUs, unaligned strides) the same kernel uses pointer loads.
+           With TMA, when the last round of whole tiles would leave over 40 % of the programs idle, that
+           round's K iterations are split evenly over every program instead (stream-K tail).
 Autotuning (stages 2-3) compiles the configs of a new key in parallel before timing them; a problem
 whose 128×128 tiles do not fill the GPU gets one config and is not timed.
 
