@@ -117,9 +117,7 @@ def test_the_stream_k_tail_matches_the_reference_and_leaves_every_flag_lowered(M
     if HAS_GPU:
         pytest.skip("interpreter shapes (3 programs, 32×32 tiles); the GPU tests cover 8192-sized problems")
     torch.manual_seed(0)
-    a = torch.randn(M, K).half()
-    b = torch.randn(K, N).half()
-    bias = torch.randn(N).half()
+    a, b, bias = SPEC.make_inputs({"M": M, "N": N, "K": K, "bias": 1}, torch.float16, "cpu")
     cfg = mm._INTERPRETER_CONFIG
     assert mm._use_stream_k(_stream_k_args(M, N, mm._INTERPRETER_NUM_SMS, cfg["BLOCK_M"], cfg["BLOCK_N"]))
     got = mm._matmul_stage3(a, b, bias, mm.ACTIVATIONS[activation], use_tma=True)
