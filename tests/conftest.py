@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import torch
+import zygotes
 from file_order import DURATIONS_FILE, file_of, longest_files_first, merge_durations, recorded_durations
 
 if TYPE_CHECKING:
@@ -31,10 +32,11 @@ if not HAS_GPU:
     # The kernels tests run in this process take the interpreter the engine's children use for helper calls
     # (mcp_server/engine/interp/nested.py: no re-patching of triton.language per call) and scalar loop bounds
     # (scalars.py: no NumPy scalar-conversion warning, no error from NumPy 2.4 on).
-    from mcp_server.engine.interp import nested, scalars
+    from mcp_server.engine.interp import fastpaths, nested, scalars
 
     nested.install()
     scalars.install()
+    fastpaths.install()
 
 # `ptt` run as a process by a test stays in that process; tests/cli/test_daemon.py turns the daemon on itself.
 os.environ.setdefault("PTT_NO_DAEMON", "1")
@@ -137,6 +139,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _file_seconds: dict[str, float] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Fork servers forked from zygotes shared by the whole run (tests/zygotes.py says why). The controlling
+    # process (an xdist controller, or a plain run) starts them before any worker exists; workers inherit the env.
+    if not hasattr(config, "workerinput"):
+        zygotes.start()
+    zygotes.attach()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        zygotes.stop()
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -691,6 +691,9 @@ class _Forked:
         self.stdin: IO[bytes] = open(stdin_fd, "wb")  # noqa: SIM115
         self.stdout: IO[bytes] = open(stdout_fd, "rb")  # noqa: SIM115
         self.returncode: int | None = None
+        # The runner's event thread and its callers may wait on the server at the same time: one of them closes
+        # the pidfd when the server is gone, after which the others must not select on it.
+        self._lock = threading.Lock()
         try:
             self._pidfd: int | None = os.pidfd_open(pid)
         except OSError:
@@ -698,14 +701,21 @@ class _Forked:
             self.returncode = -1
 
     def _gone(self, timeout: float | None) -> bool:
-        if self.returncode is not None:
-            return True
-        assert self._pidfd is not None
-        ready, _, _ = select.select([self._pidfd], [], [], timeout)
-        if ready:
-            self.returncode = -1  # its status went to the zygote
-            os.close(self._pidfd)
-        return bool(ready)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if self.returncode is not None or self._pidfd is None:
+                    return True
+                # Short selects under the lock, so a second waiter gets its turn and sees the outcome.
+                step = 0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic()))
+                ready, _, _ = select.select([self._pidfd], [], [], step)
+                if ready:
+                    self.returncode = -1  # its status went to the zygote
+                    os.close(self._pidfd)
+                    self._pidfd = None
+                    return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
 
     def poll(self) -> int | None:
         self._gone(0)

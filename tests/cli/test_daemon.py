@@ -189,10 +189,45 @@ def test_a_new_listener_stops_the_one_serving_this_checkouts_earlier_code(tmp_pa
 
 
 def test_the_runner_hook_the_handlers_use_exists():
-    from mcp_server.engine.runner import parent
-
-    assert parent.start_fork_server is parent.popen_fork_server
+    # A fresh process starts its fork servers as new interpreters; a handler swaps in the zygote starter (and so
+    # does this test run: tests/zygotes.py).
+    code = "from mcp_server.engine.runner import parent; print(parent.start_fork_server is parent.popen_fork_server)"
+    fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert fresh.stdout.strip() == "True", fresh.stderr[-2000:]
     assert "parent.start_fork_server = _ZygoteStarter" in Path(daemon.__file__).read_text()
+
+
+def test_a_forked_server_can_be_waited_on_from_two_threads_at_once():
+    # The runner's event thread waits on a server that exits while a caller polls or waits on it too: both learn
+    # it is gone, neither trips over the other's closing of the pidfd.
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    forked = daemon._Forked(proc.pid, stdin_w, stdout_r)
+    outcomes: list[object] = []
+
+    def wait() -> None:
+        try:
+            outcomes.append(forked.wait(30))
+        except BaseException as exc:  # the failure is the test's finding
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=wait) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)  # both are waiting
+    with pytest.raises(subprocess.TimeoutExpired):
+        forked.wait(0.05)
+    proc.kill()
+    proc.wait()
+    for t in threads:
+        t.join(30)
+    assert outcomes == [-1, -1]
+    assert forked.poll() == -1
+    for fd in (stdin_r, stdout_w):
+        os.close(fd)
+    forked.stdin.close()
+    forked.stdout.close()
 
 
 def test_the_key_follows_the_import_environment_but_not_the_mode():

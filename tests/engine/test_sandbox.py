@@ -184,7 +184,13 @@ def test_killing_the_parents_leaves_the_fork_server_and_the_neighbour_alone(runn
     assert _answers_quickly(runner) < 3
 
 
-def test_without_namespaces_or_uid_a_dead_fork_server_is_replaced_and_the_neighbour_retried():
+def test_without_namespaces_or_uid_a_dead_fork_server_is_replaced_and_the_neighbour_retried(monkeypatch):
+    # Without a pid namespace the attack kills every ancestor it can reach: a fork server forked by the test
+    # run's zygote (tests/zygotes.py) has that zygote among them. This runner starts its servers as the product
+    # does outside the daemon, as processes of their own.
+    from mcp_server.engine.runner import parent
+
+    monkeypatch.setattr(parent, "start_fork_server", parent.popen_fork_server)
     with Runner(sandbox=SandboxPolicy(uid=None, namespaces=False)) as bare:
         _answers_quickly(bare)
         first = bare._servers[True].proc

@@ -1,0 +1,81 @@
+"""Two of the interpreter's per-operation costs, removed without changing what it computes.
+
+Profiling a reference-kernel test under Triton 3.6's interpreter (the semi-Markov CRF's, 71 s) put 7 % of the time
+in ``interpreter._get_np_dtype``, which builds a 19-entry dict of NumPy dtypes on every call (184 k calls), and
+8 % in ``tuple_type.__init__``, which formats a display name for every ``tl.tuple`` (1.3 M: each tensor's shape is
+one) that is almost never shown. :func:`install` swaps in a lookup built once and makes the name lazy (computed on
+first use, the same string). Both check that the Triton in hand has the shape they expect and leave it alone
+otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_installed = False
+_triton_np_dtype: Any = None  # Triton's own lookup, kept for the tests
+
+
+def _np_dtype_lookup(original: Any) -> Any:
+    import numpy as np
+    import triton.language as tl
+
+    table: dict[Any, Any] = {}
+
+    def _get_np_dtype(tt_dtype: Any) -> Any:
+        if isinstance(tt_dtype, tl.pointer_type):
+            return np.dtype(np.uint64)
+        if isinstance(tt_dtype, tl.block_type):
+            element = tt_dtype.element_ty
+            if isinstance(element, tl.pointer_type):
+                return np.dtype(np.uint64)
+            tt_dtype = element
+        try:
+            return table[tt_dtype]
+        except KeyError:
+            found = table[tt_dtype] = original(tt_dtype)  # raises as Triton does for a type it has no array for
+            return found
+
+    return _get_np_dtype
+
+
+def _lazy_tuple_names(core: Any) -> None:
+    cls = core.tuple_type
+
+    def __init__(self: Any, types: Any, fields: Any = None) -> None:
+        self.types = types
+        self.fields = fields or [""] * len(types)
+
+    def name(self: Any) -> str:
+        cached = self.__dict__.get("_name")
+        if cached is None:
+            pairs = zip(self.fields, self.types, strict=False)
+            cached = self.__dict__["_name"] = "[" + ",".join(f"{k}:{v}" for k, v in pairs) + "]"
+        return cached
+
+    def set_name(self: Any, value: str) -> None:
+        self.__dict__["_name"] = value
+
+    cls.__init__ = __init__
+    cls.name = property(name, set_name)
+
+
+def install() -> None:
+    """Patch once per process (idempotent)."""
+    global _installed, _triton_np_dtype
+    if _installed:
+        return
+    _installed = True
+    from triton.language import core
+    from triton.runtime import interpreter as interp
+
+    if callable(getattr(interp, "_get_np_dtype", None)):
+        _triton_np_dtype = interp._get_np_dtype
+        interp._get_np_dtype = _np_dtype_lookup(_triton_np_dtype)
+    cls = getattr(core, "tuple_type", None)
+    try:
+        eager = cls is not None and "name" in vars(cls([core.int32]))  # the name is built in __init__
+    except Exception:  # a tuple_type of another shape: left as it is
+        eager = False
+    if eager:
+        _lazy_tuple_names(core)
