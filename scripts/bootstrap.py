@@ -253,7 +253,10 @@ def create_venv(venv_dir: Path, keep_system: bool, with_pip: bool = True) -> Non
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         site_dir = Path(out.stdout.strip())
-        (site_dir / "_ptt_base_venv.pth").write_text("".join(p + "\n" for p in extra))
+        # site.addsitedir, not a bare path line: the .pth files in those folders are read too (an editable
+        # install there, or a torch that the calling venv itself reaches through a .pth).
+        lines = "".join(f"import site; site.addsitedir({p!r})\n" for p in extra)
+        (site_dir / "_ptt_base_venv.pth").write_text(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -155,6 +155,26 @@ def test_a_venv_made_from_a_venv_with_torch_finds_that_torch(boot, tmp_path):
     assert origin is None or not Path(origin).resolve().is_relative_to(Path(ours).resolve())
 
 
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="the suite runs from .venv; this interpreter is not a venv")
+def test_packages_the_calling_venv_reaches_through_its_own_pth_files_are_kept_too(boot, tmp_path, monkeypatch):
+    # A GPU image's venv whose torch lives elsewhere, named by a .pth file in the venv's site-packages: the venv
+    # made from it must read that .pth too, not only list the folder.
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "ptt_fake_torch").mkdir(parents=True)
+    (elsewhere / "ptt_fake_torch" / "__init__.py").write_text("")
+    calling_site = tmp_path / "calling-site-packages"
+    calling_site.mkdir()
+    (calling_site / "zz_elsewhere.pth").write_text(str(elsewhere) + "\n")
+    monkeypatch.setattr(boot, "base_venv_site_packages", lambda: [str(calling_site)])
+    boot.create_venv(tmp_path / "kept", keep_system=True, with_pip=False)
+    code = "import importlib.util as u; s = u.find_spec('ptt_fake_torch'); print(s.origin if s else '')"
+    out = subprocess.run(
+        [str(tmp_path / "kept" / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(elsewhere / "ptt_fake_torch" / "__init__.py")
+
+
 def test_an_isolated_venv_gets_no_pth_file(boot, tmp_path):
     boot.create_venv(tmp_path / "iso", keep_system=False, with_pip=False)
     assert not list((tmp_path / "iso").rglob("_ptt_base_venv.pth"))
