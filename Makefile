@@ -1,11 +1,11 @@
 # The set-up commands of the README. scripts/bootstrap.py is the one place that decides what to
 # install into .venv (the CPU torch wheel without a GPU; a CUDA torch that is already there is kept).
 PY ?= python3
-# pytest-xdist workers: one per CPU, at least 4 and at most 8. More workers than CPUs pay: a good part of the
-# suite waits (on fork servers starting, on timeouts it provokes, on servers it talks to), and on 2 CPUs 2 / 3 / 4
-# workers took 219 / 204 / 196 s for the same ~385 CPU-seconds. --dist loadfile keeps a file's tests on one
-# worker, so the fixtures a module builds once (a Ray instance, the snippet run) are built once; files are handed
-# out longest first (tests/file_order.py), not by xdist's count of tests.
+# pytest-xdist workers: one per CPU, at least 4 and at most 8. More workers than CPUs pay: part of the suite
+# waits (on timeouts it provokes, on servers it talks to), and on 2 CPUs 2 / 3 / 4 workers took 219 / 204 / 196 s
+# for the same suite (3 and 4 within noise since its fork servers come from shared zygotes, tests/zygotes.py).
+# --dist loadfile keeps a file's tests on one worker, so the fixtures a module builds once (a Ray instance, the
+# snippet run) are built once; files are handed out longest first (tests/file_order.py), not by xdist's count.
 WORKERS ?= $(shell $(PY) -c "import os; print(min(8, max(4, os.cpu_count() or 1)))")
 PYTEST = .venv/bin/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 # With an NVIDIA GPU the suite runs in two passes: every test not marked gpu with the GPU hidden (their kernels
