@@ -14,6 +14,7 @@ server of its own, as it always did. The zygotes exit when the controlling proce
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -56,6 +57,9 @@ def attach() -> bool:
 
 
 def stop() -> None:
-    """In the controlling process, at the end of the run."""
+    """In the controlling process, at the end of the run: the zygotes, their sockets and their folder."""
+    folder = _started[0].paths.base.parent if _started else None
     while _started:
         _started.pop().close()
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
