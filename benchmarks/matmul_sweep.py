@@ -27,15 +27,8 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-
-@triton.jit
-def _tile(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    group = GROUP_M * num_pid_n
-    first_m = (tile_id // group) * GROUP_M
-    size_m = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (tile_id % group) % size_m
-    pid_n = (tile_id % group) // size_m
-    return pid_m, pid_n
+# The tile order and the epilogue are stage 3's own, so the variants differ from it only in the knobs swept.
+from reference_kernels.matmul import _epilogue, _grouped_tile  # noqa: E402  (after the checkout is on the path)
 
 
 @triton.jit
@@ -52,7 +45,7 @@ def _mm_persistent(
     k_tiles = tl.cdiv(K, BLOCK_K)
     tile_c = start - NUM_SMS
     for tile_id in tl.range(start, num_tiles, NUM_SMS, flatten=FLATTEN, warp_specialize=WS_OUTER):
-        pid_m, pid_n = _tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        pid_m, pid_n = _grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -61,16 +54,8 @@ def _mm_persistent(
             b = b_desc.load([ki * BLOCK_K, off_n])
             acc = tl.dot(a, b, acc)
         tile_c += NUM_SMS
-        pid_m, pid_n = _tile(tile_c, num_pid_m, num_pid_n, GROUP_M)
-        off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
-        if SUBTILE:
-            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
-            left, right = tl.split(halves)
-            c_desc.store([off_m, off_n], left.to(c_desc.dtype))
-            c_desc.store([off_m, off_n + BLOCK_N // 2], right.to(c_desc.dtype))
-        else:
-            c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+        pid_m, pid_n = _grouped_tile(tile_c, num_pid_m, num_pid_n, GROUP_M)
+        _epilogue(c_desc, acc, None, pid_m, pid_n, M, N, 0, 0, False, 0, True, SUBTILE, BLOCK_M, BLOCK_N)
 
 
 def variants() -> list[dict]:

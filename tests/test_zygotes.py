@@ -7,11 +7,7 @@ import os
 import zygotes
 
 from mcp_server.cli import daemon
-
-
-def _ppid(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as fh:
-        return int(fh.read().rsplit(")", 1)[1].split()[1])
+from mcp_server.engine.runner.forkserver import _ppid
 
 
 def test_the_shared_runners_fork_server_is_forked_by_a_zygote_not_started_here(runner):
