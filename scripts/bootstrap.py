@@ -299,8 +299,9 @@ def main(argv: list[str] | None = None) -> int:
         if not python.exists():
             keep = facts.torch is not None and facts.torch_where == "the base interpreter"
             print(f"+ python3 -m venv{' --system-site-packages' if keep else ''} {venv_dir}")
-            if keep and base_venv_site_packages():
-                print(f"+ (a .pth file in {venv_dir} naming {', '.join(base_venv_site_packages())})")
+            extra = base_venv_site_packages() if keep else []
+            if extra:
+                print(f"+ (a .pth file in {venv_dir} adding {', '.join(extra)} as site folders)")
         for i, attempt in enumerate(the_plan.torch_attempts):
             prefix = "" if i == 0 else "(if that fails) "
             print(prefix + _show(_pip_cmd(python, attempt)))
