@@ -22,6 +22,8 @@ def _np_dtype_lookup(original: Any) -> Any:
 
     table: dict[Any, Any] = {}
 
+    # Block types cannot be keys (Triton gives them __eq__ but no __hash__): they are looked up by element type,
+    # as Triton itself does.
     def _get_np_dtype(tt_dtype: Any) -> Any:
         if isinstance(tt_dtype, tl.pointer_type):
             return np.dtype(np.uint64)
