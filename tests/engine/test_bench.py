@@ -7,6 +7,7 @@ import multiprocessing
 import time
 from pathlib import Path
 
+import bench_lock_holder
 import pytest
 import torch
 
@@ -184,22 +185,12 @@ def test_the_plot_is_a_png_with_every_provider(tmp_path):
     assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def _hold_lock(cache: str, seconds: float, ready) -> None:
-    import os
-
-    os.environ["PTT_CACHE_DIR"] = cache
-    device = DeviceInfo(device="x", interpreter=False, torch="t", triton="t", python="p")
-    with B.gpu_lock(device):
-        ready.set()
-        time.sleep(seconds)
-
-
 @pytest.mark.slow
 def test_one_bench_at_a_time_per_gpu_and_the_second_is_told_it_queues(tmp_path, monkeypatch):
     monkeypatch.setenv("PTT_CACHE_DIR", str(tmp_path))
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()
-    holder = ctx.Process(target=_hold_lock, args=(str(tmp_path), 1.5, ready))
+    holder = ctx.Process(target=bench_lock_holder.hold_lock, args=(str(tmp_path), 1.5, ready))
     holder.start()
     assert ready.wait(60)
     messages = []
