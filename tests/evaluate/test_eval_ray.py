@@ -8,25 +8,31 @@ from pathlib import Path
 
 import pytest
 
-try:
-    import ray
-except ImportError as exc:  # the ray extra is optional: say why the test did not run
-    pytest.skip(f"ray is not installed ({exc}); pip install 'pytorch-to-triton[ray]'", allow_module_level=True)
-
 from mcp_server.engine.evaluate import EvalSettings, run_eval
 
 EVAL_FX = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 
 
+def _ray():
+    """Ray, imported by the test that uses it: every pytest-xdist worker imports this module to collect it, and
+    only one of them runs its test."""
+    try:
+        import ray
+    except ImportError as exc:  # the ray extra is optional: say why the test did not run
+        pytest.skip(f"ray is not installed ({exc}); pip install 'pytorch-to-triton[ray]'")
+    return ray
+
+
 @pytest.fixture(scope="module")
 def local_ray():
+    ray = _ray()
     # CPU tasks under the interpreter, also on a GPU machine (the workers inherit this environment). One CPU:
     # one Ray worker takes the tasks in turn, so one worker process starts a Runner and its fork servers.
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PTT_DEVICE", "interpreter")
         ray.init(num_cpus=1, num_gpus=0, include_dashboard=False, log_to_driver=False)
         try:
-            yield
+            yield ray
         finally:
             ray.shutdown()
 
@@ -54,7 +60,7 @@ def test_the_ray_backend_gives_the_same_verdicts_and_resumes(local_ray, tmp_path
     ran = [r for r in report.problems if r.status != "missing"]
     assert all(r.worker and r.worker.startswith("ray:") and r.device == "cpu-interpreter" for r in ran)
     assert all(pt.eager is None for pt in report.overall.fast_p[1:])
-    assert ray.is_initialized()  # a session the caller started is left running
+    assert local_ray.is_initialized()  # a session the caller started is left running
 
     again = run_eval(
         EVAL_FX / "problems", solutions, backend="ray", settings=EvalSettings(seeds=1, derive_shapes=False), only=only
