@@ -35,6 +35,7 @@ def test_the_http_server_process_prints_its_token_once_and_serves_with_it():
     proc = subprocess.Popen(
         [
             sys.executable,
+            str(ROOT / "tests" / "with_zygotes.py"),  # its fork servers come from the test run's zygotes
             "-m",
             "mcp_server.cli",
             "serve",

@@ -15,6 +15,7 @@ from mcp_server.server import build_server
 
 ROOT = Path(__file__).resolve().parents[2]
 FX = ROOT / "tests" / "fixtures" / "validate"
+WITH_ZYGOTES = ROOT / "tests" / "with_zygotes.py"
 
 
 def run(coro):
@@ -87,8 +88,9 @@ def test_misuse_is_a_tool_error_that_names_the_fix(arguments, words):
 def test_the_stdio_server_survives_a_crashing_kernel_and_then_judges_a_good_one():
     # The SDK passes a minimal environment to the server; keep the import path (e.g. a --target install).
     env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH" or k.startswith("PTT_")}
+    # Its fork servers come from the test run's zygotes (tests/with_zygotes.py), as the in-memory servers' do.
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "mcp_server.cli", "serve"], cwd=str(ROOT), env=env
+        command=sys.executable, args=[str(WITH_ZYGOTES), "-m", "mcp_server.cli", "serve"], cwd=str(ROOT), env=env
     )
 
     async def go():
