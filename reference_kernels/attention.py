@@ -19,12 +19,15 @@ L2 while they are re-read ``seq / BLOCK_M`` times.
            which frees enough registers for tiles capped at 128 registers per thread: two 8-warp CTAs
            per SM, so one CTA's softmax overlaps the other's tensor-core work; some tiles also run the
            key loop warp-specialized (``tl.range(warp_specialize=True)``, a TMA producer and the
-           compute warps apart).
+           compute warps apart). On an sm_90 GPU, for fp16/bf16 at head_dim 64 or 128 with tiles enough
+           to fill it, the forward is instead the Gluon kernel of ``attention_hopper.py``: a load warp and
+           two consumer warpgroups with their own schedule; the backward below is the same for both.
 Autotuning: per head-dim class a short list of tiles (see ``_FWD_TILES``), compiled in parallel before
 they are timed; a problem too small to fill the GPU gets one small tile and is not timed at all.
 The bars: ``sdpa_flash_attention`` = torch's SDPA held to its flash backend (≥ 0.9×), and
-``reference_attention`` = SDPA with the backend torch picks, cuDNN on Hopper (≥ 1.0×, not met on the
-H100: benchmarks/results/h100/attention_notes.txt); ``manual_attention`` is the unfused computation.
+``reference_attention`` = SDPA with the backend torch picks, cuDNN on Hopper (≥ 1.0×; on the H100 the
+forward is at 0.97-1.04×, forward + backward at 0.78-0.91×: benchmarks/results/h100/attention_hopper.json);
+``manual_attention`` is the unfused computation.
 
 Bytes moved: Q, K, V read once and O written once, ``4 · B·H·S·D · bytes(dtype)`` (K and V re-reads
 hit L2). Unfused attention also writes and reads the S×S score and probability matrices:
@@ -60,6 +63,7 @@ import triton
 import triton.language as tl
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from reference_kernels import attention_hopper
 from reference_kernels._autotune import parallel_autotune
 from reference_kernels._common import interpreting, sm_count
 from reference_kernels._spec import Case, KernelSpec, Tolerance
@@ -888,11 +892,16 @@ def _attention_stage3(
     store_lse: bool = False,
     config: triton.Config | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Stage 3; ``config`` runs one tile instead of autotuning (tests sweep the space)."""
+    """Stage 3; ``config`` runs one tile instead of autotuning (tests sweep the space). On an sm_90 GPU
+    the Gluon kernel of ``attention_hopper`` serves the forward where it applies, unless ``use_desc`` or
+    ``config`` asks for the Triton kernels."""
     B, H, S, D = q.shape
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = _lse_buffer(q, store_lse)
     if o.numel() == 0:
+        return o, lse
+    if use_desc is None and config is None and attention_hopper.usable(q, k, v):
+        attention_hopper.forward(q, k, v, causal, o, lse)
         return o, lse
     if use_desc is None:
         use_desc = _descriptors_usable(q, k, v)

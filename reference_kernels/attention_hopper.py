@@ -1,0 +1,358 @@
+"""Attention forward for Hopper (sm_90) in Gluon: stage 3's forward where it applies.
+
+Triton's compiler schedules one stream of instructions for all warps of a program; the fastest Hopper
+attention kernels instead give warps different jobs. Gluon states that schedule directly:
+
+  one load warp         TMA copies of Q (once per tile) and of K and V blocks into a ring of STAGES
+                        shared-memory slots; it refills a slot once both consumers have released it.
+  two consumer groups   four warps each (one warpgroup), 64 query rows each, so a 128-row tile shares
+                        every K and V block between them. Each keeps Q in registers, issues Q Kᵀ on the
+                        tensor cores (wgmma), runs the online softmax (fp32 row max and sum, base-2
+                        exponentials), keeps P in registers as the A operand of P V, and rescales the
+                        fp32 accumulator. The next block's Q Kᵀ is issued together with this block's
+                        P V, so the tensor cores work while the softmax runs; the two groups drift
+                        apart and fill each other's gaps as well.
+
+Registers are re-balanced per group (setmaxnreg): 240 per thread for a consumer, 24 for the load warp.
+Blocks strictly below the diagonal (causal) or fully inside the sequence take no mask; only the
+diagonal and the sequence tail are masked. Non-causal tiles are processed by one persistent program per
+SM, so a program's next Q and K/V loads overlap its previous tile's epilogue; causal tiles run one per
+program, the heaviest (last) query block of each head first, which keeps neighbouring programs on one
+head's K and V in L2.
+
+The forward writes the same base-2 row log-sum-exp as the Triton kernels, so stage 3's backward is
+unchanged. Used when ``usable`` says so: a CUDA device of compute capability 9.0 (wgmma is sm_90a
+only), contiguous fp16/bf16 inputs with 16-byte aligned storage, head_dim 64 or 128, and enough
+128-row tiles to fill the GPU; everything else takes the Triton kernels of ``attention.py``.
+Measured against SDPA's own pick (cuDNN) and the Triton stage 3: benchmarks/attention_hopper.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from reference_kernels._common import cdiv, interpreting, sm_count
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+except ImportError:  # pragma: no cover - a Triton without Gluon: the Triton kernels serve everywhere
+    gluon = None
+
+HEAD_DIMS = (64, 128)
+BLOCK_M = 128  # query rows per tile: two consumer warpgroups of 64
+BLOCK_N = 128  # keys per block
+STAGES = 3  # K/V ring depth; at head_dim 128: 2·64·128 (Q) + 3·2·128·128 (K, V) halves = 224 KiB
+_CONSUMER_REGS = 240
+_LOADER_REGS = 24
+# Registers per thread the compiler plans the whole kernel with: 12 warps (two consumer warpgroups and
+# the load warp's warpgroup) × 32 threads × 168 ≤ 65536, the register file of one SM.
+_MAXNREG = 168
+LOG2E = 1.4426950408889634
+
+if gluon is not None:
+
+    @gluon.jit
+    def _kv_blocks(start_m, N_CTX, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+        """Key blocks [0, n_full) need no mask; [n_full, n_total) do (the diagonal, the sequence tail)."""
+        if CAUSAL:
+            n_full = (start_m * 128) // BLOCK_N
+            n_total = gl.cdiv(gl.minimum((start_m + 1) * 128, N_CTX), BLOCK_N)
+        else:
+            n_full = N_CTX // BLOCK_N
+            n_total = gl.cdiv(N_CTX, BLOCK_N)
+        return n_full, n_total
+
+    @gluon.jit
+    def _tile(t, n_m, CAUSAL: gl.constexpr):
+        """Tile t → (query block, batch·head). Causal: the heaviest query block of each head first."""
+        bh = t // n_m
+        if CAUSAL:
+            start_m = n_m - 1 - t % n_m
+        else:
+            start_m = t % n_m
+        return start_m, bh
+
+    @gluon.jit
+    def _softmax_step(qk, j, n_full, m_i, l_i, offs_m, qk_scale, N_CTX, dtype: gl.constexpr,
+                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, s_layout: gl.constexpr,
+                      p_layout: gl.constexpr, o_layout: gl.constexpr):  # fmt: skip
+        """Online softmax of key block j: P (as the next wgmma's A operand), the accumulator's rescale
+        factor, and the new row max and sum."""
+        if j >= n_full:
+            offs_n = j * BLOCK_N + gl.arange(0, BLOCK_N, gl.SliceLayout(0, s_layout))
+            keep = offs_n[None, :] < N_CTX
+            if CAUSAL:
+                keep = keep & (offs_m[:, None] >= offs_n[None, :])
+            qk = gl.where(keep, qk, float("-inf"))
+        # Every row sees key 0 in block 0, so m_new is finite from the first block on.
+        m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
+        p = gl.exp2(qk * qk_scale - m_new[:, None])
+        alpha = gl.exp2(m_i - m_new)
+        l_i = l_i * alpha + gl.sum(p, 1)
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        return p_op, gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), m_new, l_i
+
+    @gluon.jit
+    def _consumer_tile(q_bufs, k_bufs, v_bufs, bars, o_ptr, lse_ptr, qk_scale, N_CTX, t, n_m, kv, tiles_done,
+                       WHICH: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                       CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
+        """One warpgroup, one tile: rows [start_m·128 + WHICH·64, +64). ``kv`` counts the K/V blocks this
+        program consumed before (the ring position), ``tiles_done`` its tiles (the Q slot's phase)."""
+        q_ready, q_free, k_ready, v_ready, kv_free = bars
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+        )
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+        )
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        q_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
+        dtype: gl.constexpr = k_bufs.dtype
+        start_m, bh = _tile(t, n_m, CAUSAL)
+        first = start_m * 128 + WHICH * 64
+        offs_m = first + gl.arange(0, 64, gl.SliceLayout(1, s_layout))
+        m_i = gl.full([64], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+        l_i = gl.zeros([64], gl.float32, gl.SliceLayout(1, s_layout))
+        acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
+        n_full, n_total = _kv_blocks(start_m, N_CTX, BLOCK_N, CAUSAL)
+
+        mbarrier.wait(q_ready.index(WHICH), tiles_done & 1)
+        q = q_bufs.index(WHICH).load(q_layout)
+        # The load warp's next TMA write of this slot must come after this (generic-proxy) read.
+        fence_async_shared()
+        mbarrier.arrive(q_free.index(WHICH), count=1)
+
+        s = kv % STAGES
+        mbarrier.wait(k_ready.index(s), (kv // STAGES) & 1)
+        k_smem = k_bufs.index(s)
+        zero = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
+        qk = warpgroup_mma(q, k_smem.permute((1, 0)), zero, use_acc=False, is_async=True)
+        qk, _ = warpgroup_mma_wait(0, deps=(qk, k_smem))
+        # The accumulator is still zero: block 0's rescale factor is not needed.
+        p_op, _alpha0, m_i, l_i = _softmax_step(
+            qk, 0, n_full, m_i, l_i, offs_m, qk_scale, N_CTX, dtype, BLOCK_N, CAUSAL, s_layout, p_layout, o_layout
+        )
+        for j in range(1, n_total):
+            # Block j's Q Kᵀ and block j-1's P V go to the tensor cores together; the wait for one
+            # outstanding group returns when Q Kᵀ is done, and its softmax runs while P V still does.
+            s = (kv + j) % STAGES
+            mbarrier.wait(k_ready.index(s), ((kv + j) // STAGES) & 1)
+            k_smem = k_bufs.index(s)
+            qk = warpgroup_mma(q, k_smem.permute((1, 0)), zero, use_acc=False, is_async=True)
+            prev = (kv + j - 1) % STAGES
+            mbarrier.wait(v_ready.index(prev), ((kv + j - 1) // STAGES) & 1)
+            v_smem = v_bufs.index(prev)
+            acc = warpgroup_mma(p_op, v_smem, acc, is_async=True)
+            qk, _ = warpgroup_mma_wait(1, deps=(qk, k_smem))
+            p_op, alpha_j, m_i, l_i = _softmax_step(
+                qk, j, n_full, m_i, l_i, offs_m, qk_scale, N_CTX, dtype, BLOCK_N, CAUSAL,
+                s_layout, p_layout, o_layout,
+            )  # fmt: skip
+            acc, _ = warpgroup_mma_wait(0, deps=(acc, v_smem))
+            mbarrier.arrive(kv_free.index(prev), count=1)
+            acc = acc * alpha_j[:, None]
+        last = (kv + n_total - 1) % STAGES
+        mbarrier.wait(v_ready.index(last), ((kv + n_total - 1) // STAGES) & 1)
+        v_smem = v_bufs.index(last)
+        acc = warpgroup_mma(p_op, v_smem, acc, is_async=True)
+        acc, _ = warpgroup_mma_wait(0, deps=(acc, v_smem))
+        mbarrier.arrive(kv_free.index(last), count=1)
+        kv += n_total
+        tiles_done += 1
+
+        out = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
+        rows = first + gl.arange(0, 64, gl.SliceLayout(1, o_layout))
+        cols = gl.arange(0, HEAD_DIM, gl.SliceLayout(0, o_layout))
+        base = bh.to(gl.int64) * N_CTX
+        o_ptrs = o_ptr + (base + rows)[:, None] * HEAD_DIM + cols[None, :]
+        gl.store(o_ptrs, out.to(o_ptr.dtype.element_ty), mask=rows[:, None] < N_CTX)
+        if STORE_LSE:
+            gl.store(lse_ptr + base + offs_m, m_i + gl.log2(l_i), mask=offs_m < N_CTX)
+        return kv, tiles_done
+
+    @gluon.jit
+    def _consumer(q_bufs, k_bufs, v_bufs, bars, o_ptr, lse_ptr, qk_scale, N_CTX, BH, WHICH: gl.constexpr,
+                  HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                  STORE_LSE: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
+        n_m = gl.cdiv(N_CTX, 128)
+        if PERSISTENT:
+            kv = 0
+            tiles_done = 0
+            for t in range(gl.program_id(0), n_m * BH, gl.num_programs(0)):
+                kv, tiles_done = _consumer_tile(
+                    q_bufs, k_bufs, v_bufs, bars, o_ptr, lse_ptr, qk_scale, N_CTX, t, n_m, kv, tiles_done,
+                    WHICH, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, STORE_LSE,
+                )  # fmt: skip
+        else:
+            # One tile per program: no loop-carried state, fewer live registers.
+            _consumer_tile(
+                q_bufs, k_bufs, v_bufs, bars, o_ptr, lse_ptr, qk_scale, N_CTX, gl.program_id(0), n_m, 0, 0,
+                WHICH, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, STORE_LSE,
+            )  # fmt: skip
+
+    @gluon.jit
+    def _loader_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, N_CTX, t, n_m, kv, tiles_done,
+                     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
+        """The load warp, one tile: the consumers' key blocks, in their order."""
+        q_ready, q_free, k_ready, v_ready, kv_free = bars
+        start_m, bh = _tile(t, n_m, CAUSAL)
+        row0 = bh * N_CTX  # first row of this head in the [B·H·S, D] view
+        for c in gl.static_range(2):
+            mbarrier.wait(q_free.index(c), (tiles_done & 1) ^ 1)
+            mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(
+                q_desc, [row0 + start_m * 128 + c * 64, 0], q_ready.index(c), q_bufs.index(c)
+            )
+        _, n_total = _kv_blocks(start_m, N_CTX, BLOCK_N, CAUSAL)
+        for j in range(0, n_total):
+            s = (kv + j) % STAGES
+            # A fresh barrier counts as having completed the phase before its first, so the
+            # first STAGES waits pass at once.
+            mbarrier.wait(kv_free.index(s), (((kv + j) // STAGES) & 1) ^ 1)
+            mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(k_desc, [row0 + j * BLOCK_N, 0], k_ready.index(s), k_bufs.index(s))
+            mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(v_desc, [row0 + j * BLOCK_N, 0], v_ready.index(s), v_bufs.index(s))
+        kv += n_total
+        tiles_done += 1
+        return kv, tiles_done
+
+    @gluon.jit
+    def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, N_CTX, BH, BLOCK_N: gl.constexpr,
+                STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr):  # fmt: skip
+        n_m = gl.cdiv(N_CTX, 128)
+        if PERSISTENT:
+            kv = 0
+            tiles_done = 0
+            for t in range(gl.program_id(0), n_m * BH, gl.num_programs(0)):
+                kv, tiles_done = _loader_tile(
+                    q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, N_CTX, t, n_m, kv, tiles_done,
+                    BLOCK_N, STAGES, CAUSAL,
+                )  # fmt: skip
+        else:
+            _loader_tile(
+                q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, N_CTX, gl.program_id(0), n_m, 0, 0,
+                BLOCK_N, STAGES, CAUSAL,
+            )  # fmt: skip
+
+    @gluon.jit
+    def _attn_fwd_hopper(q_desc, k_desc, v_desc, o_ptr, lse_ptr, qk_scale, N_CTX, BH, HEAD_DIM: gl.constexpr,
+                         BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                         STORE_LSE: gl.constexpr, PERSISTENT: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                         LOADER_REGS: gl.constexpr):  # fmt: skip
+        dtype: gl.constexpr = q_desc.dtype
+        q_bufs = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_desc.layout)
+        k_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+        v_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+        q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        q_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        kv_free = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for c in gl.static_range(2):
+            mbarrier.init(q_ready.index(c), count=1)
+            mbarrier.init(q_free.index(c), count=1)
+        for i in gl.static_range(STAGES):
+            mbarrier.init(k_ready.index(i), count=1)
+            mbarrier.init(v_ready.index(i), count=1)
+            mbarrier.init(kv_free.index(i), count=2)  # both consumers release a slot
+        bars = (q_ready, q_free, k_ready, v_ready, kv_free)
+        gl.warp_specialize(
+            [
+                (_consumer, (q_bufs, k_bufs, v_bufs, bars, o_ptr, lse_ptr, qk_scale, N_CTX, BH, 0, HEAD_DIM,
+                             BLOCK_N, STAGES, CAUSAL, STORE_LSE, PERSISTENT)),
+                (_consumer, (q_bufs, k_bufs, v_bufs, bars, o_ptr, lse_ptr, qk_scale, N_CTX, BH, 1, HEAD_DIM,
+                             BLOCK_N, STAGES, CAUSAL, STORE_LSE, PERSISTENT)),
+                (_loader, (q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, N_CTX, BH, BLOCK_N, STAGES,
+                           CAUSAL, PERSISTENT)),
+            ],
+            [4, 1],
+            [CONSUMER_REGS, LOADER_REGS],
+        )  # fmt: skip
+
+
+_GL_DTYPES = {}
+if gluon is not None:
+    _GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+
+
+def tiles(q: torch.Tensor) -> int:
+    B, H, S, _ = q.shape
+    return cdiv(S, BLOCK_M) * B * H
+
+
+def applies(
+    capability: tuple[int, int], dtype: torch.dtype, head_dim: int, aligned: bool, n_tiles: int, sms: int
+) -> bool:
+    """The rule behind ``usable``, on plain facts: an sm_90 GPU, fp16/bf16, head_dim 64 or 128,
+    contiguous 16-byte aligned inputs, and at least one 128-row tile per SM."""
+    return (
+        gluon is not None
+        and capability == (9, 0)
+        and dtype in _GL_DTYPES
+        and head_dim in HEAD_DIMS
+        and aligned
+        and n_tiles >= sms
+    )
+
+
+def usable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether ``forward`` serves these inputs (see ``applies``); never under the interpreter."""
+    if gluon is None or interpreting() or q.device.type != "cuda":
+        return False
+    index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    aligned = all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (q, k, v))
+    return applies(torch.cuda.get_device_capability(index), q.dtype, q.shape[-1], aligned, tiles(q), sm_count(index))
+
+
+def programs(q: torch.Tensor, causal: bool, sms: int) -> int:
+    """Grid size: one persistent program per SM (non-causal), or one program per tile (causal)."""
+    return tiles(q) if causal else min(sms, tiles(q))
+
+
+def launch_args(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor | None, causal: bool
+) -> tuple:
+    """The kernel's arguments (descriptors over the [B·H·S, D] views) and its compile-time flags."""
+    B, H, S, D = q.shape
+    dt = _GL_DTYPES[q.dtype]
+    q_layout = gl.NVMMASharedLayout.get_default_for([64, D], dt)
+    kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], dt)
+    q_desc = TensorDescriptor.from_tensor(q.view(B * H * S, D), [64, D], q_layout)
+    k_desc = TensorDescriptor.from_tensor(k.view(B * H * S, D), [BLOCK_N, D], kv_layout)
+    v_desc = TensorDescriptor.from_tensor(v.view(B * H * S, D), [BLOCK_N, D], kv_layout)
+    qk_scale = LOG2E / math.sqrt(D)
+    return (
+        q_desc, k_desc, v_desc, o, o if lse is None else lse, qk_scale, S, B * H,
+        D, BLOCK_N, STAGES, causal, lse is not None, not causal, _CONSUMER_REGS, _LOADER_REGS,
+    )  # fmt: skip
+
+
+def forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool,
+    o: torch.Tensor,
+    lse: torch.Tensor | None,
+    n_programs: int | None = None,
+) -> None:
+    """Write softmax(q kᵀ/√d) v into ``o`` (contiguous, q's shape) and, given ``lse`` ([B·H, S] fp32),
+    the base-2 row log-sum-exp. ``n_programs`` sets the persistent (non-causal) grid: tests give a
+    program several tiles with it."""
+    if n_programs is not None and causal:
+        raise ValueError("attention_hopper.forward: causal tiles run one per program; n_programs is non-causal only")
+    index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    grid = (n_programs or programs(q, causal, sm_count(index)),)
+    _attn_fwd_hopper[grid](*launch_args(q, k, v, o, lse, causal), num_warps=4, maxnreg=_MAXNREG)
