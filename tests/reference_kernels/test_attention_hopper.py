@@ -166,7 +166,9 @@ _COMPILE = textwrap.dedent(
 
 @pytest.mark.slow
 def test_it_compiles_for_sm90a_without_a_gpu_with_warp_groups_rebalanced_and_no_spills():
-    cases = [[128, True, "float16"], [64, False, "bfloat16"]]
+    # The variant with the most live registers (head_dim 128, causal masks); one compile keeps the CPU cost
+    # of this check near 6 CPU-seconds.
+    cases = [[128, True, "float16"]]
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES")}
     env["TRITON_CACHE_DIR"] = str(ROOT / ".pytest_cache" / "triton-sm90")
     proc = subprocess.run(
