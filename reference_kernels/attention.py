@@ -25,8 +25,8 @@ L2 while they are re-read ``seq / BLOCK_M`` times.
 Autotuning: per head-dim class a short list of tiles (see ``_FWD_TILES``), compiled in parallel before
 they are timed; a problem too small to fill the GPU gets one small tile and is not timed at all.
 The bars: ``sdpa_flash_attention`` = torch's SDPA held to its flash backend (≥ 0.9×), and
-``reference_attention`` = SDPA with the backend torch picks, cuDNN on Hopper (≥ 1.0×; on the H100 the
-forward is at 0.97-1.04×, forward + backward at 0.78-0.91×: benchmarks/results/h100/attention_hopper.json);
+``reference_attention`` = SDPA with the backend torch picks, cuDNN on Hopper (≥ 1.0×, not met on the H100:
+forward 0.90-1.15×, forward + backward 0.74-0.87×, benchmarks/results/h100/attention.json);
 ``manual_attention`` is the unfused computation.
 
 Bytes moved: Q, K, V read once and O written once, ``4 · B·H·S·D · bytes(dtype)`` (K and V re-reads
