@@ -126,8 +126,10 @@ def _one_gpu_test_at_a_time(request: pytest.FixtureRequest, tmp_path_factory: py
         yield
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Files longest first (tests/file_order.py says why).
+    # Files longest first (tests/file_order.py says why), among the tests left once -m and -k have deselected:
+    # a file missing from the durations table weighs its number of tests, which deselection changes.
     order = longest_files_first([item.nodeid for item in items], recorded_durations(DURATIONS_FILE))
     items[:] = [items[i] for i in order]
     if HAS_GPU:
