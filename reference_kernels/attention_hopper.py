@@ -50,7 +50,9 @@ except ImportError:  # pragma: no cover - a Triton without Gluon: the Triton ker
     gluon = None
 
 HEAD_DIMS = (64, 128)
-BLOCK_M = 128  # query rows per tile: two consumer warpgroups of 64
+# Query rows per tile: two consumer warpgroups of 64. The kernels below spell out 128 and 64 (the wgmma row
+# granularity of one warpgroup is 64); this constant sizes the grid.
+BLOCK_M = 128
 BLOCK_N = 128  # keys per block
 STAGES = 3  # K/V ring depth; at head_dim 128: 2·64·128 (Q) + 3·2·128·128 (K, V) halves = 224 KiB
 _CONSUMER_REGS = 240
