@@ -166,3 +166,26 @@ def test_a_gpu_crash_says_how_to_find_the_faulting_line():
     failure = classify_exception(RuntimeError("CUDA error: an illegal memory access was encountered"), set())
     assert failure.kind is FindingKind.crash
     assert "PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck" in failure.message
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="with a GPU a Gluon kernel runs: the message is for machines without one"
+)
+def test_a_gluon_launch_without_a_gpu_is_named_with_the_fix_and_other_driver_errors_are_not():
+    import importlib.util
+
+    from mcp_server.engine.runner.child import classify_exception
+
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "validate" / "add_gluon.py"
+    spec = importlib.util.spec_from_file_location("ptt_test_add_gluon", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(RuntimeError) as raised:
+        module.candidate(torch.randn(10), torch.randn(10))
+    failure = classify_exception(raised.value, {str(path)})
+    assert failure.kind is FindingKind.exception
+    assert failure.message.startswith("_add_kernel is a Gluon kernel (triton.experimental.gluon)")
+    assert "where a GPU is" in failure.message and "0 active drivers" in failure.message
+    # The same words raised anywhere else stay a plain exception.
+    plain = classify_exception(RuntimeError("0 active drivers ([]). There should only be one."), set())
+    assert plain.message == "RuntimeError: 0 active drivers ([]). There should only be one."

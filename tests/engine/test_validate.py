@@ -44,6 +44,15 @@ def test_validate_passes_a_correct_softmax_on_labelled_cases_without_deriving(ru
     assert {c.case for c in result.cases if c.derived} == {"layout: transposed", "layout: strided", "layout: offset"}
 
 
+def test_a_gluon_kernel_without_a_gpu_fails_every_case_with_a_message_that_names_the_fix(runner, fx):
+    if HAS_GPU:
+        pytest.skip("with a GPU the Gluon kernel runs: the message is for machines without one")
+    result = validate(fx("add_problem.py", "reference"), fx("add_gluon.py", "candidate"), runner=runner)
+    assert not result.ok
+    errors = [f for f in result.findings if f.severity is Severity.error]
+    assert errors and all("_add_kernel is a Gluon kernel" in f.message for f in errors), errors
+
+
 DEFECTS = [
     ("add_problem.py", "add_unwritten.py", FindingKind.uninitialized_output),
     ("add_problem.py", "add_writes_nothing.py", FindingKind.uninitialized_output),

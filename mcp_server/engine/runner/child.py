@@ -146,6 +146,24 @@ def _compile_error_location(exc: BaseException) -> Location | None:
     return None
 
 
+def gluon_kernel_without_gpu(exc: BaseException) -> str | None:
+    """The name of the Gluon kernel whose launch raised ``exc`` for want of a GPU, else None.
+
+    Gluon kernels (``triton.experimental.gluon``) have no interpreter: without a CUDA device their launch
+    reaches Triton's driver lookup, which raises "0 active drivers"."""
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    tb = exc.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if type(owner).__name__ == "GluonJITFunction" and type(owner).__module__.startswith("triton.experimental"):
+            return getattr(getattr(owner, "fn", None), "__name__", None) or "the kernel"
+        tb = tb.tb_next
+    return None
+
+
 def is_sticky_cuda_error(exc: BaseException) -> bool:
     text = f"{type(exc).__name__}: {exc}"
     return any(m in text for m in _STICKY_MARKERS)
@@ -189,6 +207,13 @@ def classify_exception(exc: BaseException, user_files: set[str]) -> Failure:
     elif isinstance(exc, LoadFailure):
         kind, message = FindingKind.load_error, str(exc)
         where = exc.where or where
+    elif (gluon := gluon_kernel_without_gpu(exc)) is not None:
+        kind = FindingKind.exception
+        message = (
+            f"{gluon} is a Gluon kernel (triton.experimental.gluon): Gluon has no interpreter and runs only on a "
+            "CUDA GPU, which this machine lacks. Check it where a GPU is, or check a triton.language version of "
+            f"the kernel here. (Triton said: {text})"
+        )
     else:
         kind, message = FindingKind.exception, text
     if len(message) > MESSAGE_LIMIT:
