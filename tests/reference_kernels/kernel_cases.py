@@ -1,6 +1,6 @@
 """Parametrisation helpers shared by the reference-kernel tests: test ids from case labels, the
-(stage, case, dtype) grids the tests run, and case lookup by label. Imported by the test modules beside
-it (pytest puts this folder on sys.path); fixtures live in conftest.py."""
+(stage, case, dtype) grids the tests run, case lookup by label, and a comparison at a kernel's tolerance.
+Imported by the test modules beside it (pytest puts this folder on sys.path); fixtures live in conftest.py."""
 
 from __future__ import annotations
 
@@ -49,3 +49,12 @@ def stage_params(
 def case_named(cases: Iterable[Any], label: str) -> Any:
     """The case of ``cases`` with this label (StopIteration when there is none)."""
     return next(c for c in cases if c.label == label)
+
+
+def assert_close_scaled(got: torch.Tensor, expected: torch.Tensor, tol: Any, what: str) -> None:
+    """``got`` against the float64 ``expected`` at tolerance ``tol`` (a SPEC's ``Tolerance``), the absolute part
+    scaled by the largest expected magnitude (attention's gradients grow with the sequence)."""
+    scale = max(1.0, float(expected.abs().max()))
+    torch.testing.assert_close(
+        got.double(), expected, atol=tol.atol * scale, rtol=tol.rtol, msg=lambda m: f"{what}: {m}"
+    )

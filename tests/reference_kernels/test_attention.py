@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 import triton
-from kernel_cases import label_ids
+from kernel_cases import assert_close_scaled, label_ids
 
 from reference_kernels import attention as at
 
@@ -55,11 +55,7 @@ def _sweep_inputs(head_dim: int):
 
 
 def _assert_matches(got: torch.Tensor, expected: torch.Tensor, what: str) -> None:
-    tol = SPEC.tolerances[torch.float16]
-    scale = max(1.0, float(expected.abs().max()))
-    torch.testing.assert_close(
-        got.double(), expected, atol=tol.atol * scale, rtol=tol.rtol, msg=lambda m: f"{what}: {m}"
-    )
+    assert_close_scaled(got, expected, SPEC.tolerances[torch.float16], what)
 
 
 @pytest.mark.gpu

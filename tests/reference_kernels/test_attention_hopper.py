@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from kernel_cases import assert_close_scaled
 
 from reference_kernels import attention as at
 from reference_kernels import attention_hopper as ah
@@ -31,11 +32,7 @@ def _inputs(b: int, h: int, s: int, d: int, dtype: torch.dtype) -> tuple[torch.T
 
 
 def _assert_matches(got: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype, what: str) -> None:
-    tol = at.SPEC.tolerances[dtype]
-    scale = max(1.0, float(expected.abs().max()))
-    torch.testing.assert_close(
-        got.double(), expected, atol=tol.atol * scale, rtol=tol.rtol, msg=lambda m: f"{what}: {m}"
-    )
+    assert_close_scaled(got, expected, at.SPEC.tolerances[dtype], what)
 
 
 @pytest.mark.gpu
