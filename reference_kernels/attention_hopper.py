@@ -60,7 +60,6 @@ _LOADER_REGS = 24
 # Registers per thread the compiler plans the whole kernel with: 12 warps (two consumer warpgroups and
 # the load warp's warpgroup) × 32 threads × 168 ≤ 65536, the register file of one SM.
 _MAXNREG = 168
-LOG2E = 1.4426950408889634
 
 if gluon is not None:
 
@@ -334,7 +333,7 @@ def launch_args(
     q_desc = TensorDescriptor.from_tensor(q.view(B * H * S, D), [64, D], q_layout)
     k_desc = TensorDescriptor.from_tensor(k.view(B * H * S, D), [BLOCK_N, D], kv_layout)
     v_desc = TensorDescriptor.from_tensor(v.view(B * H * S, D), [BLOCK_N, D], kv_layout)
-    qk_scale = LOG2E / math.sqrt(D)
+    qk_scale = math.log2(math.e) / math.sqrt(D)  # base-2 exponentials, as in attention.py
     return (
         q_desc, k_desc, v_desc, o, o if lse is None else lse, qk_scale, S, B * H,
         D, BLOCK_N, STAGES, causal, lse is not None, not causal, _CONSUMER_REGS, _LOADER_REGS,
