@@ -2,18 +2,21 @@
 
     python benchmarks/attention_hopper.py [--rounds 5] [--out FILE.json]
 
-Providers, forward and forward + backward, fp16 and bf16, at the issue's shapes (seq ≥ 4096, head_dim 64 and 128,
-causal and not): `sdpa` (torch's scaled_dot_product_attention, backend of its choice), `stage3` (stage 3 as shipped:
-the Gluon forward of reference_kernels/attention_hopper.py where it applies, the Triton backward) and
-`stage3_triton` (stage 3 with the Gluon forward turned off: the Triton kernels only). Each round times every
+Providers, forward, backward and forward + backward, fp16 and bf16, at the issue's shapes (seq ≥ 4096, head_dim 64
+and 128, causal and not): `sdpa` (torch's scaled_dot_product_attention, backend of its choice), `stage3` (stage 3 as
+shipped: the Gluon kernels of reference_kernels/attention_hopper.py and attention_hopper_bwd.py where they apply)
+and `stage3_triton` (stage 3 with the Gluon kernels turned off: the Triton kernels only). Each round times every
 provider once, in turn; the figure is the median over rounds of do_bench's median (L2 cleared before each call).
-Every provider is checked against SDPA (float64) first. Ratios are SDPA's time over the provider's (> 1: faster).
+The backward alone is timed as autograd.grad over a kept graph. Every provider's output and gradients are
+checked against SDPA (float64) first. Ratios are SDPA's time over the provider's (> 1: faster).
 """
 
 # ruff: noqa: B023 - each loop iteration times its closures before the next one rebinds the names
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import statistics
 import sys
@@ -28,29 +31,52 @@ sys.path.insert(0, str(ROOT))
 
 from reference_kernels import attention as at  # noqa: E402  (after the checkout is on the path)
 from reference_kernels import attention_hopper as ah  # noqa: E402
+from reference_kernels import attention_hopper_bwd as hb  # noqa: E402
 
 SHAPES = [(2, 32, 4096, 128, False), (4, 32, 4096, 128, True), (2, 16, 8192, 64, False), (4, 16, 8192, 64, True)]
 
 
-def _flops(b: int, h: int, s: int, d: int, causal: bool, backward: bool) -> float:
-    f = 4.0 * b * h * s * s * d * (3.5 if backward else 1.0)  # the backward: five matmuls to the forward's two
+def _flops(b: int, h: int, s: int, d: int, causal: bool, mode: str) -> float:
+    # The backward: five matmuls to the forward's two.
+    f = 4.0 * b * h * s * s * d * {"fwd": 1.0, "bwd": 2.5, "fwd+bwd": 3.5}[mode]
     return f / 2 if causal else f
 
 
-def _providers(causal: bool) -> dict:
-    def stage3_triton(q, k, v):
-        usable = ah.usable
-        ah.usable = lambda *_: False
-        try:
-            return at.attention_stage3(q, k, v, causal)
-        finally:
-            ah.usable = usable
+@contextlib.contextmanager
+def _gluon(on: bool):
+    """Stage 3 with its Gluon kernels (on) or with the Triton kernels only (off), forward and backward alike."""
+    usable = ah.usable, hb.usable
+    if not on:
+        ah.usable = hb.usable = lambda *_: False
+    try:
+        yield
+    finally:
+        ah.usable, hb.usable = usable
 
+
+def _providers(causal: bool) -> dict:
+    """name → (attention function, whether stage 3 may use its Gluon kernels while it runs)."""
     return {
-        "sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-        "stage3": lambda q, k, v: at.attention_stage3(q, k, v, causal),
-        "stage3_triton": stage3_triton,
+        "sdpa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), True),
+        "stage3": (lambda q, k, v: at.attention_stage3(q, k, v, causal), True),
+        "stage3_triton": (lambda q, k, v: at.attention_stage3(q, k, v, causal), False),
     }
+
+
+def _check(providers: dict, q, k, v, do, causal: bool, what: str) -> None:
+    """Every provider's output and gradients on one batch entry against SDPA in float64."""
+    q, k, v, do = q[:1], k[:1], v[:1], do[:1]
+    leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
+    expected = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+    grads = torch.autograd.grad(expected, leaves, do.double())
+    for name, (fn, on) in providers.items():
+        mine = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        with _gluon(on):
+            out = fn(*mine)
+            got = torch.autograd.grad(out, mine, do)
+        for label, a, b in (("out", out, expected), *zip(("dq", "dk", "dv"), got, grads, strict=True)):
+            err = ((a.double() - b).abs().max() / b.abs().max()).item()
+            assert err < 2e-2, f"{name} {what}: {label} relative max error {err}"
 
 
 def main() -> int:
@@ -72,24 +98,38 @@ def main() -> int:
             gen = torch.Generator(device="cuda").manual_seed(s + d)
             q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
             providers = _providers(causal)
-            gluon = ah.usable(q, k, v)
-            expected = F.scaled_dot_product_attention(q[:1].double(), k[:1].double(), v[:1].double(), is_causal=causal)
-            for name, fn in providers.items():
-                err = (fn(q[:1], k[:1], v[:1]).double() - expected).abs().max().item()
-                assert err < 2e-2, f"{name} {b}×{h}×{s}×{d} causal={causal} {dtype}: max error {err}"
+            gluon = {"forward": ah.usable(q, k, v), "backward": hb.usable(q, k, v, q)}
             do = torch.randn_like(q)
+            _check(providers, q, k, v, do, causal, f"{b}×{h}×{s}×{d} causal={causal} {dtype}")
             leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
 
-            def fwd_bwd(fn):
+            def fwd(fn, on):
+                with _gluon(on):
+                    fn(q, k, v)
+
+            def fwd_bwd(fn, on):
                 for t in leaves:
                     t.grad = None
-                fn(*leaves).backward(do)
+                with _gluon(on):
+                    fn(*leaves).backward(do)
 
-            for mode in ("fwd", "fwd+bwd"):
-                calls = {
-                    name: (lambda fn=fn: fn(q, k, v)) if mode == "fwd" else (lambda fn=fn: fwd_bwd(fn))
-                    for name, fn in providers.items()
-                }
+            def bwd_of(fn, on):
+                with _gluon(on):
+                    out = fn(*leaves)
+
+                def bwd():
+                    with _gluon(on):
+                        torch.autograd.grad(out, leaves, do, retain_graph=True)
+
+                return bwd
+
+            for mode in ("fwd", "bwd", "fwd+bwd"):
+                if mode == "fwd":
+                    calls = {name: functools.partial(fwd, fn, on) for name, (fn, on) in providers.items()}
+                elif mode == "bwd":
+                    calls = {name: bwd_of(fn, on) for name, (fn, on) in providers.items()}
+                else:
+                    calls = {name: functools.partial(fwd_bwd, fn, on) for name, (fn, on) in providers.items()}
                 times = {name: [] for name in calls}
                 for call in calls.values():
                     call()
@@ -98,13 +138,13 @@ def main() -> int:
                     for name, call in calls.items():
                         times[name].append(do_bench(call, warmup=25, rep=100))
                 ms = {name: statistics.median(t) for name, t in times.items()}
-                flops = _flops(b, h, s, d, causal, mode == "fwd+bwd")
+                flops = _flops(b, h, s, d, causal, mode)
                 row = {
                     "shape": [b, h, s, d],
                     "causal": causal,
                     "dtype": str(dtype).removeprefix("torch."),
                     "mode": mode,
-                    "gluon_forward": gluon,
+                    "gluon": gluon,
                     "ms": ms,
                     "tflops": {n: flops / t / 1e9 for n, t in ms.items()},
                     "vs_sdpa": {n: ms["sdpa"] / t for n, t in ms.items()},

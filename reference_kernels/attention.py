@@ -21,12 +21,13 @@ L2 while they are re-read ``seq / BLOCK_M`` times.
            key loop warp-specialized (``tl.range(warp_specialize=True)``, a TMA producer and the
            compute warps apart). On an sm_90 GPU, for fp16/bf16 at head_dim 64 or 128 with tiles enough
            to fill it, the forward is instead the Gluon kernel of ``attention_hopper.py``: a load warp and
-           two consumer warpgroups with their own schedule; the backward below is the same for both.
+           two consumer warpgroups with their own schedule; with a sequence that is a multiple of 128,
+           so is the backward (``attention_hopper_bwd.py``, one pass, dQ summed by TMA reduce-adds).
 Autotuning: per head-dim class a short list of tiles (see ``_FWD_TILES``), compiled in parallel before
 they are timed; a problem too small to fill the GPU gets one small tile and is not timed at all.
 The bars: ``sdpa_flash_attention`` = torch's SDPA held to its flash backend (≥ 0.9×), and
 ``reference_attention`` = SDPA with the backend torch picks, cuDNN on Hopper (≥ 1.0×, not met on the H100:
-forward 0.90-1.15×, forward + backward 0.74-0.87×, benchmarks/results/h100/attention.json);
+forward 0.90-1.15×, forward + backward 0.88-0.94×, benchmarks/results/h100/attention.json);
 ``manual_attention`` is the unfused computation.
 
 Bytes moved: Q, K, V read once and O written once, ``4 · B·H·S·D · bytes(dtype)`` (K and V re-reads
@@ -43,8 +44,9 @@ only the blocks that straddle the causal diagonal (or the sequence tail); query 
 get ``lse = +inf``, hence ``P = 0``; on Hopper Q, K, V, dO come through TMA descriptors. Stage 3 runs,
 where it measured faster (causal, head_dim ≤ 64), a one-pass kernel instead: the dK/dV kernel also
 computes each block's ``dQ`` share and adds it into an fp32 buffer (TMA reduce-add on Hopper, atomics
-elsewhere) — five matmuls per block pair, but atomics. Reads Q, K, V, O, dO (K, V once per query block
-they meet) and writes dQ, dK, dV.
+elsewhere) — five matmuls per block pair, but atomics. On an sm_90 GPU stage 3's backward is the Gluon
+kernel of ``attention_hopper_bwd.py`` where it applies: the same one pass, warp-specialized. Reads Q, K,
+V, O, dO (K, V once per query block they meet) and writes dQ, dK, dV.
 
 Limits: q, k, v of one shape [batch, heads, seq, head_dim] (self-attention lengths), fp16 or bf16,
 head_dim a power of two in 16…128, any strides (the TMA path needs contiguous inputs and sm_90+; the
@@ -63,7 +65,7 @@ import triton
 import triton.language as tl
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from reference_kernels import attention_hopper
+from reference_kernels import attention_hopper, attention_hopper_bwd
 from reference_kernels._autotune import parallel_autotune
 from reference_kernels._common import interpreting, sm_count
 from reference_kernels._spec import Case, KernelSpec, Tolerance
@@ -1027,6 +1029,24 @@ def _attention_backward_fused(
     return dq_acc.view(B, H, S, D).to(q.dtype), dk, dv
 
 
+def _attention_backward_hopper(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    do: torch.Tensor,
+    causal: bool,
+    defer: bool | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Stage 3's backward on sm_90 (``attention_hopper_bwd``), for contiguous inputs it serves: dQ, dK, dV.
+    ``defer`` None: the measured choice of when the two consumer groups exchange dSᵀ."""
+    B, H, S, D = q.shape
+    delta = torch.empty_like(lse)
+    _attn_bwd_preprocess_kernel[(triton.cdiv(S, 64), B * H)](o, do, delta, S, HEAD_DIM=D, BLOCK_M=64)
+    return attention_hopper_bwd.backward(q, k, v, do, lse, delta, causal, defer)
+
+
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, stage: int) -> torch.Tensor:
@@ -1044,6 +1064,11 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, do: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         q, k, v, o, lse = ctx.saved_tensors
+        if ctx.stage == 3:
+            q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
+        if ctx.stage == 3 and attention_hopper_bwd.usable(q, k, v, do):
+            dq, dk, dv = _attention_backward_hopper(q, k, v, o, lse, do, ctx.causal)
+            return dq, dk, dv, None, None
         one_pass = ctx.stage == 3 and _one_pass(ctx.causal, q.shape[-1])
         backward = _attention_backward_fused if one_pass else _attention_backward
         dq, dk, dv = backward(q, k, v, o, lse, do, ctx.causal)
