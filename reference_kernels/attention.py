@@ -452,6 +452,14 @@ def _attn_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, N_CTX, HEAD_DIM: tl.co
     tl.store(delta_ptr + bh * N_CTX + offs_m, tl.sum(o * do, 1), mask=row_ok)
 
 
+def _delta(o: torch.Tensor, do: torch.Tensor, lse: torch.Tensor) -> torch.Tensor:
+    """rowsum(O ∘ dO) of contiguous ``o``, ``do`` [B, H, S, D], laid out like ``lse`` ([B·H, S] fp32)."""
+    B, H, S, D = o.shape
+    delta = torch.empty_like(lse)
+    _attn_bwd_preprocess_kernel[(triton.cdiv(S, 64), B * H)](o, do, delta, S, HEAD_DIM=D, BLOCK_M=64)
+    return delta
+
+
 @triton.jit
 def _bwd_rows(src, row0, start, N_CTX, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr, USE_DESC: tl.constexpr):
     """Rows start…start+BLOCK of one head, [BLOCK, HEAD_DIM]; ``row0`` = the head's first row of the
@@ -945,8 +953,7 @@ def _attention_backward(
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     if q.numel() == 0:
         return dq, dk, dv
-    delta = torch.empty_like(lse)
-    _attn_bwd_preprocess_kernel[(triton.cdiv(S, 64), B * H)](o, do, delta, S, HEAD_DIM=D, BLOCK_M=64)
+    delta = _delta(o, do, lse)
     if use_desc is None:
         use_desc = _descriptors_usable(q, k, v, do)
     sm_scale = 1.0 / math.sqrt(D)
@@ -999,8 +1006,7 @@ def _attention_backward_fused(
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     if q.numel() == 0:
         return torch.empty_like(q), dk, dv
-    delta = torch.empty_like(lse)
-    _attn_bwd_preprocess_kernel[(triton.cdiv(S, 64), B * H)](o, do, delta, S, HEAD_DIM=D, BLOCK_M=64)
+    delta = _delta(o, do, lse)
     if use_desc is None:
         use_desc = _descriptors_usable(q, k, v, do)
     if dq_reduce is None:
@@ -1041,10 +1047,7 @@ def _attention_backward_hopper(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Stage 3's backward on sm_90 (``attention_hopper_bwd``), for contiguous inputs it serves: dQ, dK, dV.
     ``defer`` None: the measured choice of when the two consumer groups exchange dSᵀ."""
-    B, H, S, D = q.shape
-    delta = torch.empty_like(lse)
-    _attn_bwd_preprocess_kernel[(triton.cdiv(S, 64), B * H)](o, do, delta, S, HEAD_DIM=D, BLOCK_M=64)
-    return attention_hopper_bwd.backward(q, k, v, do, lse, delta, causal, defer)
+    return attention_hopper_bwd.backward(q, k, v, do, lse, _delta(o, do, lse), causal, defer)
 
 
 class _Attention(torch.autograd.Function):
