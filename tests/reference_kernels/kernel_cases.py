@@ -5,6 +5,7 @@ Imported by the test modules beside it (pytest puts this folder on sys.path); fi
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -58,3 +59,41 @@ def assert_close_scaled(got: torch.Tensor, expected: torch.Tensor, tol: Any, wha
     torch.testing.assert_close(
         got.double(), expected, atol=tol.atol * scale, rtol=tol.rtol, msg=lambda m: f"{what}: {m}"
     )
+
+
+# The head of a script run in a subprocess that compiles Gluon kernels for sm_90a on a machine without a GPU:
+# Triton is pointed at an sm_90 target, and ``report(kernel, ptx)`` gives what ptxas and the PTX say of one
+# compiled kernel (shared memory, spill bytes, wgmma and TMA reduce counts, setmaxnreg values).
+SM90_COMPILE_PRELUDE = textwrap.dedent(
+    """
+    import json, re, subprocess, sys, tempfile
+    import torch, triton
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    class Sm90:  # the target Triton compiles for when no GPU is present
+        def get_current_target(self):
+            return GPUTarget("cuda", 90, 32)
+        def get_current_device(self):
+            return 0
+        def get_current_stream(self, device=None):
+            return 0
+        def get_active_torch_device(self):
+            return torch.device("cpu")
+
+    triton.runtime.driver.set_active(Sm90())
+
+    def report(k):
+        ptx = k.asm["ptx"]
+        with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+            f.write(ptx)
+            f.flush()
+            info = subprocess.run([get_ptxas(90).path, "-v", "--gpu-name=sm_90a", f.name, "-o", "/dev/null"],
+                                  capture_output=True, text=True, check=True).stderr
+        return {"shared": k.metadata.shared,
+                "spills": [int(n) for n in re.findall(r"(\\d+) bytes spill (?:stores|loads)", info)],
+                "wgmma": ptx.count("wgmma.mma_async"), "reduce": ptx.count("cp.reduce.async.bulk.tensor"),
+                "setmaxnreg": sorted(set(re.findall(
+                    r"setmaxnreg\\.(?:inc|dec)\\.sync\\.aligned\\.u32\\s+(\\d+)", ptx)))}
+    """
+)

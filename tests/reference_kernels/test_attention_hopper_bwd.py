@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from kernel_cases import assert_close_scaled
+from kernel_cases import SM90_COMPILE_PRELUDE, assert_close_scaled
 
 from reference_kernels import attention as at
 from reference_kernels import attention_hopper_bwd as hb
@@ -110,24 +110,8 @@ def test_inputs_off_the_gpu_never_take_it():
     assert not hb.usable(q, q, q, q)
 
 
-_COMPILE = textwrap.dedent(
+_COMPILE = SM90_COMPILE_PRELUDE + textwrap.dedent(
     """
-    import json, re, subprocess, sys, tempfile
-    import torch, triton
-    from triton.backends.compiler import GPUTarget
-    from triton.backends.nvidia.compiler import get_ptxas
-
-    class Sm90:  # the target Triton compiles for when no GPU is present
-        def get_current_target(self):
-            return GPUTarget("cuda", 90, 32)
-        def get_current_device(self):
-            return 0
-        def get_current_stream(self, device=None):
-            return 0
-        def get_active_torch_device(self):
-            return torch.device("cpu")
-
-    triton.runtime.driver.set_active(Sm90())
     from reference_kernels import attention_hopper_bwd as hb
     out = []
     for d, causal, defer in json.loads(sys.argv[1]):
@@ -136,17 +120,7 @@ _COMPILE = textwrap.dedent(
         rows = torch.empty(2, 1024)
         args = hb.launch_args(x, x, x, x, acc, x, x, rows, rows, causal, defer)
         k = hb._attn_bwd_hopper.warmup(*args, num_warps=4, maxnreg=hb._MAXNREG, grid=(1,))
-        ptx = k.asm["ptx"]
-        with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
-            f.write(ptx)
-            f.flush()
-            info = subprocess.run([get_ptxas(90).path, "-v", "--gpu-name=sm_90a", f.name, "-o", "/dev/null"],
-                                  capture_output=True, text=True, check=True).stderr
-        spills = [int(n) for n in re.findall(r"(\\d+) bytes spill (?:stores|loads)", info)]
-        out.append({"case": [d, causal, defer], "shared": k.metadata.shared, "spills": spills,
-                    "wgmma": ptx.count("wgmma.mma_async"), "reduce": ptx.count("cp.reduce.async.bulk.tensor"),
-                    "setmaxnreg": sorted(set(re.findall(
-                        r"setmaxnreg\\.(?:inc|dec)\\.sync\\.aligned\\.u32\\s+(\\d+)", ptx)))})
+        out.append({"case": [d, causal, defer], **report(k)})
     print(json.dumps(out))
     """
 )
