@@ -76,6 +76,11 @@ def stacked_plan(
     }
 
 
+def even_tiles(n_rows: int, n_cols: int, meta: dict[str, int]) -> bool:
+    """Whether a stacked plan's ``[ROWS, BLOCK_N]`` tiles cover the rows exactly, so a kernel may drop its masks."""
+    return n_cols == meta["BLOCK_N"] and n_rows % meta["ROWS"] == 0
+
+
 @functools.lru_cache(maxsize=1024)
 def persistent_plan(
     n_rows: int, n_cols: int, n_sms: int, tile: int, per_thread: int, stages: int

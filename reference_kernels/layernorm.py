@@ -33,6 +33,7 @@ rows up to ``ONE_BLOCK_MAX_COLS`` columns, stage 3 any length.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -56,12 +57,11 @@ MIN_BLOCK_N = rows_plan.MIN_BLOCK_N
 # Stages 1-2 backward programs per SM: two resident programs let one's reductions overlap the other's
 # loads, while keeping the partial buffer at 2·132·N·4 B per tensor (4.3 MB at N = 4096, L2-resident).
 BWD_PROGS_PER_SM = 2
-# Stage 3's forward tile: 32 fp32 values per thread (four 128-bit bf16 loads in flight per thread),
-# rows stacked up to 4096 values per program. Stage 1's 16 per thread at 16 warps ran 10 % behind
-# stage 2's autotuned pick (16-32 per thread) at 16384×8192 (GPU run 1), while softmax, with one
-# reduction per row instead of two, lost nothing at 16: fewer warps per row means a cheaper cross-warp
-# reduction.
-_FWD_VALUES_PER_THREAD = 32
+# Stage 3's forward tile: 16 fp32 values per thread, rows stacked up to 4096 values per program. On the H100
+# (results/h100/norm_fwd_sweep.json, bf16, unmasked tiles, the overflow guard's second reductions skipped
+# unless needed): 4096 columns at 8 warps 22.6 µs against 23.8 at 4 (4096 rows); 8192 columns at 16 warps
+# 177.0 µs against 178.5 at 8 (16384 rows).
+_FWD_VALUES_PER_THREAD = 16
 _FWD_MIN_TILE = 4096
 # Stage 3's backward tile: one row, 16 fp32 values per thread for each row-sized value. ptxas -v
 # (sm_90, bf16, STAGES 2): 4096 columns at 8 warps 121 registers (two programs per SM fit), 8192 at 16
@@ -143,29 +143,37 @@ def _layernorm_fwd_kernel(
     eps,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
+    EVEN: tl.constexpr = False,
 ):
-    # Program i owns rows [i·ROWS, (i+1)·ROWS), whole rows in one [ROWS, BLOCK_N] tile.
+    # Program i owns rows [i·ROWS, (i+1)·ROWS), whole rows in one [ROWS, BLOCK_N] tile. EVEN: the tiles cover
+    # the rows exactly (n_cols == BLOCK_N, ROWS divides n_rows), so nothing is masked.
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
     col_ok = cols < n_cols
-    mask = row_ok[:, None] & col_ok[None, :]
+    mask = None if EVEN else row_ok[:, None] & col_ok[None, :]
     # 0 is neutral for the sum; padded columns are zeroed again after centring.
-    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    # Each sum is also taken over scaled values (exact powers of two), in the same reduction: where the plain sum
-    # overflows (rows of values near the fp32 maximum), the scaled one holds the statistic.
-    sum_x, sum_xs = tl.split(tl.sum(tl.join(x, x * _SCALE), axis=1))
-    mean = tl.where(tl.abs(sum_x) < _FP32_MAX, sum_x / n_cols, (sum_xs / n_cols) * _UNSCALE)
-    xc = tl.where(mask, x - mean[:, None], 0.0)
-    xcs = xc * _SQ_SCALE
-    ss, ss_s = tl.split(tl.sum(tl.join(xc * xc, xcs * xcs), axis=1))
-    rstd = _rstd(ss, ss_s, n_cols, eps)
-    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=None if EVEN else 0.0).to(
+        tl.float32
+    )
+    # Where a plain sum overflows (rows of values near the fp32 maximum), the statistic comes from the same sum
+    # over scaled values (exact powers of two). That second reduction runs only in a tile holding such a row.
+    sum_x = tl.sum(x, axis=1)
+    mean = sum_x / n_cols
+    if tl.sum((tl.abs(sum_x) >= _FP32_MAX).to(tl.int32), axis=0) > 0:
+        mean = tl.where(tl.abs(sum_x) < _FP32_MAX, mean, (tl.sum(x * _SCALE, axis=1) / n_cols) * _UNSCALE)
+    xc = x - mean[:, None] if EVEN else tl.where(mask, x - mean[:, None], 0.0)
+    ss = tl.sum(xc * xc, axis=1)
+    rstd = tl.rsqrt(ss / n_cols + eps)
+    if tl.sum((ss >= _FP32_MAX).to(tl.int32), axis=0) > 0:
+        xcs = xc * _SQ_SCALE
+        rstd = _rstd(ss, tl.sum(xcs * xcs, axis=1), n_cols, eps)
+    w = tl.load(w_ptr + cols, mask=None if EVEN else col_ok, other=None if EVEN else 0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=None if EVEN else col_ok, other=None if EVEN else 0.0).to(tl.float32)
     y = xc * rstd[:, None] * w[None, :] + b[None, :]
     tl.store(y_ptr + rows[:, None] * y_row_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
-    tl.store(mean_ptr + rows, mean, mask=row_ok)
-    tl.store(rstd_ptr + rows, rstd, mask=row_ok)
+    tl.store(mean_ptr + rows, mean, mask=None if EVEN else row_ok)
+    tl.store(rstd_ptr + rows, rstd, mask=None if EVEN else row_ok)
 
 
 @triton.jit
@@ -423,9 +431,13 @@ def _block_n(n_cols: int) -> int:
     return rows_plan.block_n(n_cols)
 
 
+@functools.lru_cache(maxsize=1024)
 def _fwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[tuple[int], dict[str, int]]:
-    """Stage 3's forward tile for a shape: (grid, launch meta)."""
-    return rows_plan.stacked_plan(n_rows, n_cols, n_sms, _FWD_MIN_TILE, _FWD_VALUES_PER_THREAD, _MIN_PROGRAMS_PER_SM)
+    """Stage 3's forward tile for a shape: (grid, launch meta). Cached: a call costs a dict lookup."""
+    grid, meta = rows_plan.stacked_plan(
+        n_rows, n_cols, n_sms, _FWD_MIN_TILE, _FWD_VALUES_PER_THREAD, _MIN_PROGRAMS_PER_SM
+    )
+    return grid, {**meta, "EVEN": rows_plan.even_tiles(n_rows, n_cols, meta)}
 
 
 def _bwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[int, dict[str, int]]:

@@ -27,6 +27,7 @@ Limits: float32 / float16 / bfloat16 for x; weight ``[N]`` of x's dtype; stage 2
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -49,10 +50,14 @@ MIN_BLOCK_N = rows_plan.MIN_BLOCK_N
 # Stage 2 backward programs per SM: two resident programs overlap one's reductions with the other's
 # loads; the partial buffer stays 2·132·N·4 B (4.3 MB at N = 4096, L2-resident).
 BWD_PROGS_PER_SM = 2
-# Stage 3's forward tile: 32 fp32 values per thread (four 128-bit bf16 loads in flight per thread), rows
-# stacked up to 4096 values per program: LayerNorm's rule (see layernorm.py for the GPU run behind it).
-_FWD_VALUES_PER_THREAD = 32
+# Stage 3's forward tile: 16 fp32 values per thread, rows stacked up to 4096 values per program; from 8192
+# columns x is read twice (the second time from L2) instead of held across the reduction, the choice
+# torch.compile makes there too. On the H100 (results/h100/norm_fwd_sweep.json, bf16, unmasked tiles): 4096
+# columns at 8 warps 21.9 µs against 22.9 at 4 (4096 rows); 8192 columns at 16 warps with the second read
+# 43.4 µs against 44.2 without it and 44.0 at 8 warps.
+_FWD_VALUES_PER_THREAD = 16
 _FWD_MIN_TILE = 4096
+_FWD_RELOAD_MIN_COLS = 8192
 # Stage 3's backward tile: one row, 16 fp32 values per thread for each row-sized value. ptxas -v (sm_90,
 # bf16, STAGES 2): 4096 columns at 8 warps 122 registers (two programs per SM fit), 8192 at 16 warps 122
 # (one fits; two would need ≤ 64), no spills. The persistent grid is as many programs as fit at once.
@@ -108,20 +113,30 @@ def _rmsnorm_fwd_kernel(
     eps,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
+    EVEN: tl.constexpr = False,
+    RELOAD: tl.constexpr = False,
 ):
-    # Program i owns rows [i·ROWS, (i+1)·ROWS), whole rows in one [ROWS, BLOCK_N] tile.
+    # Program i owns rows [i·ROWS, (i+1)·ROWS), whole rows in one [ROWS, BLOCK_N] tile. EVEN: the tiles cover
+    # the rows exactly (n_cols == BLOCK_N, ROWS divides n_rows), so nothing is masked. RELOAD: x is read a second
+    # time for the scaling, from L2 (kept there by the first read's hint), instead of staying live in registers
+    # across the reduction.
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
     col_ok = cols < n_cols
-    mask = row_ok[:, None] & col_ok[None, :]
+    mask = None if EVEN else row_ok[:, None] & col_ok[None, :]
+    x_tile = x_ptr + rows[:, None] * x_row_stride + cols[None, :]
     # 0 is neutral for the sum of squares.
-    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(x_tile, mask=mask, other=None if EVEN else 0.0, eviction_policy="evict_last" if RELOAD else "").to(
+        tl.float32
+    )
     rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
-    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    if RELOAD:
+        x = tl.load(x_tile, mask=mask, other=None if EVEN else 0.0, eviction_policy="evict_first").to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=None if EVEN else col_ok, other=None if EVEN else 0.0).to(tl.float32)
     y = x * rstd[:, None] * w[None, :]
     tl.store(y_ptr + rows[:, None] * y_row_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
-    tl.store(rstd_ptr + rows, rstd, mask=row_ok)
+    tl.store(rstd_ptr + rows, rstd, mask=None if EVEN else row_ok)
 
 
 @triton.jit
@@ -323,9 +338,14 @@ def _block_n(n_cols: int) -> int:
     return rows_plan.block_n(n_cols)
 
 
+@functools.lru_cache(maxsize=1024)
 def _fwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[tuple[int], dict[str, int]]:
-    """Stage 3's forward tile for a shape: (grid, launch meta)."""
-    return rows_plan.stacked_plan(n_rows, n_cols, n_sms, _FWD_MIN_TILE, _FWD_VALUES_PER_THREAD, _MIN_PROGRAMS_PER_SM)
+    """Stage 3's forward tile for a shape: (grid, launch meta). Cached: a call costs a dict lookup."""
+    grid, meta = rows_plan.stacked_plan(
+        n_rows, n_cols, n_sms, _FWD_MIN_TILE, _FWD_VALUES_PER_THREAD, _MIN_PROGRAMS_PER_SM
+    )
+    even = rows_plan.even_tiles(n_rows, n_cols, meta)
+    return grid, {**meta, "EVEN": even, "RELOAD": meta["BLOCK_N"] >= _FWD_RELOAD_MIN_COLS}
 
 
 def _bwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[int, dict[str, int]]:

@@ -35,7 +35,11 @@ def test_stage3_chooses_one_block_or_looped_kernels_by_row_length():
 
 def test_stage3_plans_follow_the_register_budget_rules():
     # The rules behind stage 3's configs (see _fwd_plan / _bwd_plan): checked here so a change is deliberate.
-    assert mod._fwd_plan(4096, 8192, 132) == ((4096,), {"BLOCK_N": 8192, "ROWS": 1, "num_warps": 8})
+    # Forward: 16 values per thread; unmasked tiles only where they cover the rows exactly.
+    assert mod._fwd_plan(4096, 4096, 132) == ((4096,), {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 8, "EVEN": True})
+    assert mod._fwd_plan(4096, 8192, 132) == ((4096,), {"BLOCK_N": 8192, "ROWS": 1, "num_warps": 16, "EVEN": True})
+    assert mod._fwd_plan(4096, 4000, 132)[1]["EVEN"] is False
+    assert mod._fwd_plan(4095, 1024, 132)[1] == {"BLOCK_N": 1024, "ROWS": 4, "num_warps": 8, "EVEN": False}
     # Backward: 16 values per thread; two 8-warp programs per SM fit (~120 registers), one 16-warp.
     assert mod._bwd_plan(4096, 4096, 132) == (264, {"BLOCK_N": 4096, "ROWS": 1, "STAGES": 3, "num_warps": 8})
     assert mod._bwd_plan(4096, 8192, 132) == (132, {"BLOCK_N": 8192, "ROWS": 1, "STAGES": 3, "num_warps": 16})
@@ -136,6 +140,39 @@ def test_rows_near_the_float32_maximum_normalise_without_overflow(rows, cols):
     want = mod.reference_layernorm(x.double(), w.double(), b.double()).float()
     assert torch.isfinite(y).all()
     torch.testing.assert_close(y, want, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_a_tile_of_stacked_rows_mixing_huge_and_ordinary_rows_normalises_each_row_by_its_own_statistics():
+    # 300 columns stack 8 rows per program: every tile holds rows near a quarter of fp32's maximum (whose plain
+    # sums overflow) beside rows of order 1 and 1e-20 (whose scaled sums underflow). Each row must take the sum
+    # that holds its statistic, whatever its neighbours need.
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    # Enough rows that a GPU's SMs still get two programs each with 8 rows per program.
+    n_rows, cols = (4096 if device == "cuda" else 32), 300
+    assert mod._fwd_plan(n_rows, cols, mod._num_sms(torch.empty(0, device=device)))[1]["ROWS"] > 1
+    torch.manual_seed(0)
+    x = torch.randn(n_rows, cols, device=device) + 3.0
+    scales = torch.tensor([torch.finfo(torch.float32).max / 4 / 8, 1.0, 1e-20, 1.0], device=device)
+    x = x * scales.repeat(n_rows // 4)[:, None]
+    w, b = torch.randn(cols, device=device), torch.randn(cols, device=device)
+    got = mod.layernorm_stage3(x, w, b, eps=1e-45)
+    want = mod.reference_layernorm(x.double(), w.double(), b.double(), eps=1e-45).float()
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize(("rows", "cols", "even"), [(32, 64, True), (30, 64, False), (4, 256, True)])
+def test_stage3_forward_matches_torch_with_and_without_masks(rows, cols, even):
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and cols <= 64:
+        # Enough rows that a GPU's SMs still get two stacked programs each.
+        rows = rows * 1024 + (0 if even else 1)
+    x = torch.randn(rows, cols, device=device) + 0.5
+    assert mod._fwd_plan(rows, cols, mod._num_sms(x))[1]["EVEN"] is even
+    w, b = torch.randn(cols, device=device), torch.randn(cols, device=device)
+    torch.testing.assert_close(mod.layernorm_stage3(x, w, b), mod.reference_layernorm(x, w, b), atol=1e-5, rtol=1e-5)
 
 
 def test_ordinary_rows_keep_their_plain_statistics_next_to_the_overflow_guard():

@@ -35,8 +35,38 @@ def test_stage3_chooses_one_block_or_looped_kernels_by_row_length():
 
 def test_stage3_plans_follow_the_register_budget_rules():
     # The rules behind stage 3's configs (see _fwd_plan / _bwd_plan): checked here so a change is deliberate.
-    assert mod._fwd_plan(4096, 4096, 132) == ((4096,), {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 4})
+    # Forward: 16 values per thread; from 8192 columns x is read a second time instead of held; unmasked tiles
+    # only where they cover the rows exactly.
+    even = {"EVEN": True, "RELOAD": False}
+    assert mod._fwd_plan(4096, 4096, 132) == ((4096,), {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 8, **even})
+    assert mod._fwd_plan(4096, 8192, 132) == (
+        (4096,),
+        {"BLOCK_N": 8192, "ROWS": 1, "num_warps": 16, "EVEN": True, "RELOAD": True},
+    )
+    assert mod._fwd_plan(4096, 4000, 132)[1]["EVEN"] is False
+    assert mod._fwd_plan(4096, 1024, 132)[1] == {"BLOCK_N": 1024, "ROWS": 4, "num_warps": 8, **even}
+    assert mod._fwd_plan(4095, 1024, 132)[1]["EVEN"] is False
     assert mod._bwd_plan(4096, 8192, 132) == (132, {"BLOCK_N": 8192, "ROWS": 1, "STAGES": 3, "num_warps": 16})
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "flags"),
+    [(32, 64, {"EVEN": True, "RELOAD": False}), (30, 64, {"EVEN": False, "RELOAD": False}),
+     (4, 8192, {"EVEN": True, "RELOAD": True}), (4, 8000, {"EVEN": False, "RELOAD": True})],
+    ids=["stacked-unmasked", "stacked-masked", "second-read-unmasked", "second-read-masked"],
+)  # fmt: skip
+def test_stage3_forward_matches_torch_with_and_without_masks_and_second_read(rows, cols, flags):
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and cols <= 64:
+        # Enough rows that a GPU's SMs still get two stacked programs each.
+        rows = rows * 1024 + (0 if flags["EVEN"] else 1)
+    x = torch.randn(rows, cols, device=device)
+    _, meta = mod._fwd_plan(rows, cols, mod._num_sms(x))
+    assert {k: meta[k] for k in flags} == flags
+    if cols <= 64:
+        assert meta["ROWS"] > 1
+    w = torch.randn(cols, device=device)
+    torch.testing.assert_close(mod.rmsnorm_stage3(x, w), mod.reference_rmsnorm(x, w), atol=1e-5, rtol=1e-5)
 
 
 def test_stage2_rejects_rows_past_its_limit_and_names_stage3():
