@@ -58,9 +58,9 @@ MIN_BLOCK_N = rows_plan.MIN_BLOCK_N
 # loads, while keeping the partial buffer at 2·132·N·4 B per tensor (4.3 MB at N = 4096, L2-resident).
 BWD_PROGS_PER_SM = 2
 # Stage 3's forward tile: 16 fp32 values per thread, rows stacked up to 4096 values per program. On the H100
-# (results/h100/norm_fwd_sweep.json, bf16, unmasked tiles, the overflow guard's second reductions skipped
-# unless needed): 4096 columns at 8 warps 22.6 µs against 23.8 at 4 (4096 rows); 8192 columns at 16 warps
-# 177.0 µs against 178.5 at 8 (16384 rows).
+# (results/h100/row_kernels_sweep_norms.json, bf16, unmasked tiles, the overflow guard's second reductions
+# skipped unless needed): 4096×4096 at 8 warps 22.9 µs against 23.2 at 4; 16384×8192 at 16 warps 178.1 µs
+# against 179.1 at 8.
 _FWD_VALUES_PER_THREAD = 16
 _FWD_MIN_TILE = 4096
 # Stage 3's backward tile: one row, 16 fp32 values per thread for each row-sized value. ptxas -v

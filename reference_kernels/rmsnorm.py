@@ -52,9 +52,9 @@ MIN_BLOCK_N = rows_plan.MIN_BLOCK_N
 BWD_PROGS_PER_SM = 2
 # Stage 3's forward tile: 16 fp32 values per thread, rows stacked up to 4096 values per program; from 8192
 # columns x is read twice (the second time from L2) instead of held across the reduction, the choice
-# torch.compile makes there too. On the H100 (results/h100/norm_fwd_sweep.json, bf16, unmasked tiles): 4096
-# columns at 8 warps 21.9 µs against 22.9 at 4 (4096 rows); 8192 columns at 16 warps with the second read
-# 43.4 µs against 44.2 without it and 44.0 at 8 warps.
+# torch.compile makes there too. On the H100 (results/h100/row_kernels_sweep_norms.json, bf16, unmasked tiles):
+# 4096×4096 at 8 warps 21.8 µs against 22.7 at 4; 4096×8192 at 16 warps with the second read 43.6 µs against
+# 44.4 without it and 43.8 at 8 warps; 16384×8192 175.8 against 177.3 and 176.9.
 _FWD_VALUES_PER_THREAD = 16
 _FWD_MIN_TILE = 4096
 _FWD_RELOAD_MIN_COLS = 8192

@@ -61,6 +61,33 @@ def test_stage3_tiles_keep_16_values_per_thread_and_two_programs_per_sm():
     assert mod._one_block_plan(300, 64, 132)[1]["ROWS"] == 1
 
 
+@pytest.mark.parametrize(("rows", "cols", "even"), [(32, 64, True), (30, 64, False), (4, 256, True), (4, 250, False)])
+def test_stage3_forward_drops_its_masks_only_where_the_tiles_cover_the_rows(rows, cols, even):
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and cols <= 64:
+        # Enough rows that a GPU's SMs still get two stacked programs each.
+        rows = rows * 1024 + (0 if even else 1)
+    x = torch.randn(rows, cols, device=device)
+    _, meta = mod._one_block_plan(rows, cols, mod._num_sms(x))
+    assert mod.rows_plan.even_tiles(rows, cols, meta) is even
+    if cols <= 64:
+        assert meta["ROWS"] > 1
+    torch.testing.assert_close(mod.softmax_stage3(x), torch.softmax(x, -1), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("even", [False, True])
+def test_the_measured_kernel_options_stage3_leaves_off_still_compute_softmax(even):
+    # The second read of x (forward) and the unmasked backward are sweep options (benchmarks/row_kernels_sweep.py).
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    x, dy = torch.randn(8, 256, device=device), torch.randn(8, 256, device=device)
+    y, dx = torch.empty_like(x), torch.empty_like(x)
+    mod._softmax_fwd_kernel[(8,)](x, y, 8, 256, 256, 256, BLOCK_N=256, ROWS=1, EVEN=even, RELOAD=True)
+    want = torch.softmax(x, -1)
+    torch.testing.assert_close(y, want, atol=1e-6, rtol=1e-5)
+    mod._softmax_bwd_kernel[(8,)](want, dy, dx, 8, 256, 256, 256, 256, BLOCK_N=256, ROWS=1, EVEN=even)
+    torch.testing.assert_close(dx, want * (dy - (want * dy).sum(-1, keepdim=True)), atol=1e-6, rtol=1e-5)
+
+
 def test_stage3_backward_of_long_16_bit_rows_takes_the_packed_kernel_and_others_loop():
     n = mod.ONE_BLOCK_MAX_COLS + 1
     assert mod._paths(3, n, torch.bfloat16) == ("looped", "packed")

@@ -1,0 +1,223 @@
+"""Row kernels' one-block launch choices against torch.compile and Liger-Kernel, timed alike in one process.
+
+    python benchmarks/row_kernels_sweep.py [--kernels rmsnorm,layernorm,softmax] [--rounds 9] [--out FILE.json]
+
+bf16, at the bench shapes. Providers: stage 3 as shipped; its one-block kernel at several warp counts, masked (as
+before) and unmasked (EVEN); for RMSNorm and the softmax forward also with x read a second time from L2 (RELOAD);
+the softmax backward's one-block kernel alike (against Liger's backward, timed as autograd.grad over a kept
+graph); torch.compile of the reference (forwards; one compile per shape, static shapes; its chosen launch config
+recorded); Liger-Kernel where installed.
+Each variant's output is checked against PyTorch first. Timer: CUDA events around each call, L2 flushed before it
+by reading a buffer twice its size, calls queued behind a GPU sleep; per provider the median of 60 calls, the
+figure the median over interleaved rounds (each round in a rotated order).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from reference_kernels import layernorm as ln  # noqa: E402
+from reference_kernels import rmsnorm as rn  # noqa: E402
+from reference_kernels import softmax as sm  # noqa: E402
+
+RMS_SHAPES = [(4096, 4096), (8192, 4096), (4096, 8192), (8192, 8192), (16384, 8192)]
+LN_SHAPES = [(4096, 4096), (8192, 4096), (4096, 8192), (8192, 8192), (16384, 8192)]
+SOFTMAX_SHAPES = [(4096, 4096), (4096, 8192), (16384, 8192), (4096, 16384), (4096, 32768)]
+
+
+class Timer:
+    def __init__(self) -> None:
+        l2 = torch.cuda.get_device_properties(0).L2_cache_size
+        self.cache = torch.ones(max(2 * l2, 64 << 20) // 4, dtype=torch.int32, device="cuda")
+        self.sink = torch.zeros((), dtype=torch.int64, device="cuda")
+
+    def once(self, fn, n: int = 60) -> float:
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        torch.cuda._sleep(3_000_000)
+        for i in range(n):
+            torch.sum(self.cache, dim=0, dtype=torch.int64, out=self.sink)
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize()
+        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
+
+    def rounds(self, fns: dict, rounds: int) -> dict[str, float]:
+        times: dict[str, list[float]] = {k: [] for k in fns}
+        names = list(fns)
+        for r in range(rounds):
+            for k in names[r % len(names) :] + names[: r % len(names)]:
+                times[k].append(self.once(fns[k]))
+        return {k: statistics.median(v) for k, v in times.items()}
+
+
+def liger():
+    try:
+        from liger_kernel.transformers import functional
+
+        return functional
+    except ImportError:
+        return None
+
+
+def inductor_configs() -> list[str]:
+    """The launch configs torch.compile's kernels settled on (from the loaded generated modules)."""
+    out = []
+    try:
+        from torch._inductor.codecache import PyCodeCache
+
+        for module in list(getattr(PyCodeCache, "modules", [])):
+            for name in dir(module):
+                launchers = getattr(getattr(module, name), "launchers", None)
+                if launchers:
+                    out.append(f"{name}: {launchers[0].config}")
+    except Exception as exc:  # internal API: record why it is missing
+        out.append(repr(exc))
+    return out
+
+
+def rmsnorm_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
+    x = (2 * torch.randn(m, n, device="cuda")).bfloat16()
+    w = (1 + 0.1 * torch.randn(n, device="cuda")).bfloat16()
+    y, rstd = torch.empty_like(x), torch.empty(m, device="cuda")
+    want = F.rms_norm(x.float(), (n,), w.float(), 1e-6)
+    torch._dynamo.reset()
+    compiled = torch.compile(rn.reference_rmsnorm, dynamic=False)
+    args = (x, w, y, rstd, m, n, n, n, 1e-6)
+    fns = {"stage3": lambda: rn.rmsnorm_stage3(x, w), "compile": lambda: compiled(x, w)}
+    if lf is not None:
+        fns["liger"] = lambda: lf.liger_rms_norm(x, w, 1e-6)
+    kernels = {}
+    for warps in (4, 8, 16):
+        for even, reload in ((False, False), (True, False), (True, True)):
+            name = f"w{warps}" + (" unmasked" if even else "") + (" reload" if reload else "")
+            kernels[name] = lambda warps=warps, even=even, reload=reload: rn._rmsnorm_fwd_kernel[(m,)](
+                *args, BLOCK_N=n, ROWS=1, EVEN=even, RELOAD=reload, num_warps=warps
+            )
+    return _measure(timer, fns, kernels, y, want, rounds) | {"inductor": inductor_configs()}
+
+
+def layernorm_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
+    x = (2 * torch.randn(m, n, device="cuda") + 0.5).bfloat16()
+    w = (1 + 0.1 * torch.randn(n, device="cuda")).bfloat16()
+    b = (0.1 * torch.randn(n, device="cuda")).bfloat16()
+    y, mean, rstd = torch.empty_like(x), torch.empty(m, device="cuda"), torch.empty(m, device="cuda")
+    want = F.layer_norm(x.float(), (n,), w.float(), b.float(), 1e-5)
+    torch._dynamo.reset()
+    compiled = torch.compile(ln.reference_layernorm, dynamic=False)
+    args = (x, w, b, y, mean, rstd, m, n, n, n, 1e-5)
+    fns = {"stage3": lambda: ln.layernorm_stage3(x, w, b), "compile": lambda: compiled(x, w, b)}
+    if lf is not None:
+        fns["liger"] = lambda: lf.liger_layer_norm(x, w, b, 1e-5)
+    kernels = {}
+    for warps in (4, 8, 16):
+        for even in (False, True):
+            name = f"w{warps}" + (" unmasked" if even else "")
+            kernels[name] = lambda warps=warps, even=even: ln._layernorm_fwd_kernel[(m,)](
+                *args, BLOCK_N=n, ROWS=1, EVEN=even, num_warps=warps
+            )
+    return _measure(timer, fns, kernels, y, want, rounds) | {"inductor": inductor_configs()}
+
+
+def softmax_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
+    x = torch.randn(m, n, device="cuda").bfloat16()
+    dy = torch.randn(m, n, device="cuda").bfloat16()
+    y = torch.empty_like(x)
+    want = torch.softmax(x.float(), dim=-1)
+    torch._dynamo.reset()
+    compiled = torch.compile(sm.reference_softmax, dynamic=False)
+    fns = {"stage3": lambda: sm.softmax_stage3(x), "compile": lambda: compiled(x)}
+    if lf is not None:
+        fns["liger"] = lambda: lf.liger_softmax(x)
+    kernels = {}
+    for warps in (8, 16, 32):
+        for even, reload in ((False, False), (True, False), (True, True)):
+            name = f"w{warps}" + (" unmasked" if even else "") + (" reload" if reload else "")
+            kernels[name] = lambda warps=warps, even=even, reload=reload: sm._softmax_fwd_kernel[(m,)](
+                x, y, m, n, n, n, BLOCK_N=n, ROWS=1, EVEN=even, RELOAD=reload, num_warps=warps
+            )
+    fwd = _measure(timer, fns, kernels, y, want, rounds)
+    # Backward: dx = y·(dy − Σ y·dy), from the same y.
+    y16 = want.bfloat16()
+    dx = torch.empty_like(x)
+    dx_want = y16.float() * (dy.float() - (y16.float() * dy.float()).sum(-1, keepdim=True))
+    bwd_fns = {"stage3": lambda: sm._bwd(y16, dy, sm._paths(3, n, x.dtype)[1])}
+    if lf is not None:
+        xl = x.clone().requires_grad_(True)
+        yl = lf.liger_softmax(xl)
+        bwd_fns["liger"] = lambda: torch.autograd.grad(yl, xl, dy, retain_graph=True)
+    bwd_kernels = {}
+    for warps in (8, 16, 32):
+        for even in (False, True):
+            name = f"w{warps}" + (" unmasked" if even else "")
+            bwd_kernels[name] = lambda warps=warps, even=even: sm._softmax_bwd_kernel[(m,)](
+                y16, dy, dx, m, n, n, n, n, BLOCK_N=n, ROWS=1, EVEN=even, num_warps=warps
+            )
+    bwd = _measure(timer, bwd_fns, bwd_kernels, dx, dx_want, rounds)
+    return fwd | {"bwd": bwd, "inductor": inductor_configs()}
+
+
+def _measure(timer: Timer, fns: dict, kernels: dict, y: torch.Tensor, want: torch.Tensor, rounds: int) -> dict:
+    errors = {}
+    with torch.no_grad():
+        for name, launch in kernels.items():
+            y.zero_()
+            launch()
+            errors[name] = float((y.float() - want).abs().max())
+            if errors[name] > 0.1:
+                raise SystemExit(f"{name}: max error {errors[name]}")
+        ms = timer.rounds(fns | kernels, rounds)
+    return {"ms": ms, "vs_stage3": {k: v / ms["stage3"] for k, v in ms.items()}, "max_error": errors}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", default="rmsnorm,layernorm,softmax")
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--out", default=None)
+    ns = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("row_kernels_sweep: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    timer, lf = Timer(), liger()
+    report = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "timer": "CUDA events, L2 flushed by a read, median of 60 calls; median over interleaved rounds",
+        "rounds": ns.rounds,
+        "rows": [],
+    }
+    table = {
+        "rmsnorm": (RMS_SHAPES, rmsnorm_row),
+        "layernorm": (LN_SHAPES, layernorm_row),
+        "softmax": (SOFTMAX_SHAPES, softmax_row),
+    }
+    for kind in ns.kernels.split(","):
+        shapes, row = table[kind]
+        for m, n in shapes:
+            result = {"kernel": kind, "shape": [m, n]} | row(timer, lf, m, n, ns.rounds)
+            report["rows"].append(result)
+            print(kind, f"{m}x{n}", {k: round(v * 1e3, 2) for k, v in result["ms"].items()}, flush=True)
+            if "bwd" in result:
+                print("  backward", {k: round(v * 1e3, 2) for k, v in result["bwd"]["ms"].items()}, flush=True)
+    if ns.out:
+        Path(ns.out).write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
