@@ -178,8 +178,9 @@ def _measure(timer: Timer, fns: dict, kernels: dict, y: torch.Tensor, want: torc
             y.zero_()
             launch()
             errors[name] = float((y.float() - want).abs().max())
-            if errors[name] > 0.1:
-                raise SystemExit(f"{name}: max error {errors[name]}")
+            # Judged against the output's own scale (softmax values and gradients are small).
+            if errors[name] > 0.05 * float(want.abs().max()):
+                raise SystemExit(f"{name}: max error {errors[name]} against a largest value of {want.abs().max()}")
         ms = timer.rounds(fns | kernels, rounds)
     return {"ms": ms, "vs_stage3": {k: v / ms["stage3"] for k, v in ms.items()}, "max_error": errors}
 

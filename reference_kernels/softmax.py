@@ -170,7 +170,7 @@ def _softmax_fwd_kernel(
     # Stages 2 and 3: program i owns rows [i·ROWS, (i+1)·ROWS) as one [ROWS, BLOCK_N] tile. EVEN: the tiles cover
     # the rows exactly, so nothing is masked (stage 3 sets it: 184 against 190 µs at 4096×32768 bf16 on the H100,
     # ties elsewhere). RELOAD: x is read a second time for the output, from L2, instead of holding e across the
-    # sum; stage 3 leaves it off: no faster at 4096-16384 columns, 15 % slower at 32768 at 16 warps
+    # sum; stage 3 leaves it off: within 1 % at 4096-16384 columns, 15 % slower at 32768 at 16 warps
     # (results/h100/row_kernels_sweep_softmax.json).
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
@@ -204,7 +204,7 @@ def _softmax_bwd_kernel(
     EVEN: tl.constexpr = False,
 ):
     # EVEN: the tiles cover the rows exactly, so nothing is masked. Stage 3 keeps the masks here: unmasked ran
-    # no faster at 4096-16384 columns and 2.4 % slower at 32768 (results/h100/row_kernels_sweep_softmax.json).
+    # within about 1 % at 4096-16384 columns and 2.4 % slower at 32768 (results/h100/row_kernels_sweep_softmax.json).
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     mask = None if EVEN else (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
