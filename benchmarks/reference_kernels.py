@@ -474,7 +474,9 @@ def readme_table(results_dir: Path) -> str:
             f"{'yes' if r['bar_met'] else '**no**'} |"
         )
     where = results_dir.relative_to(ROOT) if results_dir.is_relative_to(ROOT) else results_dir
-    head = f"Measured on {device} ([{where}](../{where})), one run; ratios are from that run.\n\n"
+    head = (
+        f"Measured on {device} ([{where}](../{where})), one bench run per kernel; a row's ratios are from its run.\n\n"
+    )
     return head + "\n".join(lines)
 
 
