@@ -15,45 +15,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# The checkout (reference_kernels) and this folder (row_kernels_sweep's timer).
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from row_kernels_sweep import Timer  # noqa: E402
 
 from reference_kernels import _liger  # noqa: E402
 from reference_kernels import cross_entropy as ce  # noqa: E402
-
-
-def timer_rounds(fns: dict, rounds: int, calls: int = 30) -> dict[str, float]:
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    cache = torch.ones(max(2 * l2, 64 << 20) // 4, dtype=torch.int32, device="cuda")
-    sink = torch.zeros((), dtype=torch.int64, device="cuda")
-
-    def once(fn) -> float:
-        for _ in range(2):
-            fn()
-        torch.cuda.synchronize()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
-        torch.cuda._sleep(20_000_000)
-        for i in range(calls):
-            torch.sum(cache, dim=0, dtype=torch.int64, out=sink)
-            starts[i].record()
-            fn()
-            ends[i].record()
-        torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
-
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    names = list(fns)
-    for r in range(rounds):
-        for k in names[r % len(names) :] + names[: r % len(names)]:
-            times[k].append(once(fns[k]))
-    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def row(n: int, v: int, rounds: int, liger: bool) -> dict:
@@ -100,8 +74,9 @@ def row(n: int, v: int, rounds: int, liger: bool) -> dict:
 
         return call
 
-    fwd = timer_rounds({k: forward(f) for k, f in providers.items()}, rounds)
-    fwd_bwd = timer_rounds({k: forward_backward(f, leaves[k]) for k, f in providers.items()}, rounds)
+    timer = Timer(calls=30, sleep_cycles=20_000_000, warmup=2)
+    fwd = timer.rounds({k: forward(f) for k, f in providers.items()}, rounds)
+    fwd_bwd = timer.rounds({k: forward_backward(f, leaves[k]) for k, f in providers.items()}, rounds)
     return {
         "shape": [n, v],
         "errors": errors,

@@ -36,18 +36,24 @@ SOFTMAX_SHAPES = [(4096, 4096), (4096, 8192), (16384, 8192), (4096, 16384), (409
 
 
 class Timer:
-    def __init__(self) -> None:
+    """CUDA events around each of ``calls`` calls, L2 flushed before each by reading a buffer twice its size, the
+    calls queued behind a GPU sleep of ``sleep_cycles``; ``rounds`` interleaves providers (also used by
+    cross_entropy_peers.py)."""
+
+    def __init__(self, calls: int = 60, sleep_cycles: int = 3_000_000, warmup: int = 3) -> None:
         l2 = torch.cuda.get_device_properties(0).L2_cache_size
         self.cache = torch.ones(max(2 * l2, 64 << 20) // 4, dtype=torch.int32, device="cuda")
         self.sink = torch.zeros((), dtype=torch.int64, device="cuda")
+        self.calls, self.sleep_cycles, self.warmup = calls, sleep_cycles, warmup
 
-    def once(self, fn, n: int = 60) -> float:
-        for _ in range(3):
+    def once(self, fn) -> float:
+        n = self.calls
+        for _ in range(self.warmup):
             fn()
         torch.cuda.synchronize()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        torch.cuda._sleep(3_000_000)
+        torch.cuda._sleep(self.sleep_cycles)
         for i in range(n):
             torch.sum(self.cache, dim=0, dtype=torch.int64, out=self.sink)
             starts[i].record()
