@@ -14,8 +14,9 @@ Programs → data (x viewed as ``[M, N]`` rows):
   memory while this one is reduced).
 - stage 3: no autotuner. While rows fit the register budget, stage 2's kernels with tiles picked by
   rule (``_fwd_plan``, ``_bwd_plan``), so every shape gets one fixed config and a launch costs one JIT
-  dispatch; past the budget, looped kernels. Forward: persistent programs, per row pass 1 streams chunks
-  merging per-chunk mean and M2 (Chan et al.), pass 2 writes y. Backward: a looped per-row kernel
+  dispatch; the forward drops its masks where the tiles cover the rows exactly (``EVEN``). Past the
+  budget, looped kernels. Forward: persistent programs, per row pass 1 streams chunks merging per-chunk
+  mean and M2 (Chan et al.), pass 2 writes y. Backward: a looped per-row kernel
   computes ``mean(g·x̂)`` and ``mean(g)``, then a 2-D grid of (row group, column chunk) programs writes
   dx and partial dw/db for its chunk. Their loops are pipelined the same way.
 

@@ -12,14 +12,17 @@ Programs → data (x viewed as ``[M, N]`` rows):
   reduced).
 - stage 3: no autotuner. While rows fit the register budget, stage 2's kernels with tiles picked by
   rule (``_fwd_plan``, ``_bwd_plan``), so every shape gets one fixed config and a launch costs one JIT
-  dispatch; past the budget, looped kernels. Forward: persistent programs, per row pass 1 streams chunks
-  summing x², pass 2 writes y. Backward: a looped per-row kernel computes ``mean(g·x̂)``, then a 2-D grid
+  dispatch; the forward drops its masks where the tiles cover the rows exactly (``EVEN``) and from 8192
+  columns reads x a second time, from L2, rather than holding it across the reduction (``RELOAD``). Past
+  the budget, looped kernels. Forward: persistent programs, per row pass 1 streams chunks summing x²,
+  pass 2 writes y. Backward: a looped per-row kernel computes ``mean(g·x̂)``, then a 2-D grid
   of (row group, column chunk) programs writes dx and partial dw. Their loops are pipelined the same way.
 
 Bytes: forward reads x and w and writes y and r (``2·M·N·size + N·size + 4·M``); composed eager
 PyTorch (pow, mean, rsqrt, two multiplies) reaches ~11 % of copy bandwidth at 16384×8192 bf16
 (H200, torch 2.11). Backward reads x, dy, w, r and writes dx and dw (``3·M·N·size`` plus O(N + M)), plus the
-fp32 partials (``G·N·4`` twice, mostly through L2). The looped paths read rows twice.
+fp32 partials (``G·N·4`` twice, mostly through L2). The looped paths, and stage 3's forward from 8192
+columns, read rows twice (the second time mostly from L2).
 
 Limits: float32 / float16 / bfloat16 for x; weight ``[N]`` of x's dtype; stage 2 takes rows up to
 ``ONE_BLOCK_MAX_COLS`` columns, stage 3 any length.

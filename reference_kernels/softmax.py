@@ -11,7 +11,8 @@ Programs → data:
   a useful amount of work); ``ROWS`` and ``num_warps`` autotuned per row length.
 - stage 3: no autotuner. While a row fits the register budget, stage 2's kernels with the tile picked by
   rule (``_one_block_plan``: 16 fp32 values per thread, ≥ 2 programs per SM), so every shape gets one
-  fixed, predictable config and a launch costs one JIT dispatch. Past the budget, a looped kernel:
+  fixed, predictable config and a launch costs one JIT dispatch; the forward drops its masks where the tiles
+  cover the rows exactly (``EVEN``). Past the budget, a looped kernel:
   persistent programs walk rows, as many per SM as keep the rows in flight inside half the L2
   (``_looped_plan``); per row pass 1 streams column chunks keeping a running max and sum *per lane*
   (``s ← s·e^(m−m') + e^(x−m')`` in a one-exp form), so the loop has no cross-warp reduction and the
