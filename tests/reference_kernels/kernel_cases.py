@@ -4,9 +4,14 @@ Imported by the test modules beside it (pytest puts this folder on sys.path); fi
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -97,3 +102,22 @@ SM90_COMPILE_PRELUDE = textwrap.dedent(
                     r"setmaxnreg\\.(?:inc|dec)\\.sync\\.aligned\\.u32\\s+(\\d+)", ptx)))}
     """
 )
+
+
+def run_sm90_compile(script: str, cases: list) -> list[dict]:
+    """Run ``script`` (``SM90_COMPILE_PRELUDE`` plus a loop over the JSON ``cases`` in ``sys.argv[1]`` that prints
+    one JSON list of rows last) in a subprocess that sees neither a GPU nor the interpreter; its rows."""
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES")}
+    env["TRITON_CACHE_DIR"] = str(root / ".pytest_cache" / "triton-sm90")
+    proc = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(cases)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])

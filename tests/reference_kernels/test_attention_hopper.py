@@ -4,16 +4,12 @@ and, with no GPU, its compile for sm_90a (wgmma, register re-balancing, no spill
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
-from kernel_cases import SM90_COMPILE_PRELUDE, assert_close_scaled
+from kernel_cases import SM90_COMPILE_PRELUDE, assert_close_scaled, run_sm90_compile
 
 from reference_kernels import attention as at
 from reference_kernels import attention_hopper as ah
@@ -141,19 +137,7 @@ def test_it_compiles_for_sm90a_without_a_gpu_with_warp_groups_rebalanced_and_no_
     # The variant with the most live registers (head_dim 128, causal masks); one compile keeps the CPU cost
     # of this check near 6 CPU-seconds.
     cases = [[128, True, "float16"]]
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES")}
-    env["TRITON_CACHE_DIR"] = str(ROOT / ".pytest_cache" / "triton-sm90")
-    proc = subprocess.run(
-        [sys.executable, "-c", _COMPILE, json.dumps(cases)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for row in json.loads(proc.stdout.strip().splitlines()[-1]):
+    for row in run_sm90_compile(_COMPILE, cases):
         assert row["spills"] and not any(row["spills"]), row
         assert row["shared"] <= at._SMEM_BYTES, row
         assert row["wgmma"] > 0, row

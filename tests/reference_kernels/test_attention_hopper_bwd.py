@@ -4,16 +4,12 @@ with no GPU, its compile for sm_90a (wgmma, TMA reduce-adds, register re-balanci
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
-from kernel_cases import SM90_COMPILE_PRELUDE, assert_close_scaled
+from kernel_cases import SM90_COMPILE_PRELUDE, assert_close_scaled, run_sm90_compile
 
 from reference_kernels import attention as at
 from reference_kernels import attention_hopper_bwd as hb
@@ -130,19 +126,7 @@ _COMPILE = SM90_COMPILE_PRELUDE + textwrap.dedent(
 def test_it_compiles_for_sm90a_without_a_gpu_with_reduce_adds_and_warp_groups_rebalanced():
     # The shipped schedule of each head dim, causal (the most code: masked, peeled and steady blocks).
     cases = [[64, True, True], [128, True, False]]
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES")}
-    env["TRITON_CACHE_DIR"] = str(ROOT / ".pytest_cache" / "triton-sm90")
-    proc = subprocess.run(
-        [sys.executable, "-c", _COMPILE, json.dumps(cases)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    rows = run_sm90_compile(_COMPILE, cases)
     assert [r["case"] for r in rows] == cases
     for row in rows:
         assert row["shared"] <= at._SMEM_BYTES, row
