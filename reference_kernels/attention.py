@@ -1043,11 +1043,11 @@ def _attention_backward_hopper(
     lse: torch.Tensor,
     do: torch.Tensor,
     causal: bool,
-    defer: bool | None = None,
+    **schedule: bool | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Stage 3's backward on sm_90 (``attention_hopper_bwd``), for contiguous inputs it serves: dQ, dK, dV.
-    ``defer`` None: the measured choice of when the two consumer groups exchange dSᵀ."""
-    return attention_hopper_bwd.backward(q, k, v, do, lse, _delta(o, do, lse), causal, defer)
+    ``schedule``: ``attention_hopper_bwd.backward``'s options; left out, its measured choice."""
+    return attention_hopper_bwd.backward(q, k, v, do, lse, _delta(o, do, lse), causal, **schedule)
 
 
 class _Attention(torch.autograd.Function):

@@ -13,12 +13,21 @@ A program owns 128 keys of one head and streams every query block of 64 that see
                         groups' halves make the 128 keys of dQ = dS K.
 
 Every key block adds a share to a query block's dQ, so dQ is summed in fp32 in global memory by TMA
-reduce-adds (``cp.reduce.async.bulk.tensor``): each group adds half of the head-dim columns over all 128
-keys, one reduce per group per block pair. A group needs the other's dSᵀ for that. ``defer`` picks when:
-for the same block (the groups run in step), or one block later (a group waits only for the other's dSᵀ
-of the block before, so the two drift apart and fill each other's gaps on the tensor cores; a third dSᵀ
-buffer). Measured on an H100, deferring pays at head_dim 64; at 128 its extra live registers spill, and
-the groups run in step.
+reduce-adds (``cp.reduce.async.bulk.tensor``) over all 128 keys of the program, which needs both groups'
+dSᵀ. ``defer`` picks when a group issues its dQ: for the same block (the groups run in step), or one block
+later (a group waits only for the other's dSᵀ of the block before, so the two drift apart and fill each
+other's gaps on the tensor cores; a third dSᵀ buffer). ``alternate`` picks who (deferred only): each group
+half of the head-dim columns of every block, or the groups taking turns at the whole dQ of a block (block b
+by group b mod 2). ``kv_registers`` keeps the group's K and V in registers as the A operands of Sᵀ and dPᵀ.
+
+Why, as an estimate: shared memory serves about 128 bytes per clock per SM, and at head_dim 64 the tensor
+cores' operand reads alone come close to that. Per group and block, Sᵀ and dPᵀ read 16 KiB each with
+K and V in shared memory, dQ halves read 24 KiB for 64·32·128 products. Taking turns makes dQ 64 columns wide
+(32 KiB every other block) and K and V in registers halve Sᵀ's and dPᵀ's reads: 72 → 48 KiB per group and
+block. Measured on an H100 (benchmarks/attention_bwd_schedules.py, results/h100/attention_bwd_schedules.json),
+main kernel alone at head_dim 64: 3384 → 3027 µs at 2×16×8192×64 and 3322 → 3165 µs causal at 4×16×8192×64,
+so it is the choice there. At 128 the K and V fragments (32 registers each) and a whole-width dQ (64) do not
+fit beside dK and dV: K and V in registers spill and run 1.45× slower, and the groups run in step with halves.
 
 Causal: a key block sees the query blocks from its own on; only the two that straddle the diagonal are
 masked. Used when ``usable`` says so (an sm_90 GPU, fp16/bf16, head_dim 64 or 128, a sequence that is a
@@ -68,43 +77,50 @@ if gluon is not None:
         _semantic.builder.create_async_tma_reduce(ir.DESCRIPTOR_REDUCE_KIND.ADD, desc.handle, coord, src.handle)
 
     @gluon.jit
-    def _bwd_dq(ds_slot, k_bufs, ds_bufs, WHICH: gl.constexpr, HEAD_DIM: gl.constexpr):
-        """Issue this group's dQ share: half of the head-dim columns, over all 128 keys (both groups' dSᵀ,
-        in ``ds_slot``)."""
-        DQ_N: gl.constexpr = HEAD_DIM // 2
+    def _bwd_dq(ds_slot, k_bufs, ds_bufs, WHICH: gl.constexpr, HEAD_DIM: gl.constexpr, ALT: gl.constexpr):
+        """Issue this group's dQ share over all 128 keys (both groups' dSᵀ, in ``ds_slot``): half of the
+        head-dim columns, or (ALT) all of them."""
+        DQ_N: gl.constexpr = HEAD_DIM if ALT else HEAD_DIM // 2
+        COL0: gl.constexpr = 0 if ALT else WHICH * DQ_N
         dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
             version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, DQ_N, 16]
         )
         zero = gl.zeros([64, DQ_N], gl.float32, dq_layout)
         dq = warpgroup_mma(
-            ds_bufs.index(ds_slot * 2).permute((1, 0)), k_bufs.index(0).slice(WHICH * DQ_N, DQ_N, dim=1),
+            ds_bufs.index(ds_slot * 2).permute((1, 0)), k_bufs.index(0).slice(COL0, DQ_N, dim=1),
             zero, use_acc=False, is_async=True,
         )  # fmt: skip
         dq = warpgroup_mma(
-            ds_bufs.index(ds_slot * 2 + 1).permute((1, 0)), k_bufs.index(1).slice(WHICH * DQ_N, DQ_N, dim=1),
+            ds_bufs.index(ds_slot * 2 + 1).permute((1, 0)), k_bufs.index(1).slice(COL0, DQ_N, dim=1),
             dq, is_async=True,
         )  # fmt: skip
         return dq
 
     @gluon.jit
-    def _bwd_dq_out(dq, mb, dq_bufs, dq_desc, row0, sm_scale, WHICH: gl.constexpr, HEAD_DIM: gl.constexpr):
+    def _bwd_dq_out(
+        dq, mb, dq_bufs, dq_desc, row0, sm_scale, WHICH: gl.constexpr, HEAD_DIM: gl.constexpr, ALT: gl.constexpr
+    ):
         """Add this group's dQ share of query block mb into the fp32 dQ: a TMA reduce-add from shared memory."""
         dq_smem = dq_bufs.index(WHICH)
         # The previous reduce-add must have read the staging buffer before it is overwritten.
         tma.store_wait(0)
         dq_smem.store(dq * sm_scale)
         fence_async_shared()
-        _tma_reduce_add(dq_desc, [row0 + mb * 64, WHICH * (HEAD_DIM // 2)], dq_smem)
+        COL0: gl.constexpr = 0 if ALT else WHICH * (HEAD_DIM // 2)
+        _tma_reduce_add(dq_desc, [row0 + mb * 64, COL0], dq_smem)
 
     @gluon.jit
     def _bwd_block(
-        i, mb, mb_prev, dk, dv, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, dq_bufs, bars, dq_desc, lse_ptr, delta_ptr,
-        row0, start_n, sm_scale, qk_scale, WHICH: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-        MASKED: gl.constexpr, DEFER: gl.constexpr, FIRST: gl.constexpr,
+        i, mb, mb_prev, dk, dv, k_op, v_op, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, dq_bufs, bars, dq_desc, lse_ptr,
+        delta_ptr, row0, start_n, sm_scale, qk_scale, WHICH: gl.constexpr, HEAD_DIM: gl.constexpr,
+        STAGES: gl.constexpr, MASKED: gl.constexpr, DEFER: gl.constexpr, FIRST: gl.constexpr, ALT: gl.constexpr,
+        DO_DQ: gl.constexpr,
     ):  # fmt: skip
         """Query block ``mb`` (the i-th this program streams) into dK, dV and a dQ share; MASKED: a block
         that straddles the causal diagonal. DEFER: the dQ issued here is the previous block's (``mb_prev``),
-        so a group waits only for the other's dSᵀ of one block back and the two need not run in step."""
+        so a group waits only for the other's dSᵀ of one block back and the two need not run in step.
+        ALT (with DEFER): the groups take turns at the whole dQ of a block; DO_DQ: this group's turn.
+        ``k_op``, ``v_op``: this group's K and V as Sᵀ's and dPᵀ's A operand (registers or shared memory)."""
         q_ready, do_ready, qdo_free, ds_ready = bars[1], bars[2], bars[3], bars[4]
         dtype: gl.constexpr = k_bufs.dtype
         st_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -126,9 +142,9 @@ if gluon is not None:
         do_smem = do_bufs.index(s)
         zero_st = gl.zeros([64, 64], gl.float32, st_layout)
         mbarrier.wait(q_ready.index(s), ph)
-        st = warpgroup_mma(k_smem, q_smem.permute((1, 0)), zero_st, use_acc=False, is_async=True)
+        st = warpgroup_mma(k_op, q_smem.permute((1, 0)), zero_st, use_acc=False, is_async=True)
         mbarrier.wait(do_ready.index(s), ph)
-        dpt = warpgroup_mma(v_smem, do_smem.permute((1, 0)), zero_st, use_acc=False, is_async=True)
+        dpt = warpgroup_mma(v_op, do_smem.permute((1, 0)), zero_st, use_acc=False, is_async=True)
         st, _, _ = warpgroup_mma_wait(1, deps=(st, k_smem, q_smem))
         pt = gl.exp2(st * qk_scale - lse[None, :])
         if MASKED:
@@ -152,32 +168,36 @@ if gluon is not None:
         mbarrier.arrive(ds_ready.index(slot), count=1)
         dk = warpgroup_mma(gl.convert_layout(dst, a_layout), q_smem, dk, is_async=True)
         if DEFER:
-            if not FIRST:
-                dq = _bwd_dq((i - 1) % 3, k_bufs, ds_bufs, WHICH, HEAD_DIM)
+            if not FIRST and DO_DQ:
+                dq = _bwd_dq((i - 1) % 3, k_bufs, ds_bufs, WHICH, HEAD_DIM, ALT)
                 dv, dk, dq, _, _, _, _ = warpgroup_mma_wait(0, deps=(dv, dk, dq, q_smem, do_smem, ds_bufs, k_bufs))
                 mbarrier.arrive(qdo_free.index(s), count=1)
-                _bwd_dq_out(dq, mb_prev, dq_bufs, dq_desc, row0, sm_scale, WHICH, HEAD_DIM)
+                _bwd_dq_out(dq, mb_prev, dq_bufs, dq_desc, row0, sm_scale, WHICH, HEAD_DIM, ALT)
             else:
                 dv, dk, _, _ = warpgroup_mma_wait(0, deps=(dv, dk, q_smem, do_smem))
                 mbarrier.arrive(qdo_free.index(s), count=1)
         else:
             mbarrier.wait(ds_ready.index(slot), (i // 2) & 1)
-            dq = _bwd_dq(slot, k_bufs, ds_bufs, WHICH, HEAD_DIM)
+            dq = _bwd_dq(slot, k_bufs, ds_bufs, WHICH, HEAD_DIM, ALT)
             dv, dk, dq, _, _, _, _ = warpgroup_mma_wait(0, deps=(dv, dk, dq, q_smem, do_smem, ds_bufs, k_bufs))
             mbarrier.arrive(qdo_free.index(s), count=1)
-            _bwd_dq_out(dq, mb, dq_bufs, dq_desc, row0, sm_scale, WHICH, HEAD_DIM)
+            _bwd_dq_out(dq, mb, dq_bufs, dq_desc, row0, sm_scale, WHICH, HEAD_DIM, ALT)
         return dk, dv
 
     @gluon.jit
     def _bwd_consumer(
         k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, dq_bufs, bars, dq_desc, dk_ptr, dv_ptr, lse_ptr, delta_ptr,
         sm_scale, qk_scale, N_CTX, WHICH: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-        CAUSAL: gl.constexpr, DEFER: gl.constexpr,
+        CAUSAL: gl.constexpr, DEFER: gl.constexpr, ALT: gl.constexpr, KV_REGS: gl.constexpr,
     ):  # fmt: skip
         kv_ready, ds_ready = bars[0], bars[4]
         kv_layout: gl.constexpr = gl.NVMMADistributedLayout(
             version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
         )
+        st_layout: gl.constexpr = gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
+        )
+        a_st: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=st_layout, k_width=2)
         start_n = gl.program_id(0) * 128
         row0 = gl.program_id(1) * N_CTX
         n_m = N_CTX // 64
@@ -185,32 +205,65 @@ if gluon is not None:
         dk = gl.zeros([64, HEAD_DIM], gl.float32, kv_layout)
         dv = gl.zeros([64, HEAD_DIM], gl.float32, kv_layout)
         mbarrier.wait(kv_ready, 0)
-        args = (k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, dq_bufs, bars, dq_desc, lse_ptr, delta_ptr, row0, start_n,
-                sm_scale, qk_scale)  # fmt: skip
+        if KV_REGS:
+            # K and V stay for the whole program: Sᵀ and dPᵀ then read only Qᵀ and dOᵀ from shared memory.
+            k_op = k_bufs.index(WHICH).load(a_st)
+            v_op = v_bufs.index(WHICH).load(a_st)
+        else:
+            k_op = k_bufs.index(WHICH)
+            v_op = v_bufs.index(WHICH)
+        args = (k_op, v_op, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, dq_bufs, bars, dq_desc, lse_ptr, delta_ptr, row0,
+                start_n, sm_scale, qk_scale)  # fmt: skip
+        # With ALT the groups take turns at dQ: block b's by group b % 2 (issued, deferred, in step b + 1).
+        DQ_ODD: gl.constexpr = (not ALT) or WHICH == 0
+        DQ_EVEN: gl.constexpr = (not ALT) or WHICH == 1
         if CAUSAL:
             n_iter = n_m - first
-            # The two query blocks on the diagonal, masked; every later one sees all 128 keys.
-            dk, dv = _bwd_block(0, first, first - 1, dk, dv, *args, WHICH, HEAD_DIM, STAGES, True, DEFER, True)
-            dk, dv = _bwd_block(1, first + 1, first, dk, dv, *args, WHICH, HEAD_DIM, STAGES, True, DEFER, False)
-            for i in range(2, n_iter):
-                dk, dv = _bwd_block(i, first + i, first + i - 1, dk, dv, *args, WHICH, HEAD_DIM, STAGES, False, DEFER,
-                                    False)  # fmt: skip
-            last = first + n_iter - 1
         else:
             n_iter = n_m
-            # Start at this program's own query block and wrap, so the programs of one head add into
-            # different dQ rows at any moment.
-            dk, dv = _bwd_block(0, first, first, dk, dv, *args, WHICH, HEAD_DIM, STAGES, False, DEFER, True)
+        # Causal: the two query blocks on the diagonal are masked; every later one sees all 128 keys.
+        # Not causal: start at this program's own query block and wrap, so the programs of one head add into
+        # different dQ rows at any moment.
+        dk, dv = _bwd_block(0, first, first - 1, dk, dv, *args, WHICH, HEAD_DIM, STAGES, CAUSAL, DEFER, True, ALT,
+                            True)  # fmt: skip
+        if ALT:
+            # Whose turn it is follows the block's parity, so blocks go in pairs (n_iter is even: whole
+            # 128-key blocks) and each call knows at compile time whether it issues a dQ.
+            mb1 = first + 1
+            if not CAUSAL:
+                mb1 = mb1 % n_m
+            dk, dv = _bwd_block(1, mb1, first, dk, dv, *args, WHICH, HEAD_DIM, STAGES, CAUSAL, DEFER, False, ALT,
+                                DQ_ODD)  # fmt: skip
+            for j in range(1, n_iter // 2):
+                for h in gl.static_range(2):
+                    i = 2 * j + h
+                    mb = first + i
+                    mb_prev = mb - 1
+                    if not CAUSAL:
+                        mb = mb % n_m
+                        mb_prev = mb_prev % n_m
+                    dk, dv = _bwd_block(i, mb, mb_prev, dk, dv, *args, WHICH, HEAD_DIM, STAGES, False, DEFER, False,
+                                        ALT, DQ_EVEN if h == 0 else DQ_ODD)  # fmt: skip
+        elif CAUSAL:
+            # One block per iteration: unrolled pairs spill more at head_dim 128.
+            dk, dv = _bwd_block(1, first + 1, first, dk, dv, *args, WHICH, HEAD_DIM, STAGES, True, DEFER, False, ALT,
+                                True)  # fmt: skip
+            for i in range(2, n_iter):
+                dk, dv = _bwd_block(i, first + i, first + i - 1, dk, dv, *args, WHICH, HEAD_DIM, STAGES, False, DEFER,
+                                    False, ALT, True)  # fmt: skip
+        else:
             for i in range(1, n_iter):
                 dk, dv = _bwd_block(i, (first + i) % n_m, (first + i - 1) % n_m, dk, dv, *args, WHICH, HEAD_DIM,
-                                    STAGES, False, DEFER, False)  # fmt: skip
-            last = (first + n_iter - 1) % n_m
-        if DEFER:
-            # The last block's dQ.
+                                    STAGES, False, DEFER, False, ALT, True)  # fmt: skip
+        last = first + n_iter - 1
+        if not CAUSAL:
+            last = last % n_m
+        if DEFER and DQ_ODD:
+            # The last block's dQ (block n_iter - 1 is odd).
             mbarrier.wait(ds_ready.index((n_iter - 1) % 3), ((n_iter - 1) // 3) & 1)
-            dq = _bwd_dq((n_iter - 1) % 3, k_bufs, ds_bufs, WHICH, HEAD_DIM)
+            dq = _bwd_dq((n_iter - 1) % 3, k_bufs, ds_bufs, WHICH, HEAD_DIM, ALT)
             dq, _, _ = warpgroup_mma_wait(0, deps=(dq, ds_bufs, k_bufs))
-            _bwd_dq_out(dq, last, dq_bufs, dq_desc, row0, sm_scale, WHICH, HEAD_DIM)
+            _bwd_dq_out(dq, last, dq_bufs, dq_desc, row0, sm_scale, WHICH, HEAD_DIM, ALT)
         tma.store_wait(0)
 
         rows = start_n + WHICH * 64 + gl.arange(0, 64, gl.SliceLayout(1, kv_layout))
@@ -251,8 +304,8 @@ if gluon is not None:
     @gluon.jit
     def _attn_bwd_hopper(
         q_desc, k_desc, v_desc, do_desc, dq_desc, dk_ptr, dv_ptr, lse_ptr, delta_ptr, sm_scale, qk_scale, N_CTX,
-        HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, DEFER: gl.constexpr,
-        CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
+        HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, DEFER: gl.constexpr, ALT: gl.constexpr,
+        KV_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
     ):  # fmt: skip
         dtype: gl.constexpr = q_desc.dtype
         k_bufs = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], k_desc.layout)
@@ -264,7 +317,8 @@ if gluon is not None:
             ds_bufs = gl.allocate_shared_memory(dtype, [6, 64, 64], ds_layout)
         else:
             ds_bufs = gl.allocate_shared_memory(dtype, [4, 64, 64], ds_layout)
-        dq_bufs = gl.allocate_shared_memory(gl.float32, [2, 64, HEAD_DIM // 2], dq_desc.layout)
+        DQ_N: gl.constexpr = HEAD_DIM if ALT else HEAD_DIM // 2
+        dq_bufs = gl.allocate_shared_memory(gl.float32, [2, 64, DQ_N], dq_desc.layout)
         kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
         q_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         do_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -282,10 +336,10 @@ if gluon is not None:
             [
                 (_bwd_consumer, (k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, dq_bufs, bars, dq_desc, dk_ptr, dv_ptr,
                                  lse_ptr, delta_ptr, sm_scale, qk_scale, N_CTX, 0, HEAD_DIM, STAGES, CAUSAL,
-                                 DEFER)),
+                                 DEFER, ALT, KV_REGS)),
                 (_bwd_consumer, (k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, dq_bufs, bars, dq_desc, dk_ptr, dv_ptr,
                                  lse_ptr, delta_ptr, sm_scale, qk_scale, N_CTX, 1, HEAD_DIM, STAGES, CAUSAL,
-                                 DEFER)),
+                                 DEFER, ALT, KV_REGS)),
                 (_bwd_loader, (k_desc, v_desc, q_desc, do_desc, k_bufs, v_bufs, q_bufs, do_bufs, bars, N_CTX,
                                STAGES, CAUSAL)),
             ],
@@ -326,6 +380,23 @@ def usable(*ts: torch.Tensor) -> bool:
     return applies(torch.cuda.get_device_capability(index), q.dtype, D, S, B * H * S, aligned)
 
 
+def schedule(
+    head_dim: int, defer: bool | None = None, alternate: bool | None = None, kv_registers: bool | None = None
+) -> tuple[bool, bool, bool]:
+    """(defer, alternate, kv_registers) with each None replaced by the measured choice: head_dim 64 deferred,
+    alternating, K and V in registers; 128 in step, halves, K and V in shared memory. ValueError for a
+    combination the kernel has no schedule for."""
+    if defer is None:
+        defer = head_dim == 64
+    if alternate is None:
+        alternate = defer and head_dim == 64
+    if kv_registers is None:
+        kv_registers = head_dim == 64
+    if alternate and not defer:
+        raise ValueError("alternate (the groups taking turns at dQ) needs defer=True (the deferred schedule)")
+    return defer, alternate, kv_registers
+
+
 def launch_args(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -338,23 +409,25 @@ def launch_args(
     delta: torch.Tensor,
     causal: bool,
     defer: bool | None = None,
+    alternate: bool | None = None,
+    kv_registers: bool | None = None,
 ) -> tuple:
-    """The kernel's arguments (descriptors over the [B·H·S, D] views) and compile-time flags; ``defer``
-    None: the measured choice (deferred dQ at head_dim 64, in step at 128)."""
+    """The kernel's arguments (descriptors over the [B·H·S, D] views) and compile-time flags; the schedule
+    options as ``schedule`` resolves them."""
     B, H, S, D = q.shape
-    if defer is None:
-        defer = D == 64
+    defer, alternate, kv_registers = schedule(D, defer, alternate, kv_registers)
     dt = _GL_DTYPES[q.dtype]
     layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, D], dt)
     descs = [TensorDescriptor.from_tensor(t.view(B * H * S, D), [BLOCK_M, D], layout) for t in (q, k, v, do)]
-    # dQ is summed in blocks of 64 rows and half the head-dim columns (one group's share).
-    dq_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, D // 2], gl.float32)
-    dq_desc = TensorDescriptor.from_tensor(dq_acc, [BLOCK_M, D // 2], dq_layout)
+    # dQ is summed in blocks of 64 rows and half the head-dim columns (one group's share) or all of them.
+    dq_n = D if alternate else D // 2
+    dq_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, dq_n], gl.float32)
+    dq_desc = TensorDescriptor.from_tensor(dq_acc, [BLOCK_M, dq_n], dq_layout)
     sm_scale = 1.0 / math.sqrt(D)
     qk_scale = sm_scale * math.log2(math.e)
     return (
         *descs, dq_desc, dk, dv, lse, delta, sm_scale, qk_scale, S,
-        D, _STAGES[D], causal, defer, _CONSUMER_REGS, _LOADER_REGS,
+        D, _STAGES[D], causal, defer, alternate, kv_registers, _CONSUMER_REGS, _LOADER_REGS,
     )  # fmt: skip
 
 
@@ -367,6 +440,8 @@ def backward(
     delta: torch.Tensor,
     causal: bool,
     defer: bool | None = None,
+    alternate: bool | None = None,
+    kv_registers: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV from contiguous q, k, v, dO of one shape [B, H, S, D], the forward's base-2 row
     log-sum-exp ``lse`` and ``delta`` = rowsum(O ∘ dO) (both [B·H, S] fp32). dQ is summed in an fp32
@@ -375,6 +450,6 @@ def backward(
     dq_acc = torch.zeros((B * H * S, D), dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     grid = (S // BLOCK_N, B * H)
-    args = launch_args(q, k, v, do, dq_acc, dk, dv, lse, delta, causal, defer)
+    args = launch_args(q, k, v, do, dq_acc, dk, dv, lse, delta, causal, defer, alternate, kv_registers)
     _attn_bwd_hopper[grid](*args, num_warps=4, maxnreg=_MAXNREG)
     return dq_acc.view(B, H, S, D).to(q.dtype), dk, dv

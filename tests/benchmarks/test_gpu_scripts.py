@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ["row_kernels_sweep.py", "cross_entropy_peers.py", "attention_breakdown.py"]
+SCRIPTS = ["row_kernels_sweep.py", "cross_entropy_peers.py", "attention_breakdown.py", "attention_bwd_schedules.py"]
 
 
 def _load(name: str):

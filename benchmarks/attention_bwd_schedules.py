@@ -1,0 +1,141 @@
+"""The Gluon attention backward's schedules against each other and against SDPA's own backward, on Hopper.
+
+    python benchmarks/attention_bwd_schedules.py [--rounds 5] [--out FILE.json]
+
+A schedule is ``attention_hopper_bwd.schedule``'s (defer, alternate, kv_registers). Every schedule of a head dim is
+first checked against float64 autograd at small shapes (bf16; the largest error over dQ, dK and dV relative to
+each gradient's largest magnitude must stay under 1e-2). Then, at the shapes of benchmarks/attention_hopper.py
+(bf16), each schedule's main kernel is launched alone on kept inputs, next to two whole backwards: stage 3's
+(delta pre-pass, dQ buffer fill, main kernel, dQ cast) and SDPA's (autograd.grad over a kept graph). Each round
+times every entry once, in turn, with triton.testing.do_bench (L2 cleared); the figure is the median over rounds.
+"""
+
+# ruff: noqa: B023 - each loop iteration times its closures before the next one rebinds the names
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from reference_kernels import attention as at  # noqa: E402  (after the checkout is on the path)
+from reference_kernels import attention_hopper_bwd as hb  # noqa: E402
+
+# (defer, alternate, kv_registers) per head dim; the first is the old shipped schedule, None the current choice.
+SCHEDULES = {
+    64: [(True, False, False), (True, True, False), (True, False, True), (True, True, True)],
+    128: [(False, False, False), (True, False, False), (False, False, True)],
+}
+SHAPES = [(2, 32, 4096, 128, False), (4, 32, 4096, 128, True), (2, 16, 8192, 64, False), (4, 16, 8192, 64, True)]
+CHECK_SHAPES = [(1, 1, 128), (2, 3, 384), (1, 2, 1280)]
+TOLERANCE = 1e-2
+
+
+def name(schedule: tuple[bool, bool, bool]) -> str:
+    defer, alternate, kv = schedule
+    parts = ["deferred" if defer else "in-step", "turns" if alternate else "halves"]
+    return "-".join(parts + (["kv-regs"] if kv else []))
+
+
+def worst_error(got: tuple, expected: tuple) -> float:
+    """The largest |got − expected| over the three gradients, each relative to its expected largest magnitude."""
+    return max(((g.double() - e).abs().max() / e.abs().max()).item() for g, e in zip(got, expected, strict=True))
+
+
+def check(d: int) -> list[dict]:
+    rows = []
+    for b, h, s in CHECK_SHAPES:
+        for causal in (False, True):
+            gen = torch.Generator(device="cuda").manual_seed(b * 1000 + s + d)
+            q, k, v, do = (
+                torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4)
+            )
+            o, lse = at._attention_stage3(q, k, v, causal, store_lse=True)
+            leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
+            expected = torch.autograd.grad(at.reference_attention(*leaves, causal), leaves, do.double())
+            for sched in SCHEDULES[d]:
+                got = at._attention_backward_hopper(q, k, v, o, lse, do, causal, **_options(sched))
+                err = worst_error(got, expected)
+                rows.append({"schedule": name(sched), "shape": [b, h, s, d], "causal": causal, "error": err})
+    return rows
+
+
+def _options(sched: tuple[bool, bool, bool]) -> dict:
+    return dict(zip(("defer", "alternate", "kv_registers"), sched, strict=True))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--out", default=None)
+    ns = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("attention_bwd_schedules: needs a CUDA GPU (an sm_90 one: H100 or H200)", file=sys.stderr)
+        return 2
+    if torch.cuda.get_device_capability() != (9, 0):
+        print("attention_bwd_schedules: needs a CUDA GPU of compute capability 9.0 (H100, H200)", file=sys.stderr)
+        return 2
+    from triton.testing import do_bench
+
+    report = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "timer": "triton.testing.do_bench (L2 cleared), median over interleaved rounds",
+        "rounds": ns.rounds,
+        "shipped": {str(d): name(hb.schedule(d)) for d in hb.HEAD_DIMS},
+        "checks": [],
+        "rows": [],
+    }
+    failed = False
+    for d in hb.HEAD_DIMS:
+        for row in check(d):
+            report["checks"].append(row)
+            if not row["error"] < TOLERANCE:
+                failed = True
+                print(f"WRONG {row}", flush=True)
+    print(f"{report['device']}: {len(report['checks'])} checks, worst error "
+          f"{max(r['error'] for r in report['checks']):.2e}", flush=True)  # fmt: skip
+    for b, h, s, d, causal in SHAPES:
+        q, k, v, do = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+        o, lse = at._attention_stage3(q, k, v, causal, store_lse=True)
+        delta = at._delta(o, do, lse)
+        dq_acc = torch.zeros((b * h * s, d), dtype=torch.float32, device="cuda")
+        dk, dv = torch.empty_like(k), torch.empty_like(v)
+        calls = {}
+        for sched in SCHEDULES[d]:
+            args = hb.launch_args(q, k, v, do, dq_acc, dk, dv, lse, delta, causal, *sched)
+            calls[name(sched)] = lambda args=args: hb._attn_bwd_hopper[(s // hb.BLOCK_N, b * h)](
+                *args, num_warps=4, maxnreg=hb._MAXNREG
+            )
+        calls["stage3 backward"] = lambda: at._attention_backward_hopper(q, k, v, o, lse, do, causal)
+        leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+        calls["sdpa backward"] = lambda: torch.autograd.grad(out, leaves, do, retain_graph=True)
+        for call in calls.values():
+            call()
+        torch.cuda.synchronize()
+        times: dict[str, list[float]] = {n: [] for n in calls}
+        for _ in range(ns.rounds):
+            for n, call in calls.items():
+                times[n].append(do_bench(call, warmup=25, rep=200))
+        ms = {n: statistics.median(t) for n, t in times.items()}
+        row = {"shape": [b, h, s, d], "causal": causal, "ms": ms, "rounds_ms": times}
+        row["sdpa_over_stage3_backward"] = ms["sdpa backward"] / ms["stage3 backward"]
+        report["rows"].append(row)
+        cells = "  ".join(f"{n} {t * 1000:.0f}" for n, t in ms.items())
+        print(f"{b}×{h}×{s}×{d} {'causal' if causal else 'full  '} µs: {cells}", flush=True)
+    if ns.out:
+        Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(ns.out).write_text(json.dumps(report, indent=1) + "\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
