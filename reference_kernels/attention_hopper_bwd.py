@@ -18,7 +18,7 @@ dSᵀ. ``defer`` picks when a group issues its dQ: for the same block (the group
 later (a group waits only for the other's dSᵀ of the block before, so the two drift apart and fill each
 other's gaps on the tensor cores; a third dSᵀ buffer). ``alternate`` picks who (deferred only): each group
 half of the head-dim columns of every block, or the groups taking turns at the whole dQ of a block (block b
-by group b mod 2). ``kv_registers`` keeps the group's K and V in registers as the A operands of Sᵀ and dPᵀ.
+by group b mod 2, the program's last by group 0). ``kv_registers`` keeps the group's K and V in registers as the A operands of Sᵀ and dPᵀ.
 
 Why, as an estimate: shared memory serves about 128 bytes per clock per SM, and at head_dim 64 the tensor
 cores' operand reads alone come close to that. Per group and block, Sᵀ and dPᵀ read 16 KiB each with
@@ -214,7 +214,8 @@ if gluon is not None:
             v_op = v_bufs.index(WHICH)
         args = (k_op, v_op, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, dq_bufs, bars, dq_desc, lse_ptr, delta_ptr, row0,
                 start_n, sm_scale, qk_scale)  # fmt: skip
-        # With ALT the groups take turns at dQ: block b's by group b % 2 (issued, deferred, in step b + 1).
+        # With ALT the groups take turns at dQ: block b's by group b % 2 (issued, deferred, in step b + 1), but for
+        # the program's last block (see the end).
         DQ_ODD: gl.constexpr = (not ALT) or WHICH == 0
         DQ_EVEN: gl.constexpr = (not ALT) or WHICH == 1
         if CAUSAL:
@@ -259,7 +260,8 @@ if gluon is not None:
         if not CAUSAL:
             last = last % n_m
         if DEFER and DQ_ODD:
-            # The last block's dQ (block n_iter - 1 is odd).
+            # The last block's dQ: no later step issues it. With ALT group 0 takes it (the block is odd, but
+            # any one group will do: each block's dQ is added exactly once).
             mbarrier.wait(ds_ready.index((n_iter - 1) % 3), ((n_iter - 1) // 3) & 1)
             dq = _bwd_dq((n_iter - 1) % 3, k_bufs, ds_bufs, WHICH, HEAD_DIM, ALT)
             dq, _, _ = warpgroup_mma_wait(0, deps=(dq, ds_bufs, k_bufs))
