@@ -396,6 +396,10 @@ def schedule(
         kv_registers = head_dim == 64
     if alternate and not defer:
         raise ValueError("alternate (the groups taking turns at dQ) needs defer=True (the deferred schedule)")
+    if alternate and head_dim != 64:
+        # Whole-width dQ staging and a third dSᵀ buffer: 246 144 bytes of shared memory at 128, over the 232 448
+        # an sm_90 program may have.
+        raise ValueError(f"alternate (the groups taking turns at dQ) needs head_dim 64, not {head_dim}")
     return defer, alternate, kv_registers
 
 
