@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ["row_kernels_sweep.py", "cross_entropy_peers.py", "attention_breakdown.py", "attention_bwd_schedules.py"]
@@ -55,3 +56,35 @@ def test_the_breakdown_sorts_each_kernel_into_its_role():
         for provider, times in row["kernels_us"].items():
             for r, total in row["roles_us"][provider].items():
                 assert total == pytest.approx(sum(us for n, us in times.items() if role(n) == r))
+
+
+def test_the_schedules_benchmark_refuses_a_gradient_off_by_a_percent_of_its_scale_and_keeps_an_exact_one():
+    bench = _load("attention_bwd_schedules.py")
+    expected = tuple(torch.randn(2, 3, 128, 64, dtype=torch.float64) for _ in range(3))
+    exact = tuple(e.to(torch.bfloat16) for e in expected)
+    assert bench.worst_error(exact, expected) < bench.TOLERANCE
+    for i in range(3):
+        off = list(exact)
+        off[i] = (expected[i] + 0.02 * expected[i].abs().max() * (torch.arange(expected[i].numel()) == 7).view_as(
+            expected[i])).to(torch.bfloat16)  # fmt: skip
+        assert not bench.worst_error(tuple(off), expected) < bench.TOLERANCE, i
+    # A NaN anywhere fails the gate too (a comparison with NaN is false).
+    nan = list(exact)
+    nan[1] = nan[1].clone()
+    nan[1][0, 0, 0, 0] = float("nan")
+    assert not bench.worst_error(tuple(nan), expected) < bench.TOLERANCE
+
+
+def test_the_row_sweep_gate_keeps_an_error_within_5_percent_of_the_scale_and_refuses_more_or_nan():
+    within = _load("row_kernels_sweep.py").within
+    assert within(0.0, 1e-4) and within(0.049, 1.0)
+    assert not within(0.051, 1.0)
+    assert not within(float("nan"), 1.0) and not within(0.0, float("nan"))
+
+
+def test_the_cross_entropy_gate_keeps_small_errors_and_refuses_a_large_or_nan_one():
+    bench = _load("cross_entropy_peers.py")
+    assert bench.correct({"loss": 0.0, "grad": 0.0}) and bench.correct({"loss": 9e-3, "grad": 1.9e-2})
+    for key, limit in bench.ERROR_LIMITS.items():
+        for bad in (limit * 1.1, float("nan")):
+            assert not bench.correct({"loss": 0.0, "grad": 0.0, key: bad}), (key, bad)
