@@ -13,7 +13,13 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ["row_kernels_sweep.py", "cross_entropy_peers.py", "attention_breakdown.py", "attention_bwd_schedules.py"]
+SCRIPTS = [
+    "row_kernels_sweep.py",
+    "cross_entropy_peers.py",
+    "attention_breakdown.py",
+    "attention_bwd_schedules.py",
+    "attention_fwd_schedules.py",
+]
 
 
 def _load(name: str):
@@ -73,6 +79,18 @@ def test_the_schedules_benchmark_refuses_a_gradient_off_by_a_percent_of_its_scal
     nan[1] = nan[1].clone()
     nan[1][0, 0, 0, 0] = float("nan")
     assert not bench.worst_error(tuple(nan), expected) < bench.TOLERANCE
+
+
+def test_the_forward_schedules_gate_refuses_an_output_off_by_2_percent_of_its_scale_or_nan_and_keeps_bf16():
+    bench = _load("attention_fwd_schedules.py")
+    expected = torch.randn(2, 3, 128, 64, dtype=torch.float64)
+    assert bench.relative_error(expected.to(torch.bfloat16), expected) < bench.TOLERANCE
+    off = expected.clone()
+    off[1, 2, 3, 4] += 0.02 * expected.abs().max()
+    assert not bench.relative_error(off.to(torch.bfloat16), expected) < bench.TOLERANCE
+    nan = expected.to(torch.bfloat16)
+    nan[0, 0, 5, 0] = float("nan")
+    assert not bench.relative_error(nan, expected) < bench.TOLERANCE
 
 
 def test_the_row_sweep_gate_keeps_an_error_within_5_percent_of_the_scale_and_refuses_more_or_nan():

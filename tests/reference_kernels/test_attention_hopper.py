@@ -51,20 +51,29 @@ def test_the_forward_matches_sdpa_and_writes_the_lse_the_triton_backward_reads(h
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("head_dim", ah.HEAD_DIMS)
-def test_a_persistent_program_with_several_tiles_gives_bit_identical_results(head_dim):
-    # 8 query blocks × 6 heads = 48 tiles; 1, 5 and 47 programs cycle the K/V ring and the Q slots through
-    # many tiles (and phases) per program.
+@pytest.mark.parametrize(
+    ("causal", "dynamic"),
+    [(False, None), (False, True), (True, None)],
+    ids=["full-round-robin", "full-claimed", "causal-claimed"],
+)
+def test_a_persistent_program_with_several_tiles_gives_bit_identical_results(head_dim, causal, dynamic):
+    # 8 query blocks × 6 heads = 48 tiles; 1, 5 and 47 programs cycle the K/V ring, the Q slots and the tile-id
+    # slots through many tiles (and phases) per program. The reference run: one program per tile (causal) or
+    # the default grid; every tile is computed alike whichever program takes it.
     q, k, v = _inputs(2, 3, 1000, head_dim, torch.bfloat16)
     runs = {}
     for n in (None, 1, 5, 47):
         o = torch.empty_like(q)
         lse = torch.empty((6, 1000), device="cuda", dtype=torch.float32)
-        ah.forward(q, k, v, False, o, lse, n_programs=n)
+        if n is None:
+            ah.forward(q, k, v, causal, o, lse, dynamic=False if causal else dynamic)
+        else:
+            ah.forward(q, k, v, causal, o, lse, n_programs=n, dynamic=dynamic)
         runs[n] = (o, lse)
     for n in (1, 5, 47):
         assert torch.equal(runs[n][0], runs[None][0]), f"{n} programs: output differs"
         assert torch.equal(runs[n][1], runs[None][1]), f"{n} programs: lse differs"
-    expected = at.reference_attention(q.double(), k.double(), v.double(), False)
+    expected = at.reference_attention(q.double(), k.double(), v.double(), causal)
     _assert_matches(runs[1][0], expected, torch.bfloat16, "one program for every tile")
 
 
@@ -111,10 +120,28 @@ def test_inputs_off_the_gpu_never_take_it():
     assert not ah.usable(q, q, q)
 
 
-def test_a_causal_launch_refuses_a_persistent_grid():
+def test_a_causal_launch_with_fixed_tiles_refuses_a_persistent_grid():
     q = torch.empty(1, 1, 128, 64, dtype=torch.float16)
-    with pytest.raises(ValueError, match="one per program"):
-        ah.forward(q, q, q, True, torch.empty_like(q), None, n_programs=3)
+    with pytest.raises(ValueError, match="n_programs needs dynamic=True"):
+        ah.forward(q, q, q, True, torch.empty_like(q), None, n_programs=3, dynamic=False)
+
+
+def test_causal_tiles_are_claimed_at_run_time_by_one_program_per_sm_and_full_ones_go_round_robin():
+    q = torch.empty(2, 16, 4096, 64, dtype=torch.float16)  # 32 tiles per head, 1024 in all
+    assert ah.programs(q, causal=True, sms=132) == 132
+    assert ah.programs(q, causal=False, sms=132) == 132
+    assert ah.programs(q, causal=True, sms=132, dynamic=False) == 1024
+    assert ah.programs(q[:, :2, :512], causal=True, sms=132) == 16  # 16 tiles, fewer than SMs: one program each
+    # The flags the kernel is compiled with: PERSISTENT (round-robin) and DYNAMIC (claimed), and a counter.
+    lse = torch.empty(32, 4096)
+    *_, persistent, dynamic, _, _ = ah.launch_args(q, q, q, q, lse, True)
+    assert (persistent, dynamic) == (False, True)
+    *_, persistent, dynamic, _, _ = ah.launch_args(q, q, q, q, lse, False)
+    assert (persistent, dynamic) == (True, False)
+    args = ah.launch_args(q, q, q, q, lse, True)
+    counter = args[5]
+    assert counter.dtype == torch.int32 and counter.tolist() == [0], "each launch needs its own zeroed counter"
+    assert args[5] is not ah.launch_args(q, q, q, q, lse, True)[5]
 
 
 _COMPILE = SM90_COMPILE_PRELUDE + textwrap.dedent(
@@ -133,12 +160,13 @@ _COMPILE = SM90_COMPILE_PRELUDE + textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_it_compiles_for_sm90a_without_a_gpu_with_warp_groups_rebalanced_and_no_spills():
-    # The variant with the most live registers (head_dim 128, causal masks); one compile keeps the CPU cost
-    # of this check near 6 CPU-seconds.
+def test_it_compiles_for_sm90a_without_a_gpu_with_warp_groups_rebalanced_and_spills_bounded():
+    # The variant with the most live registers: head_dim 128, causal masks, claimed tiles (a loop around the
+    # tile). ptxas spills 112/120 bytes per thread there, in a tile's prologue and the masked blocks' branch,
+    # none in the unmasked loop; the ceiling catches any growth. One compile keeps this near 6 CPU-seconds.
     cases = [[128, True, "float16"]]
     for row in run_sm90_compile(_COMPILE, cases):
-        assert row["spills"] and not any(row["spills"]), row
+        assert row["spills"] and max(row["spills"]) <= 128, row
         assert row["shared"] <= at._SMEM_BYTES, row
         assert row["wgmma"] > 0, row
         # Consumers raised to 240 registers, the load warp lowered to 24.
