@@ -16,12 +16,18 @@ attention kernels instead give warps different jobs. Gluon states that schedule 
 Registers are re-balanced per group (setmaxnreg): 240 per thread for a consumer, 24 for the load warp.
 Blocks strictly below the diagonal (causal) or fully inside the sequence take no mask; only the
 diagonal and the sequence tail are masked. One persistent program per SM processes the tiles, so its next
-Q and K/V loads overlap its previous tile's epilogue. Non-causal tiles, all of one length, go round-robin.
+Q and K/V loads overlap its previous tile's epilogue; ``schedule`` names how they share them.
 Causal tiles range from one key block to all of them, so any fixed share leaves programs unevenly loaded:
 there the load warp claims the next tile from an atomic counter (heaviest query block of each head first,
 head by head, which keeps the programs running together on a few heads' K and V in L2) and hands its id to
-the consumers through shared memory. Measured on an H100 (benchmarks/attention_fwd_schedules.py,
-results/h100/attention_fwd_schedules.json): 2–6 % faster than one program per tile at every causal shape.
+the consumers through shared memory: 2–6 % faster than one program per tile at every causal shape.
+Non-causal tiles are all of one length, and round-robin leaves the last round part empty (2048 tiles on 132
+SMs: 15.5 rounds take 16). The split schedule deals out whole tiles round-robin but for the last P to 2P − 1,
+whose (tile, key block) pairs go to the programs in equal runs of at least one tile; a tile two programs
+share is published (unnormalized sums, row maxima and sums) by the one holding its last key blocks, first
+thing in its run, and merged by the one holding its first, last thing in its run: at head_dim 64, 0.3–2.1 %
+faster by do_bench and 2.3–2.8 % through ptt bench. Measured on an H100: benchmarks/attention_fwd_schedules.py,
+results/h100/attention_fwd_schedules.json; docs/performance.md for head_dim 128.
 
 The forward writes the same base-2 row log-sum-exp as the Triton kernels, so stage 3's backward is
 unchanged. Used when ``usable`` says so: a CUDA device of compute capability 9.0 (wgmma is sm_90a
@@ -108,11 +114,63 @@ if gluon is not None:
         return p_op, gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), m_new, l_i
 
     @gluon.jit
+    def _write_tile(acc, m_i, l_i, o_ptr, lse_ptr, bh, first, offs_m, N_CTX, HEAD_DIM: gl.constexpr,
+                    STORE_LSE: gl.constexpr, o_layout: gl.constexpr):  # fmt: skip
+        """One group's 64 rows of O (and their base-2 log-sum-exp) from the unnormalized sums."""
+        out = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
+        rows = first + gl.arange(0, 64, gl.SliceLayout(1, o_layout))
+        cols = gl.arange(0, HEAD_DIM, gl.SliceLayout(0, o_layout))
+        base = bh.to(gl.int64) * N_CTX
+        o_ptrs = o_ptr + (base + rows)[:, None] * HEAD_DIM + cols[None, :]
+        gl.store(o_ptrs, out.to(o_ptr.dtype.element_ty), mask=rows[:, None] < N_CTX)
+        if STORE_LSE:
+            gl.store(lse_ptr + base + offs_m, m_i + gl.log2(l_i), mask=offs_m < N_CTX)
+
+    @gluon.jit
+    def _segment(t_rr, n_whole, u, hi, n_blk, pid, n_prog):
+        """The split schedule's next piece of work for program ``pid``: its tile, key blocks [j_lo, j_hi), part
+        (0 whole, 1 the tile's end (published), 2 its start (merged)) and the boundary it shares with a
+        neighbour; then the next round-robin tile ``t_rr`` and unit ``u``. Whole tiles first (``t_rr`` below
+        ``n_whole``), then the units [u, hi) (tile·n_blk + key block)."""
+        whole = (t_rr < n_whole).to(gl.int32)
+        t_u = u // n_blk
+        lo_u = u - t_u * n_blk
+        hi_u = gl.minimum(n_blk, lo_u + hi - u)
+        tail = (lo_u > 0).to(gl.int32)
+        head = (hi_u < n_blk).to(gl.int32)
+        t = whole * t_rr + (1 - whole) * t_u
+        j_lo = (1 - whole) * lo_u
+        j_hi = whole * n_blk + (1 - whole) * hi_u
+        part = (1 - whole) * (tail + 2 * head)
+        seg = (j_lo, j_hi, part, pid + head)
+        return t, seg, t_rr + whole * n_prog, u + (1 - whole) * (hi_u - lo_u)
+
+    @gluon.jit
+    def _share(N_CTX, BH, BLOCK_N: gl.constexpr):
+        """The split schedule: tiles [0, n_whole) go round-robin as whole tiles (programs running together
+        share heads' K and V in L2); the last P to 2P − 1 tiles are cut into units (tile·n_blk + key block)
+        and each program takes an equal run [lo, hi) of them, at least one tile's worth."""
+        n_blk = gl.cdiv(N_CTX, BLOCK_N)
+        n_tiles = gl.cdiv(N_CTX, 128) * BH
+        pid = gl.program_id(0)
+        n_prog = gl.num_programs(0)
+        n_whole = (n_tiles // n_prog - 1) * n_prog
+        first = n_whole * n_blk
+        total = (n_tiles - n_whole) * n_blk
+        lo = first + (pid.to(gl.int64) * total // n_prog).to(gl.int32)
+        hi = first + ((pid + 1).to(gl.int64) * total // n_prog).to(gl.int32)
+        return n_whole, lo, hi, n_blk, pid
+
+    @gluon.jit
     def _consumer_tile(q_bufs, k_bufs, v_bufs, bars, o_ptr, lse_ptr, qk_scale, N_CTX, t, n_m, kv, tiles_done,
-                       WHICH: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                       CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr):  # fmt: skip
+                       seg, split, WHICH: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr,
+                       STREAM: gl.constexpr):  # fmt: skip
         """One warpgroup, one tile: rows [start_m·128 + WHICH·64, +64). ``kv`` counts the K/V blocks this
-        program consumed before (the ring position), ``tiles_done`` its tiles (the Q slot's phase)."""
+        program consumed before (the ring position), ``tiles_done`` its tiles (the Q slot's phase).
+        STREAM: only key blocks [j_lo, j_hi) of ``seg`` = (j_lo, j_hi, part, boundary); ``split`` = (partial
+        sums, their row maxima and sums, flags) for a tile two programs share: part 1 publishes this share for
+        the program before, part 2 waits for the one after and merges it."""
         q_ready, q_free, k_ready, v_ready, kv_free = bars
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(
             version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
@@ -130,6 +188,10 @@ if gluon is not None:
         l_i = gl.zeros([64], gl.float32, gl.SliceLayout(1, s_layout))
         acc = gl.zeros([64, HEAD_DIM], gl.float32, o_layout)
         n_full, n_total = _kv_blocks(start_m, N_CTX, BLOCK_N, CAUSAL)
+        if STREAM:
+            j_lo, n_total, part, boundary = seg
+        else:
+            j_lo = 0
 
         mbarrier.wait(q_ready.index(WHICH), tiles_done & 1)
         q = q_bufs.index(WHICH).load(q_layout)
@@ -137,17 +199,20 @@ if gluon is not None:
         fence_async_shared()
         mbarrier.arrive(q_free.index(WHICH), count=1)
 
-        s = kv % STAGES
-        mbarrier.wait(k_ready.index(s), (kv // STAGES) & 1)
+        # ``kv`` is the ring position of block j_lo; block j sits at kv + j - j_lo.
+        kv -= j_lo
+        s = (kv + j_lo) % STAGES
+        mbarrier.wait(k_ready.index(s), ((kv + j_lo) // STAGES) & 1)
         k_smem = k_bufs.index(s)
         zero = gl.zeros([64, BLOCK_N], gl.float32, s_layout)
         qk = warpgroup_mma(q, k_smem.permute((1, 0)), zero, use_acc=False, is_async=True)
         qk, _ = warpgroup_mma_wait(0, deps=(qk, k_smem))
-        # The accumulator is still zero: block 0's rescale factor is not needed.
+        # The accumulator is still zero: the first block's rescale factor is not needed.
         p_op, _alpha0, m_i, l_i = _softmax_step(
-            qk, 0, n_full, m_i, l_i, offs_m, qk_scale, N_CTX, dtype, BLOCK_N, CAUSAL, s_layout, p_layout, o_layout
-        )
-        for j in range(1, n_total):
+            qk, j_lo, n_full, m_i, l_i, offs_m, qk_scale, N_CTX, dtype, BLOCK_N, CAUSAL, s_layout, p_layout,
+            o_layout,
+        )  # fmt: skip
+        for j in range(j_lo + 1, n_total):
             # Block j's Q Kᵀ and block j-1's P V go to the tensor cores together; the wait for one
             # outstanding group returns when Q Kᵀ is done, and its softmax runs while P V still does.
             s = (kv + j) % STAGES
@@ -175,14 +240,47 @@ if gluon is not None:
         kv += n_total
         tiles_done += 1
 
-        out = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
-        rows = first + gl.arange(0, 64, gl.SliceLayout(1, o_layout))
-        cols = gl.arange(0, HEAD_DIM, gl.SliceLayout(0, o_layout))
-        base = bh.to(gl.int64) * N_CTX
-        o_ptrs = o_ptr + (base + rows)[:, None] * HEAD_DIM + cols[None, :]
-        gl.store(o_ptrs, out.to(o_ptr.dtype.element_ty), mask=rows[:, None] < N_CTX)
-        if STORE_LSE:
-            gl.store(lse_ptr + base + offs_m, m_i + gl.log2(l_i), mask=offs_m < N_CTX)
+        if STREAM:
+            ws_acc, ws_ml, flags = split
+            # This group's share of a tile two programs split: 64 rows of fp32 sums, then their maxima and sums.
+            slot = boundary * 2 + WHICH
+            cols = gl.arange(0, HEAD_DIM, gl.SliceLayout(0, o_layout))
+            acc_ptrs = ws_acc + (slot * 64 + gl.arange(0, 64, gl.SliceLayout(1, o_layout)))[:, None] * HEAD_DIM
+            acc_ptrs = acc_ptrs + cols[None, :]
+            ml_ptrs = ws_ml + slot * 128 + gl.arange(0, 64, gl.SliceLayout(1, s_layout))
+            lane: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+            flag_ptrs = flags + slot + gl.arange(0, 128, lane) * 0
+            if part == 1:
+                # The tile's last key blocks, at the start of this program's share: publish them. Every thread
+                # releases its own stores, so the flag reaches 128 once all of them are visible.
+                gl.store(acc_ptrs, acc)
+                gl.store(ml_ptrs, m_i)
+                gl.store(ml_ptrs + 64, l_i)
+                gl.atomic_add(flag_ptrs, gl.full([128], 1, gl.int32, lane), sem="release", scope="gpu")
+            else:
+                if part == 2:
+                    # The tile's first key blocks, at the end of this program's share: the next program
+                    # published the rest at the start of its own, so this wait is short.
+                    # Poll with plain loads (one request per warp: atomics on one address from every thread
+                    # would queue at L2 behind each other and slow the very program being waited for), then
+                    # one acquiring read per thread, which orders the loads of the partial sums after it.
+                    seen = gl.load(flag_ptrs, volatile=True)
+                    while gl.min(seen, 0) < 128:
+                        seen = gl.load(flag_ptrs, volatile=True)
+                    gl.atomic_add(flag_ptrs, gl.zeros([128], gl.int32, lane), sem="acquire", scope="gpu")
+                    m_o = gl.load(ml_ptrs)
+                    l_o = gl.load(ml_ptrs + 64)
+                    m_new = gl.maximum(m_i, m_o)
+                    a_i = gl.exp2(m_i - m_new)
+                    a_o = gl.exp2(m_o - m_new)
+                    l_i = l_i * a_i + l_o * a_o
+                    m_i = m_new
+                    a_i = gl.convert_layout(a_i, gl.SliceLayout(1, o_layout))
+                    a_o = gl.convert_layout(a_o, gl.SliceLayout(1, o_layout))
+                    acc = acc * a_i[:, None] + gl.load(acc_ptrs) * a_o[:, None]
+                _write_tile(acc, m_i, l_i, o_ptr, lse_ptr, bh, first, offs_m, N_CTX, HEAD_DIM, STORE_LSE, o_layout)
+        else:
+            _write_tile(acc, m_i, l_i, o_ptr, lse_ptr, bh, first, offs_m, N_CTX, HEAD_DIM, STORE_LSE, o_layout)
         return kv, tiles_done
 
     @gluon.jit
@@ -217,19 +315,31 @@ if gluon is not None:
         return gl.max(gl.where(lane == 0, old, 0), 0)
 
     @gluon.jit
-    def _consumer(q_bufs, k_bufs, v_bufs, bars, tile_bufs, tile_bars, o_ptr, lse_ptr, qk_scale, N_CTX, BH,
+    def _consumer(q_bufs, k_bufs, v_bufs, bars, tile_bufs, tile_bars, split, o_ptr, lse_ptr, qk_scale, N_CTX, BH,
                   WHICH: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                   CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, PERSISTENT: gl.constexpr,
-                  DYNAMIC: gl.constexpr):  # fmt: skip
+                  DYNAMIC: gl.constexpr, STREAM: gl.constexpr):  # fmt: skip
         n_m = gl.cdiv(N_CTX, 128)
-        if DYNAMIC:
+        if STREAM:
+            kv = 0
+            tiles_done = 0
+            n_whole, lo, hi, n_blk, pid = _share(N_CTX, BH, BLOCK_N)
+            t_rr = pid
+            u = lo
+            while (t_rr < n_whole) | (u < hi):
+                t, seg, t_rr, u = _segment(t_rr, n_whole, u, hi, n_blk, pid, gl.num_programs(0))
+                kv, tiles_done = _consumer_tile(
+                    q_bufs, k_bufs, v_bufs, bars, o_ptr, lse_ptr, qk_scale, N_CTX, t, n_m, kv, tiles_done, seg,
+                    split, WHICH, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, STORE_LSE, True,
+                )  # fmt: skip
+        elif DYNAMIC:
             kv = 0
             tiles_done = 0
             t = _take_tile(tile_bufs, tile_bars, 0)
             while t < n_m * BH:
                 kv, tiles_done = _consumer_tile(
-                    q_bufs, k_bufs, v_bufs, bars, o_ptr, lse_ptr, qk_scale, N_CTX, t, n_m, kv, tiles_done,
-                    WHICH, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, STORE_LSE,
+                    q_bufs, k_bufs, v_bufs, bars, o_ptr, lse_ptr, qk_scale, N_CTX, t, n_m, kv, tiles_done, None,
+                    split, WHICH, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, STORE_LSE, False,
                 )  # fmt: skip
                 t = _take_tile(tile_bufs, tile_bars, tiles_done)
         elif PERSISTENT:
@@ -237,20 +347,22 @@ if gluon is not None:
             tiles_done = 0
             for t in range(gl.program_id(0), n_m * BH, gl.num_programs(0)):
                 kv, tiles_done = _consumer_tile(
-                    q_bufs, k_bufs, v_bufs, bars, o_ptr, lse_ptr, qk_scale, N_CTX, t, n_m, kv, tiles_done,
-                    WHICH, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, STORE_LSE,
+                    q_bufs, k_bufs, v_bufs, bars, o_ptr, lse_ptr, qk_scale, N_CTX, t, n_m, kv, tiles_done, None,
+                    split, WHICH, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, STORE_LSE, False,
                 )  # fmt: skip
         else:
             # One tile per program: no loop-carried state, fewer live registers.
             _consumer_tile(
-                q_bufs, k_bufs, v_bufs, bars, o_ptr, lse_ptr, qk_scale, N_CTX, gl.program_id(0), n_m, 0, 0,
-                WHICH, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, STORE_LSE,
+                q_bufs, k_bufs, v_bufs, bars, o_ptr, lse_ptr, qk_scale, N_CTX, gl.program_id(0), n_m, 0, 0, None,
+                split, WHICH, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, STORE_LSE, False,
             )  # fmt: skip
 
     @gluon.jit
-    def _loader_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, N_CTX, t, n_m, kv, tiles_done,
-                     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
-        """The load warp, one tile: the consumers' key blocks, in their order."""
+    def _loader_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, N_CTX, t, n_m, kv, tiles_done, seg,
+                     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                     STREAM: gl.constexpr):  # fmt: skip
+        """The load warp, one tile (STREAM: key blocks [j_lo, j_hi) of ``seg``): the consumers' key blocks, in
+        their order."""
         q_ready, q_free, k_ready, v_ready, kv_free = bars
         start_m, bh = _tile(t, n_m, CAUSAL)
         row0 = bh * N_CTX  # first row of this head in the [B·H·S, D] view
@@ -261,7 +373,13 @@ if gluon is not None:
                 q_desc, [row0 + start_m * 128 + c * 64, 0], q_ready.index(c), q_bufs.index(c)
             )
         _, n_total = _kv_blocks(start_m, N_CTX, BLOCK_N, CAUSAL)
-        for j in range(0, n_total):
+        if STREAM:
+            j_lo = seg[0]
+            n_total = seg[1]
+        else:
+            j_lo = 0
+        kv -= j_lo  # block j at ring position kv + j
+        for j in range(j_lo, n_total):
             s = (kv + j) % STAGES
             # A fresh barrier counts as having completed the phase before its first, so the
             # first STAGES waits pass at once.
@@ -277,17 +395,29 @@ if gluon is not None:
     @gluon.jit
     def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, tile_bufs, tile_bars, tile_ctr, N_CTX, BH,
                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr,
-                DYNAMIC: gl.constexpr):  # fmt: skip
+                DYNAMIC: gl.constexpr, STREAM: gl.constexpr):  # fmt: skip
         n_m = gl.cdiv(N_CTX, 128)
-        if DYNAMIC:
+        if STREAM:
+            kv = 0
+            tiles_done = 0
+            n_whole, lo, hi, n_blk, pid = _share(N_CTX, BH, BLOCK_N)
+            t_rr = pid
+            u = lo
+            while (t_rr < n_whole) | (u < hi):
+                t, seg, t_rr, u = _segment(t_rr, n_whole, u, hi, n_blk, pid, gl.num_programs(0))
+                kv, tiles_done = _loader_tile(
+                    q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, N_CTX, t, n_m, kv, tiles_done, seg,
+                    BLOCK_N, STAGES, CAUSAL, True,
+                )  # fmt: skip
+        elif DYNAMIC:
             kv = 0
             tiles_done = 0
             t = _claim_tile(tile_ctr)
             _publish_tile(tile_bufs, tile_bars, 0, t)
             while t < n_m * BH:
                 kv, tiles_done = _loader_tile(
-                    q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, N_CTX, t, n_m, kv, tiles_done,
-                    BLOCK_N, STAGES, CAUSAL,
+                    q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, N_CTX, t, n_m, kv, tiles_done, None,
+                    BLOCK_N, STAGES, CAUSAL, False,
                 )  # fmt: skip
                 t = _claim_tile(tile_ctr)
                 _publish_tile(tile_bufs, tile_bars, tiles_done, t)
@@ -296,20 +426,21 @@ if gluon is not None:
             tiles_done = 0
             for t in range(gl.program_id(0), n_m * BH, gl.num_programs(0)):
                 kv, tiles_done = _loader_tile(
-                    q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, N_CTX, t, n_m, kv, tiles_done,
-                    BLOCK_N, STAGES, CAUSAL,
+                    q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, N_CTX, t, n_m, kv, tiles_done, None,
+                    BLOCK_N, STAGES, CAUSAL, False,
                 )  # fmt: skip
         else:
             _loader_tile(
-                q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, N_CTX, gl.program_id(0), n_m, 0, 0,
-                BLOCK_N, STAGES, CAUSAL,
+                q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, N_CTX, gl.program_id(0), n_m, 0, 0, None,
+                BLOCK_N, STAGES, CAUSAL, False,
             )  # fmt: skip
 
     @gluon.jit
-    def _attn_fwd_hopper(q_desc, k_desc, v_desc, o_ptr, lse_ptr, tile_ctr, qk_scale, N_CTX, BH,
-                         HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                         STORE_LSE: gl.constexpr, PERSISTENT: gl.constexpr, DYNAMIC: gl.constexpr,
-                         CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):  # fmt: skip
+    def _attn_fwd_hopper(q_desc, k_desc, v_desc, o_ptr, lse_ptr, tile_ctr, ws_acc, ws_ml, flags, qk_scale, N_CTX,
+                         BH, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                         CAUSAL: gl.constexpr, STORE_LSE: gl.constexpr, PERSISTENT: gl.constexpr,
+                         DYNAMIC: gl.constexpr, STREAM: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                         LOADER_REGS: gl.constexpr):  # fmt: skip
         dtype: gl.constexpr = q_desc.dtype
         q_bufs = gl.allocate_shared_memory(dtype, [2, 64, HEAD_DIM], q_desc.layout)
         k_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
@@ -335,14 +466,17 @@ if gluon is not None:
             mbarrier.init(tile_ready.index(c), count=1)
             mbarrier.init(tile_free.index(c), count=2)
         tile_bars = (tile_ready, tile_free)
+        split = (ws_acc, ws_ml, flags)
         gl.warp_specialize(
             [
-                (_consumer, (q_bufs, k_bufs, v_bufs, bars, tile_bufs, tile_bars, o_ptr, lse_ptr, qk_scale, N_CTX, BH,
-                             0, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, STORE_LSE, PERSISTENT, DYNAMIC)),
-                (_consumer, (q_bufs, k_bufs, v_bufs, bars, tile_bufs, tile_bars, o_ptr, lse_ptr, qk_scale, N_CTX, BH,
-                             1, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, STORE_LSE, PERSISTENT, DYNAMIC)),
+                (_consumer, (q_bufs, k_bufs, v_bufs, bars, tile_bufs, tile_bars, split, o_ptr, lse_ptr, qk_scale,
+                             N_CTX, BH, 0, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, STORE_LSE, PERSISTENT, DYNAMIC,
+                             STREAM)),
+                (_consumer, (q_bufs, k_bufs, v_bufs, bars, tile_bufs, tile_bars, split, o_ptr, lse_ptr, qk_scale,
+                             N_CTX, BH, 1, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, STORE_LSE, PERSISTENT, DYNAMIC,
+                             STREAM)),
                 (_loader, (q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, tile_bufs, tile_bars, tile_ctr,
-                           N_CTX, BH, BLOCK_N, STAGES, CAUSAL, PERSISTENT, DYNAMIC)),
+                           N_CTX, BH, BLOCK_N, STAGES, CAUSAL, PERSISTENT, DYNAMIC, STREAM)),
             ],
             [4, 1],
             [CONSUMER_REGS, LOADER_REGS],
@@ -383,18 +517,36 @@ def usable(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     return applies(torch.cuda.get_device_capability(index), q.dtype, q.shape[-1], aligned, tiles(q), sm_count(index))
 
 
-def programs(q: torch.Tensor, causal: bool, sms: int, dynamic: bool | None = None) -> int:
-    """Grid size: one persistent program per SM (non-causal, or tiles handed out at run time), else one
-    program per tile."""
-    if causal and not _dynamic(causal, dynamic):
+SCHEDULES = ("per-tile", "round-robin", "claimed", "split")
+
+
+def schedule(causal: bool, name: str | None = None, head_dim: int = 64) -> str:
+    """How programs share the tiles, ``name`` or the measured choice (None):
+
+    - ``per-tile``: one program per tile;
+    - ``round-robin``: one persistent program per SM, tile i to program i mod P;
+    - ``claimed``: one per SM, each claiming its next tile at run time from an atomic counter, heaviest first;
+    - ``split``: one per SM, round-robin but for the last P to 2P − 1 tiles, whose (tile, key block) pairs go
+      to the programs in equal runs; a tile two programs share is merged by the one that holds its first key
+      blocks (non-causal only).
+
+    Causal tiles differ in length: ``claimed``. Non-causal ones are equal, and whole tiles leave the last round
+    part empty: ``split`` at head_dim 64, faster by both timers; at 128 do_bench put it 0.4–2.6 % ahead and ptt
+    bench up to 8 % behind (docs/performance.md), so ``round-robin`` stays."""
+    if name is None:
+        return "claimed" if causal else "split" if head_dim == 64 else "round-robin"
+    if name not in SCHEDULES:
+        raise ValueError(f"attention_hopper: schedule {name!r} is not one of {', '.join(SCHEDULES)}")
+    if name == "split" and causal:
+        raise ValueError("attention_hopper: the split schedule is for non-causal attention; causal takes 'claimed'")
+    return name
+
+
+def programs(q: torch.Tensor, causal: bool, sms: int, name: str | None = None) -> int:
+    """Grid size: one program per tile (``per-tile``), else one persistent program per SM (at most one per tile)."""
+    if schedule(causal, name, q.shape[-1]) == "per-tile":
         return tiles(q)
     return min(sms, tiles(q))
-
-
-def _dynamic(causal: bool, dynamic: bool | None) -> bool:
-    """Whether programs claim tiles at run time (an atomic counter): the measured choice for causal tiles, whose
-    lengths differ; fixed round-robin shares serve non-causal ones, all of one length."""
-    return causal if dynamic is None else dynamic
 
 
 def launch_args(
@@ -404,12 +556,14 @@ def launch_args(
     o: torch.Tensor,
     lse: torch.Tensor | None,
     causal: bool,
-    dynamic: bool | None = None,
+    name: str | None = None,
+    n_programs: int = 1,
 ) -> tuple:
-    """The kernel's arguments (descriptors over the [B·H·S, D] views, a zeroed tile counter when tiles are
-    claimed at run time) and its compile-time flags."""
+    """The kernel's arguments (descriptors over the [B·H·S, D] views; a zeroed tile counter for ``claimed``; for
+    ``split`` the partial sums of shared tiles and zeroed flags, sized for ``n_programs``) and its compile-time
+    flags."""
     B, H, S, D = q.shape
-    dynamic = _dynamic(causal, dynamic)
+    name = schedule(causal, name, q.shape[-1])
     dt = _GL_DTYPES[q.dtype]
     q_layout = gl.NVMMASharedLayout.get_default_for([64, D], dt)
     kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], dt)
@@ -417,11 +571,20 @@ def launch_args(
     k_desc = TensorDescriptor.from_tensor(k.view(B * H * S, D), [BLOCK_N, D], kv_layout)
     v_desc = TensorDescriptor.from_tensor(v.view(B * H * S, D), [BLOCK_N, D], kv_layout)
     qk_scale = math.log2(math.e) / math.sqrt(D)  # base-2 exponentials, as in attention.py
-    tile_ctr = torch.zeros(1, dtype=torch.int32, device=q.device) if dynamic else lse if lse is not None else o
-    persistent = not causal and not dynamic
+    unused = lse if lse is not None else o
+    tile_ctr = torch.zeros(1, dtype=torch.int32, device=q.device) if name == "claimed" else unused
+    if name == "split":
+        # Two slots (one per consumer group) per boundary between neighbouring programs, 1 … n_programs − 1.
+        slots = 2 * (n_programs + 1)
+        ws_acc = torch.empty((slots * 64, D), dtype=torch.float32, device=q.device)
+        ws_ml = torch.empty((slots, 128), dtype=torch.float32, device=q.device)
+        flags = torch.zeros(slots, dtype=torch.int32, device=q.device)
+    else:
+        ws_acc = ws_ml = flags = unused
     return (
-        q_desc, k_desc, v_desc, o, o if lse is None else lse, tile_ctr, qk_scale, S, B * H,
-        D, BLOCK_N, STAGES, causal, lse is not None, persistent, dynamic, _CONSUMER_REGS, _LOADER_REGS,
+        q_desc, k_desc, v_desc, o, o if lse is None else lse, tile_ctr, ws_acc, ws_ml, flags, qk_scale, S, B * H,
+        D, BLOCK_N, STAGES, causal, lse is not None, name == "round-robin", name == "claimed", name == "split",
+        _CONSUMER_REGS, _LOADER_REGS,
     )  # fmt: skip
 
 
@@ -433,17 +596,17 @@ def forward(
     o: torch.Tensor,
     lse: torch.Tensor | None,
     n_programs: int | None = None,
-    dynamic: bool | None = None,
+    name: str | None = None,
 ) -> None:
     """Write softmax(q kᵀ/√d) v into ``o`` (contiguous, q's shape) and, given ``lse`` ([B·H, S] fp32),
-    the base-2 row log-sum-exp. ``dynamic``: programs claim tiles at run time (None: the measured choice,
-    causal only). ``n_programs`` sets a persistent grid (tests give a program several tiles with it); a causal
-    launch with fixed tiles runs one per program and refuses it."""
-    if n_programs is not None and causal and not _dynamic(causal, dynamic):
-        raise ValueError(
-            "attention_hopper.forward: causal tiles without dynamic=True run one per program; "
-            "n_programs needs dynamic=True there"
-        )
+    the base-2 row log-sum-exp. ``name``: the schedule (see ``schedule``; None: the measured choice).
+    ``n_programs`` sets a persistent grid (tests give programs several tiles with it); ``per-tile`` refuses it,
+    and more programs than tiles get one tile each."""
+    name = schedule(causal, name, q.shape[-1])
+    if n_programs is not None and name == "per-tile":
+        raise ValueError("attention_hopper.forward: the per-tile schedule runs one program per tile; n_programs "
+                         "needs a persistent schedule (round-robin, claimed or split)")  # fmt: skip
     index = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    grid = (n_programs or programs(q, causal, sm_count(index), dynamic),)
-    _attn_fwd_hopper[grid](*launch_args(q, k, v, o, lse, causal, dynamic), num_warps=4, maxnreg=_MAXNREG)
+    n = min(n_programs, tiles(q)) if n_programs is not None else programs(q, causal, sm_count(index), name)
+    args = launch_args(q, k, v, o, lse, causal, name, n)
+    _attn_fwd_hopper[(n,)](*args, num_warps=4, maxnreg=_MAXNREG)
