@@ -19,6 +19,7 @@ SCRIPTS = [
     "attention_breakdown.py",
     "attention_bwd_schedules.py",
     "attention_fwd_schedules.py",
+    "attention_bwd_profile.py",
 ]
 
 
