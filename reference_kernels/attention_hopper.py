@@ -601,12 +601,18 @@ def forward(
     """Write softmax(q kᵀ/√d) v into ``o`` (contiguous, q's shape) and, given ``lse`` ([B·H, S] fp32),
     the base-2 row log-sum-exp. ``name``: the schedule (see ``schedule``; None: the measured choice).
     ``n_programs`` sets a persistent grid (tests give programs several tiles with it); ``per-tile`` refuses it,
-    and more programs than tiles get one tile each."""
+    more programs than tiles get one tile each, and ``split`` runs at most one program per SM."""
     name = schedule(causal, name, q.shape[-1])
     if n_programs is not None and name == "per-tile":
         raise ValueError("attention_hopper.forward: the per-tile schedule runs one program per tile; n_programs "
                          "needs a persistent schedule (round-robin, claimed or split)")  # fmt: skip
+    if n_programs is not None and n_programs < 1:
+        raise ValueError(f"attention_hopper.forward: n_programs must be at least 1, not {n_programs}")
     index = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    n = min(n_programs, tiles(q)) if n_programs is not None else programs(q, causal, sm_count(index), name)
+    sms = sm_count(index)
+    n = min(n_programs, tiles(q)) if n_programs is not None else programs(q, causal, sms, name)
+    if name == "split":
+        # A program may wait for its neighbour's share of a tile: every program must be resident at once.
+        n = min(n, sms)
     args = launch_args(q, k, v, o, lse, causal, name, n)
     _attn_fwd_hopper[(n,)](*args, num_warps=4, maxnreg=_MAXNREG)

@@ -127,6 +127,8 @@ def test_a_per_tile_launch_refuses_a_persistent_grid_and_unknown_schedules_are_n
     q = torch.empty(1, 1, 128, 64, dtype=torch.float16)
     with pytest.raises(ValueError, match="n_programs needs a persistent schedule"):
         ah.forward(q, q, q, True, torch.empty_like(q), None, n_programs=3, name="per-tile")
+    with pytest.raises(ValueError, match="n_programs must be at least 1, not 0"):
+        ah.forward(q, q, q, False, torch.empty_like(q), None, n_programs=0)
     with pytest.raises(ValueError, match="'cyclic' is not one of per-tile, round-robin, claimed, split"):
         ah.schedule(False, "cyclic")
     with pytest.raises(ValueError, match="non-causal"):
