@@ -149,7 +149,8 @@ if gluon is not None:
     def _share(N_CTX, BH, BLOCK_N: gl.constexpr):
         """The split schedule: tiles [0, n_whole) go round-robin as whole tiles (programs running together
         share heads' K and V in L2); the last P to 2P − 1 tiles are cut into units (tile·n_blk + key block)
-        and each program takes an equal run [lo, hi) of them, at least one tile's worth."""
+        and each program takes an equal run [lo, hi) of them, at least one tile's worth, so a tile is shared by
+        two programs at most. Needs P ≤ tiles (``forward`` sees to it)."""
         n_blk = gl.cdiv(N_CTX, BLOCK_N)
         n_tiles = gl.cdiv(N_CTX, 128) * BH
         pid = gl.program_id(0)
