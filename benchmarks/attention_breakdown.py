@@ -24,6 +24,7 @@ from torch.profiler import ProfilerActivity, profile
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import gpu_missing  # noqa: E402
 from reference_kernels import attention as at  # noqa: E402
 
 SHAPES = [(2, 32, 4096, 128, False), (4, 32, 4096, 128, True), (2, 16, 8192, 64, False), (4, 16, 8192, 64, True)]
@@ -63,8 +64,7 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--out", default=None)
     ns = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("attention_breakdown: needs a CUDA GPU", file=sys.stderr)
+    if gpu_missing("attention_breakdown"):
         return 2
     providers = {
         "sdpa": lambda q, k, v, causal: F.scaled_dot_product_attention(q, k, v, is_causal=causal),

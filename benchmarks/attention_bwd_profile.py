@@ -18,12 +18,12 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reference_kernels import attention as at  # noqa: E402  (after the checkout is on the path)
+from benchmarks._common import gpu_missing  # noqa: E402  (after the checkout is on the path)
+from reference_kernels import attention as at  # noqa: E402
 
 
 def main() -> int:
-    if not torch.cuda.is_available():
-        print("attention_bwd_profile: needs a CUDA GPU (an sm_90 one: H100 or H200)", file=sys.stderr)
+    if gpu_missing("attention_bwd_profile", sm90=True):
         return 2
     fields = (sys.argv[1] if len(sys.argv) > 1 else "2,32,4096,128").split(",")
     try:

@@ -14,8 +14,6 @@ times every entry once, in turn, with triton.testing.do_bench (L2 cleared); the 
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -25,6 +23,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import gpu_missing, interleaved_medians, relative_error, write_report  # noqa: E402
 from reference_kernels import attention as at  # noqa: E402  (after the checkout is on the path)
 from reference_kernels import attention_hopper_bwd as hb  # noqa: E402
 
@@ -47,8 +46,8 @@ def name(schedule: tuple[bool, bool, bool]) -> str:
 def worst_error(got: tuple, expected: tuple) -> float:
     """The largest |got − expected| over the three gradients, each relative to its expected largest magnitude;
     NaN if any gradient holds one (so the ``< TOLERANCE`` gate fails it)."""
-    errors = [(g.double() - e).abs().max() / e.abs().max() for g, e in zip(got, expected, strict=True)]
-    return torch.stack(errors).max().item()
+    # torch's max keeps a NaN (Python's max would pass over it).
+    return torch.tensor([relative_error(g, e) for g, e in zip(got, expected, strict=True)]).max().item()
 
 
 def check(d: int) -> list[dict]:
@@ -78,14 +77,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", default=None)
     ns = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("attention_bwd_schedules: needs a CUDA GPU (an sm_90 one: H100 or H200)", file=sys.stderr)
+    if gpu_missing("attention_bwd_schedules", sm90=True):
         return 2
-    if torch.cuda.get_device_capability() != (9, 0):
-        print("attention_bwd_schedules: needs a CUDA GPU of compute capability 9.0 (H100, H200)", file=sys.stderr)
-        return 2
-    from triton.testing import do_bench
-
     report = {
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
@@ -120,22 +113,13 @@ def main() -> int:
         leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
         out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
         calls["sdpa backward"] = lambda: torch.autograd.grad(out, leaves, do, retain_graph=True)
-        for call in calls.values():
-            call()
-        torch.cuda.synchronize()
-        times: dict[str, list[float]] = {n: [] for n in calls}
-        for _ in range(ns.rounds):
-            for n, call in calls.items():
-                times[n].append(do_bench(call, warmup=25, rep=200))
-        ms = {n: statistics.median(t) for n, t in times.items()}
+        ms, times = interleaved_medians(calls, ns.rounds)
         row = {"shape": [b, h, s, d], "causal": causal, "ms": ms, "rounds_ms": times}
         row["sdpa_over_stage3_backward"] = ms["sdpa backward"] / ms["stage3 backward"]
         report["rows"].append(row)
         cells = "  ".join(f"{n} {t * 1000:.0f}" for n, t in ms.items())
         print(f"{b}×{h}×{s}×{d} {'causal' if causal else 'full  '} µs: {cells}", flush=True)
-    if ns.out:
-        Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(ns.out).write_text(json.dumps(report, indent=1) + "\n")
+    write_report(ns.out, report)
     return 1 if failed else 0
 
 

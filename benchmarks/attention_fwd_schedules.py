@@ -19,8 +19,6 @@ bench's attention cases (benchmarks/reference_kernels.py) where their tile count
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -30,6 +28,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import gpu_missing, interleaved_medians, relative_error, write_report  # noqa: E402
 from reference_kernels import attention as at  # noqa: E402  (after the checkout is on the path)
 from reference_kernels import attention_hopper as ah  # noqa: E402
 
@@ -46,11 +45,17 @@ SHAPES = [
 ]
 CHECK_SHAPES = [(1, 1, 128, 64), (2, 3, 777, 64), (3, 5, 1500, 128), (1, 2, 4096, 128)]
 TOLERANCE = 1e-2
+LSE_LIMIT = 1e-3
 
 
-def relative_error(got: torch.Tensor, expected: torch.Tensor) -> float:
-    """max |got − expected| / max |expected|; NaN if ``got`` holds one (so the ``< TOLERANCE`` gate fails it)."""
-    return ((got.double() - expected).abs().max() / expected.abs().max()).item()
+def schedules_agree(causal: bool, a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor]) -> bool:
+    """Whether two schedules' (output, log-sum-exp) agree: bit for bit for causal ones (every tile is computed
+    alike wherever it runs); for non-causal ones, where split sums a shared tile's two shares in another order,
+    the output within TOLERANCE of the first's scale and the log-sum-exp within LSE_LIMIT. A NaN never agrees."""
+    (o_a, lse_a), (o_b, lse_b) = a, b
+    if causal:
+        return torch.equal(o_a, o_b) and torch.equal(lse_a, lse_b)
+    return relative_error(o_b, o_a.double()) < TOLERANCE and (lse_b - lse_a).abs().max().item() < LSE_LIMIT
 
 
 def _run(q, k, v, causal: bool, name: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -85,14 +90,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", default=None)
     ns = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("attention_fwd_schedules: needs a CUDA GPU (an sm_90 one: H100 or H200)", file=sys.stderr)
+    if gpu_missing("attention_fwd_schedules", sm90=True):
         return 2
-    if torch.cuda.get_device_capability() != (9, 0):
-        print("attention_fwd_schedules: needs a CUDA GPU of compute capability 9.0 (H100, H200)", file=sys.stderr)
-        return 2
-    from triton.testing import do_bench
-
     report = {
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
@@ -111,24 +110,13 @@ def main() -> int:
         for dtype in (torch.bfloat16, torch.float16):
             q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=dtype) for _ in range(3))
             (o_a, lse_a), (o_b, lse_b) = (_run(q, k, v, causal, name) for name in names)
-            if causal:
-                agree = torch.equal(o_a, o_b) and torch.equal(lse_a, lse_b)
-            else:
-                # A shared tile's two shares are summed in another order: close, not equal.
-                agree = relative_error(o_b, o_a.double()) < TOLERANCE and (lse_b - lse_a).abs().max().item() < 1e-3
+            agree = schedules_agree(causal, (o_a, lse_a), (o_b, lse_b))
             if not agree:
                 failed.append({"shape": [b, h, s, d], "causal": causal, "dtype": str(dtype), "agree": False})
                 print(f"WRONG {b}×{h}×{s}×{d} causal={causal} {dtype}: the schedules disagree", flush=True)
             calls = {name: (lambda name=name: _run(q, k, v, causal, name)) for name in names}
             calls["sdpa"] = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            for call in calls.values():
-                call()
-            torch.cuda.synchronize()
-            times: dict[str, list[float]] = {n: [] for n in calls}
-            for _ in range(ns.rounds):
-                for n, call in calls.items():
-                    times[n].append(do_bench(call, warmup=25, rep=200))
-            ms = {n: statistics.median(t) for n, t in times.items()}
+            ms, times = interleaved_medians(calls, ns.rounds)
             row = {"shape": [b, h, s, d], "causal": causal, "dtype": str(dtype), "agree": agree,
                    "bitwise": causal, "ms": ms, "rounds_ms": times,
                    "sdpa_over": {n: ms["sdpa"] / ms[n] for n in names}}  # fmt: skip
@@ -137,9 +125,7 @@ def main() -> int:
             ratios = "  ".join(f"{n} {r:.3f}" for n, r in row["sdpa_over"].items())
             kind = "causal" if causal else "full  "
             print(f"{b}×{h}×{s}×{d} {kind} {str(dtype)[6:]}: {cells} | sdpa/ours {ratios}", flush=True)
-    if ns.out:
-        Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(ns.out).write_text(json.dumps(report, indent=1) + "\n")
+    write_report(ns.out, report)
     return 1 if failed else 0
 
 

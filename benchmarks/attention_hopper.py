@@ -18,17 +18,16 @@ import argparse
 import contextlib
 import functools
 import json
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from triton.testing import do_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import gpu_missing, interleaved_medians  # noqa: E402
 from reference_kernels import attention as at  # noqa: E402  (after the checkout is on the path)
 from reference_kernels import attention_hopper as ah  # noqa: E402
 from reference_kernels import attention_hopper_bwd as hb  # noqa: E402
@@ -84,6 +83,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", help="write every figure to this JSON file")
     args = parser.parse_args()
+    if gpu_missing("attention_hopper", sm90=True):
+        return 2
     device = torch.cuda.get_device_name()
     report = {
         "device": device,
@@ -130,14 +131,7 @@ def main() -> int:
                     calls = {name: bwd_of(fn, on) for name, (fn, on) in providers.items()}
                 else:
                     calls = {name: functools.partial(fwd_bwd, fn, on) for name, (fn, on) in providers.items()}
-                times = {name: [] for name in calls}
-                for call in calls.values():
-                    call()
-                torch.cuda.synchronize()
-                for _ in range(args.rounds):
-                    for name, call in calls.items():
-                        times[name].append(do_bench(call, warmup=25, rep=100))
-                ms = {name: statistics.median(t) for name, t in times.items()}
+                ms, _ = interleaved_medians(calls, args.rounds, rep=100)
                 flops = _flops(b, h, s, d, causal, mode)
                 row = {
                     "shape": [b, h, s, d],

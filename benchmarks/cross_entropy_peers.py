@@ -26,6 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from row_kernels_sweep import Timer  # noqa: E402
 
+from benchmarks._common import gpu_missing  # noqa: E402
 from reference_kernels import _liger  # noqa: E402
 from reference_kernels import cross_entropy as ce  # noqa: E402
 
@@ -101,8 +102,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", default=None)
     ns = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("cross_entropy_peers: needs a CUDA GPU", file=sys.stderr)
+    if gpu_missing("cross_entropy_peers"):
         return 2
     liger = _liger.version()
     report = {

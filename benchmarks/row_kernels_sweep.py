@@ -26,6 +26,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import gpu_missing  # noqa: E402
 from reference_kernels import layernorm as ln  # noqa: E402
 from reference_kernels import rmsnorm as rn  # noqa: E402
 from reference_kernels import softmax as sm  # noqa: E402
@@ -202,8 +203,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--out", default=None)
     ns = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("row_kernels_sweep: needs a CUDA GPU", file=sys.stderr)
+    if gpu_missing("row_kernels_sweep"):
         return 2
     timer, lf = Timer(), liger()
     report = {

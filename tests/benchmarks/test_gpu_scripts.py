@@ -20,6 +20,7 @@ SCRIPTS = [
     "attention_bwd_schedules.py",
     "attention_fwd_schedules.py",
     "attention_bwd_profile.py",
+    "attention_hopper.py",
 ]
 
 
@@ -39,6 +40,20 @@ def test_without_a_gpu_the_script_names_the_need_and_exits_2(name):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "needs a CUDA GPU" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_shared_gpu_check_refuses_no_gpu_and_a_non_sm90_one_where_sm90_is_needed(monkeypatch, capsys):
+    common = _load("_common.py")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert common.gpu_missing("probe") and common.gpu_missing("probe", sm90=True)
+    assert "probe: needs a CUDA GPU" in capsys.readouterr().err
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *_: (8, 0))
+    assert not common.gpu_missing("probe"), "any GPU serves a script that does not need sm_90"
+    assert common.gpu_missing("probe", sm90=True)
+    assert "compute capability 9.0" in capsys.readouterr().err
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *_: (9, 0))
+    assert not common.gpu_missing("probe", sm90=True)
 
 
 def test_the_breakdown_sorts_each_kernel_into_its_role():
@@ -92,6 +107,30 @@ def test_the_forward_schedules_gate_refuses_an_output_off_by_2_percent_of_its_sc
     nan = expected.to(torch.bfloat16)
     nan[0, 0, 5, 0] = float("nan")
     assert not bench.relative_error(nan, expected) < bench.TOLERANCE
+
+
+def test_the_forward_schedules_must_agree_bit_for_bit_when_causal_and_within_rounding_when_split():
+    bench = _load("attention_fwd_schedules.py")
+    o = torch.randn(1, 2, 256, 64, dtype=torch.float64).to(torch.bfloat16)
+    lse = torch.randn(2, 256) + 8.0
+    same = (o, lse)
+    one_ulp = (o.clone(), lse.clone())
+    one_ulp[0][0, 0, 0, 0] = o[0, 0, 0, 0].float() * (1 + 2**-7)  # one or two bf16 steps up
+    assert bench.schedules_agree(True, same, (o.clone(), lse.clone()))
+    assert not bench.schedules_agree(True, same, one_ulp)
+    # Split: a rounding-size difference agrees; off by 2 % of the scale, an lse off by 2e-3, or a NaN does not.
+    assert bench.schedules_agree(False, same, one_ulp)
+    off = o.clone()
+    off[0, 1, 2, 3] += 0.02 * o.abs().max()
+    assert not bench.schedules_agree(False, same, (off, lse))
+    assert not bench.schedules_agree(False, same, (o, lse + 2e-3))
+    assert bench.schedules_agree(False, same, (o, lse + 5e-4))
+    nan_o, nan_lse = o.clone(), lse.clone()
+    nan_o[0, 0, 9, 9] = float("nan")
+    nan_lse[1, 7] = float("nan")
+    for causal in (True, False):
+        assert not bench.schedules_agree(causal, same, (nan_o, lse))
+        assert not bench.schedules_agree(causal, same, (o, nan_lse))
 
 
 def test_the_row_sweep_gate_keeps_an_error_within_5_percent_of_the_scale_and_refuses_more_or_nan():
