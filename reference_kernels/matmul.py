@@ -15,6 +15,8 @@ Programs → data:
            descriptors; elsewhere (older GPUs, unaligned strides) the same kernel uses pointer loads.
            With TMA, when the last round of whole tiles would leave over 40 % of the programs idle, that
            round's K iterations are split evenly over every program instead (stream-K tail).
+           On an sm_90 GPU, problems the Gluon kernel of ``matmul_hopper.py`` serves (fp16/bf16, TMA-ready,
+           at least one 128×256 tile per SM) go to it: the same tiles with warp-specialized loads.
 Autotuning (stages 2-3) compiles the configs of a new key in parallel before timing them; a problem
 whose 128×128 tiles do not fill the GPU gets one config and is not timed.
 
@@ -39,6 +41,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from reference_kernels import matmul_hopper
 from reference_kernels._autotune import parallel_autotune
 from reference_kernels._common import cdiv, interpreting, sm_count
 from reference_kernels._spec import Case, KernelSpec, Tolerance
@@ -622,12 +625,15 @@ def _matmul_stage3(
     use_tma: bool | None = None,
     config: triton.Config | None = None,
 ) -> torch.Tensor:
-    """Stage 3; ``config`` runs one tile instead of autotuning (tests sweep the space)."""
+    """Stage 3; ``config`` runs one tile instead of autotuning (tests sweep the space). Left to choose (neither
+    ``use_tma`` nor ``config``), tensors the Gluon kernel serves take it (``matmul_hopper``)."""
     c = _empty_result(a, b)
     M, K = a.shape
     N = b.shape[1]
     if c.numel() == 0:
         return c
+    if use_tma is None and config is None and matmul_hopper.usable(a, b, c, bias):
+        return matmul_hopper.matmul(a, b, c, bias, act)
     if use_tma is None:
         use_tma = _tma_usable(a, b, c)
     elif use_tma and not _tma_usable(a, b, c):

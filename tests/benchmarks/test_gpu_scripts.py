@@ -21,6 +21,7 @@ SCRIPTS = [
     "attention_fwd_schedules.py",
     "attention_bwd_profile.py",
     "attention_hopper.py",
+    "matmul_hopper.py",
 ]
 
 
@@ -40,6 +41,15 @@ def test_without_a_gpu_the_script_names_the_need_and_exits_2(name):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "needs a CUDA GPU" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [["--variants", "3,8"], ["--variants", "3,8,x"], ["--sizes", "4096,big"]])
+def test_the_matmul_script_refuses_malformed_sizes_and_variants_before_looking_for_a_gpu(args):
+    script = str(ROOT / "benchmarks" / "matmul_hopper.py")
+    proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "STAGES,GROUP_M,SPLIT" in proc.stderr and "Traceback" not in proc.stderr
+    assert _load("matmul_hopper.py").parse_variants("3,8,0;4,16,1") == [(3, 8, False), (4, 16, True)]
 
 
 def test_the_shared_gpu_check_refuses_no_gpu_and_a_non_sm90_one_where_sm90_is_needed(monkeypatch, capsys):
