@@ -19,6 +19,7 @@ SCRIPTS = [
     "attention_breakdown.py",
     "attention_bwd_schedules.py",
     "attention_fwd_schedules.py",
+    "attention_fwd_stages.py",
     "attention_bwd_profile.py",
     "attention_hopper.py",
     "matmul_hopper.py",

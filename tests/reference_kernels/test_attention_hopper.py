@@ -161,6 +161,10 @@ def test_causal_tiles_are_claimed_at_run_time_and_full_ones_split_evenly_at_head
     counter = ah.launch_args(q, q, q, q, lse, True)[5]
     assert counter.dtype == torch.int32 and counter.tolist() == [0], "each claimed launch needs a zeroed counter"
     assert counter is not ah.launch_args(q, q, q, q, lse, True)[5]
+    # The K/V ring's depth: as many slots as shared memory holds at each head dim, or the one asked for.
+    stages = {d: ah.launch_args(x, x, x, x, lse, True)[-8] for d, x in ((64, q), (128, wide))}
+    assert stages == {64: 6, 128: 3} == ah.STAGES
+    assert ah.launch_args(q, q, q, q, lse, True, stages=4)[-8] == 4
     ws_acc, ws_ml, flags = ah.launch_args(q, q, q, q, lse, False, "split", 132)[6:9]
     # Two groups' 64 rows per boundary between neighbouring programs, and a zeroed flag for each.
     assert ws_acc.shape == (2 * 133 * 64, 64) and ws_ml.shape == (2 * 133, 128)
@@ -187,10 +191,13 @@ def test_it_compiles_for_sm90a_without_a_gpu_with_warp_groups_rebalanced_and_spi
     # The variants with the most live registers at head_dim 128: causal masks with claimed tiles (a loop around
     # the tile), where ptxas spills 112/120 bytes per thread, all in a tile's prologue and the masked blocks'
     # branch (the ceiling catches any growth), and the split schedule's merge, which spills nothing.
-    cases = [[128, True, "float16", "claimed"], [128, False, "bfloat16", "split"]]
+    # At head_dim 64 the six-slot K/V ring (the most shared memory there) with claimed causal tiles: 8/16 bytes
+    # spill, the same as with three slots.
+    cases = [[128, True, "float16", "claimed"], [128, False, "bfloat16", "split"], [64, True, "bfloat16", "claimed"]]
     rows = run_sm90_compile(_COMPILE, cases)
     assert rows[0]["spills"] and max(rows[0]["spills"]) <= 128, rows[0]
     assert rows[1]["spills"] and not any(rows[1]["spills"]), rows[1]
+    assert rows[2]["spills"] and max(rows[2]["spills"]) <= 16, rows[2]
     for row in rows:
         assert row["shared"] <= at._SMEM_BYTES, row
         assert row["wgmma"] > 0, row
