@@ -67,7 +67,8 @@ BLOCK_M = 128
 BLOCK_N = 128  # keys per block
 # K/V ring depth by head dim: as many slots as shared memory holds. At 128: 2·64·128 (Q) + 3·2·128·128 (K, V)
 # halves = 224 KiB; at 64: 2·64·64 + 6·2·128·64 = 208 KiB. Six slots instead of three at head_dim 64 let the load
-# warp run further into the next tile: 1.7–1.8 % faster causal, the same non-causal (H100, do_bench).
+# warp run further into the next tile: 0.7–2.2 % faster causal by do_bench, even within 0.7 % by ptt bench (H100,
+# results/h100/attention_fwd_stages*).
 STAGES = {64: 6, 128: 3}
 _CONSUMER_REGS = 240
 _LOADER_REGS = 24
@@ -181,7 +182,7 @@ if gluon is not None:
 
     @gluon.jit
     def _half_diagonal(q, p_op, acc, m_i, l_i, offs_m, k_bufs, v_bufs, bars, kv, j, n_full, qk_scale, N_CTX,
-                       HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, s_layout: gl.constexpr,
+                       STAGES: gl.constexpr, s_layout: gl.constexpr,
                        p_layout: gl.constexpr, o_layout: gl.constexpr):  # fmt: skip
         """The first group's causal diagonal block j, its first 64 keys only (the rest lie past every one of its
         rows), with block j-1's P V issued beside its Q Kᵀ; then the tile's last P V, 64 keys deep."""
@@ -299,7 +300,7 @@ if gluon is not None:
             if n_loop < n_total:
                 acc, m_i, l_i = _half_diagonal(
                     q, p_op, acc, m_i, l_i, offs_m, k_bufs, v_bufs, bars, kv, n_total - 1, n_full, qk_scale, N_CTX,
-                    HEAD_DIM, STAGES, s_layout, p_layout, o_layout,
+                    STAGES, s_layout, p_layout, o_layout,
                 )  # fmt: skip
             else:
                 acc = _last_pv(p_op, acc, v_bufs, bars, kv + n_total - 1, STAGES)
