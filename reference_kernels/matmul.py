@@ -33,7 +33,6 @@ rows and base pointers, and falls back to pointers otherwise. Forward only.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -44,20 +43,14 @@ import triton.language as tl
 from reference_kernels import matmul_hopper
 from reference_kernels._autotune import parallel_autotune
 from reference_kernels._common import cdiv, interpreting, sm_count
+from reference_kernels._epilogue import ACTIVATIONS, bias_activation
 from reference_kernels._spec import Case, KernelSpec, Tolerance
 
 # ------------------------------------------------------------------------------------------------
 # Constants
 # ------------------------------------------------------------------------------------------------
 
-# Activation codes passed to the kernels as a constexpr, so each variant compiles to its own epilogue.
-ACTIVATIONS = {"none": 0, "relu": 1, "gelu": 2, "silu": 3}
 _SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
-
-# sqrt(2 / pi) for the tanh-approximated gelu; log2(e) turns exp(x) into exp2(x · LOG2E), which maps
-# to the single MUFU.EX2 instruction. tl.constexpr so the kernels can read them as globals.
-SQRT_2_OVER_PI = tl.constexpr(math.sqrt(2.0 / math.pi))
-LOG2E = tl.constexpr(math.log2(math.e))
 
 # Stage 1: a fixed, modest tile that runs everywhere (64×64 fp32 accumulator = 32 registers/thread at
 # 4 warps) — the readable baseline, not tuned.
@@ -151,25 +144,6 @@ def _grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     return pid_m, pid_n
 
 
-@triton.jit
-def _bias_activation(acc, bias_ptr, offs_n, N, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
-    """Epilogue on the fp32 accumulator: + bias[n], then the activation selected by ACTIVATION."""
-    if HAS_BIAS:
-        # other=0: columns past N are never stored, 0 keeps them finite.
-        bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
-        acc = acc + bias[None, :]
-    if ACTIVATION == 1:
-        acc = tl.maximum(acc, 0.0)
-    elif ACTIVATION == 2:
-        # 0.5·x·(1 + tanh(u)) == x · sigmoid(2u), u = sqrt(2/pi)·(x + 0.044715·x³). For x → -inf the
-        # exp2 overflows to inf and x / inf = -0, so no clamp is needed.
-        u = SQRT_2_OVER_PI * (acc + 0.044715 * acc * acc * acc)
-        acc = acc / (1.0 + tl.exp2(-2.0 * LOG2E * u))
-    elif ACTIVATION == 3:
-        acc = acc / (1.0 + tl.exp2(-LOG2E * acc))
-    return acc
-
-
 # ------------------------------------------------------------------------------------------------
 # Kernels
 # ------------------------------------------------------------------------------------------------
@@ -202,7 +176,7 @@ def _matmul_tiled_kernel(
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
-    acc = _bias_activation(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
+    acc = bias_activation(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
@@ -296,7 +270,7 @@ def _matmul_grouped_kernel(
         b_ptrs += BLOCK_K * stride_bk
 
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc = _bias_activation(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
+    acc = bias_activation(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
     _store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
 
 
@@ -445,7 +419,7 @@ def _epilogue(c_src, acc, bias_ptr, pid_m, pid_n, M, N, stride_cm, stride_cn,
               EPILOGUE_SUBTILE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
     """Bias and activation on the fp32 tile, then its store (TMA, optionally in two halves, or pointers)."""
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc = _bias_activation(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
+    acc = bias_activation(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
     if USE_TMA:
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N

@@ -26,6 +26,7 @@ import functools
 import torch
 
 from reference_kernels._common import interpreting, sm_count
+from reference_kernels._epilogue import bias_activation
 
 try:
     from triton.experimental import gluon
@@ -55,9 +56,6 @@ _LOADER_REGS = 24
 _MAXNREG = 168
 
 if gluon is not None:
-    # log2(e) and sqrt(2/pi), as in matmul.py's epilogue.
-    _LOG2E = gl.constexpr(1.4426950408889634)
-    _SQRT_2_OVER_PI = gl.constexpr(0.7978845608028654)
 
     @gluon.jit
     def _tile_coords(t, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
@@ -92,25 +90,6 @@ if gluon is not None:
                 it += 1
 
     @gluon.jit
-    def _epilogue_math(acc, bias_ptr, off_n, N, HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr,
-                       layout: gl.constexpr, BLOCK_N: gl.constexpr):  # fmt: skip
-        """+ bias[n], then the activation (the codes of matmul.ACTIVATIONS), on the fp32 accumulator."""
-        if HAS_BIAS:
-            offs_n = off_n + gl.arange(0, BLOCK_N, gl.SliceLayout(0, layout))
-            # other=0: columns past N are never stored, 0 keeps them finite.
-            bias = gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(gl.float32)
-            acc = acc + bias[None, :]
-        if ACTIVATION == 1:
-            acc = gl.maximum(acc, 0.0)
-        elif ACTIVATION == 2:
-            # x · sigmoid(2u), u = sqrt(2/pi)·(x + 0.044715·x³): gelu's tanh form.
-            u = _SQRT_2_OVER_PI * (acc + 0.044715 * acc * acc * acc)
-            acc = acc / (1.0 + gl.exp2(-2.0 * _LOG2E * u))
-        elif ACTIVATION == 3:
-            acc = acc / (1.0 + gl.exp2(-_LOG2E * acc))
-        return acc
-
-    @gluon.jit
     def _consumer(a_bufs, b_bufs, c_bufs, ready, empty, c_desc, bias_ptr, M, N, K, WHICH: gl.constexpr,
                   HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
@@ -141,7 +120,9 @@ if gluon is not None:
             acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(empty.index((it - 1) % STAGES), count=1)
             off_n = pid_n * BLOCK_N
-            acc = _epilogue_math(acc, bias_ptr, off_n, N, HAS_BIAS, ACTIVATION, layout, BLOCK_N)
+            # The Triton kernels' epilogue, with the columns in the accumulator's layout.
+            offs_n = off_n + gl.arange(0, BLOCK_N, gl.SliceLayout(0, layout))
+            acc = bias_activation(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
             row = pid_m * BLOCK_M + WHICH * 64
             if EPI_SPLIT:
                 # Two stores of 128 columns through one staging buffer of half the size (room for a fourth slot).
@@ -252,7 +233,7 @@ def launch_args(
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor | None, act: int) -> torch.Tensor:
-    """C = act(A @ B + bias) into ``c`` for tensors ``usable`` accepts; ``act`` a code of matmul.ACTIVATIONS."""
+    """C = act(A @ B + bias) into ``c`` for tensors ``usable`` accepts; ``act`` a code of _epilogue.ACTIVATIONS."""
     M, _ = a.shape
     N = b.shape[1]
     tiles = -(-M // BLOCK_M) * -(-N // BLOCK_N)
