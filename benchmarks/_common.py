@@ -1,8 +1,10 @@
-"""What the GPU measurement scripts share: refusing to run without the GPU they need, timing entries in
-interleaved do_bench rounds, an error relative to the expected scale, and writing the report."""
+"""What the GPU measurement scripts share: their --rounds/--out arguments, refusing to run without the GPU they
+need, timing entries in interleaved do_bench rounds, an error relative to the expected scale, the report's head
+and one printed line of times and ratios, and writing the report."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -10,6 +12,28 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+
+DO_BENCH_TIMER = "triton.testing.do_bench (L2 cleared), median over interleaved rounds"
+
+
+def rounds_parser(doc: str, rounds: int = 5) -> argparse.ArgumentParser:
+    """A parser described by the first line of ``doc`` with ``--rounds`` (default ``rounds``) and ``--out`` (the
+    JSON report's path); scripts add their own arguments to it."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--out", default=None, help="write every figure to this JSON file")
+    return parser
+
+
+def report_head(rounds: int, timer: str = DO_BENCH_TIMER, **fields: object) -> dict:
+    """The start of a report: the GPU, torch's version, the timer, the rounds, then ``fields`` (in that order)."""
+    return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "timer": timer, "rounds": rounds,
+            **fields}  # fmt: skip
+
+
+def times_line(ms: dict[str, float], ratios: dict[str, float], digits: int = 0) -> str:
+    """``name t µs (ratio)`` for every entry of ``ms`` (milliseconds), two spaces apart."""
+    return "  ".join(f"{name} {t * 1000:.{digits}f} µs ({ratios[name]:.3f})" for name, t in ms.items())
 
 
 def gpu_missing(script: str, sm90: bool = False) -> bool:

@@ -13,7 +13,6 @@ times every entry once, in turn, with triton.testing.do_bench (L2 cleared); the 
 # ruff: noqa: B023 - each loop iteration times its closures before the next one rebinds the names
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -23,7 +22,14 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import gpu_missing, interleaved_medians, relative_error, write_report  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    gpu_missing,
+    interleaved_medians,
+    relative_error,
+    report_head,
+    rounds_parser,
+    write_report,
+)
 from reference_kernels import attention as at  # noqa: E402  (after the checkout is on the path)
 from reference_kernels import attention_hopper_bwd as hb  # noqa: E402
 
@@ -73,21 +79,10 @@ def _options(sched: tuple[bool, bool, bool]) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", default=None)
-    ns = parser.parse_args()
+    ns = rounds_parser(__doc__).parse_args()
     if gpu_missing("attention_bwd_schedules", sm90=True):
         return 2
-    report = {
-        "device": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "timer": "triton.testing.do_bench (L2 cleared), median over interleaved rounds",
-        "rounds": ns.rounds,
-        "shipped": {str(d): name(hb.schedule(d)) for d in hb.HEAD_DIMS},
-        "checks": [],
-        "rows": [],
-    }
+    report = report_head(ns.rounds, shipped={str(d): name(hb.schedule(d)) for d in hb.HEAD_DIMS}, checks=[], rows=[])
     failed = False
     for d in hb.HEAD_DIMS:
         for row in check(d):

@@ -18,7 +18,6 @@ bench's attention cases (benchmarks/reference_kernels.py) where their tile count
 # ruff: noqa: B023 - each loop iteration times its closures before the next one rebinds the names
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -28,7 +27,14 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import gpu_missing, interleaved_medians, relative_error, write_report  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    gpu_missing,
+    interleaved_medians,
+    relative_error,
+    report_head,
+    rounds_parser,
+    write_report,
+)
 from reference_kernels import attention as at  # noqa: E402  (after the checkout is on the path)
 from reference_kernels import attention_hopper as ah  # noqa: E402
 
@@ -86,20 +92,10 @@ def check() -> list[dict]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", default=None)
-    ns = parser.parse_args()
+    ns = rounds_parser(__doc__).parse_args()
     if gpu_missing("attention_fwd_schedules", sm90=True):
         return 2
-    report = {
-        "device": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "timer": "triton.testing.do_bench (L2 cleared), median over interleaved rounds",
-        "rounds": ns.rounds,
-        "checks": check(),
-        "rows": [],
-    }
+    report = report_head(ns.rounds, checks=check(), rows=[])
     failed = [r for r in report["checks"] if not r["error"] < TOLERANCE]
     for row in failed:
         print(f"WRONG {row}", flush=True)

@@ -12,7 +12,6 @@ the median over rounds, and ratios are SDPA's time over the entry's (> 1: faster
 # ruff: noqa: B023 - each loop iteration times its closures before the next one rebinds the names
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -22,7 +21,15 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import gpu_missing, interleaved_medians, relative_error, write_report  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    gpu_missing,
+    interleaved_medians,
+    relative_error,
+    report_head,
+    rounds_parser,
+    times_line,
+    write_report,
+)
 from reference_kernels import attention_hopper as ah  # noqa: E402  (after the checkout is on the path)
 from reference_kernels._common import sm_count  # noqa: E402
 
@@ -38,20 +45,10 @@ TOLERANCE = 2e-2
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", default=None)
-    ns = parser.parse_args()
+    ns = rounds_parser(__doc__).parse_args()
     if gpu_missing("attention_fwd_stages", sm90=True):
         return 2
-    report = {
-        "device": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "timer": "triton.testing.do_bench (L2 cleared), median over interleaved rounds",
-        "rounds": ns.rounds,
-        "shipped": {str(d): ah.STAGES[d] for d in ah.HEAD_DIMS},
-        "rows": [],
-    }
+    report = report_head(ns.rounds, shipped={str(d): ah.STAGES[d] for d in ah.HEAD_DIMS}, rows=[])
     failed = False
     for b, h, s, d, causal in SHAPES:
         q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -77,8 +74,7 @@ def main() -> int:
         row = {"shape": [b, h, s, d], "causal": causal, "errors": errors, "ms": ms, "rounds_ms": times}
         row["vs_sdpa"] = {name: ms["sdpa"] / t for name, t in ms.items()}
         report["rows"].append(row)
-        cells = "  ".join(f"{name} {t * 1000:.0f} µs ({row['vs_sdpa'][name]:.3f})" for name, t in ms.items())
-        print(f"{b}×{h}×{s}×{d} {'causal' if causal else 'full  '}: {cells}", flush=True)
+        print(f"{b}×{h}×{s}×{d} {'causal' if causal else 'full  '}: {times_line(ms, row['vs_sdpa'])}", flush=True)
     write_report(ns.out, report)
     return 1 if failed else 0
 

@@ -14,7 +14,6 @@ checked against SDPA (float64) first. Ratios are SDPA's time over the provider's
 # ruff: noqa: B023 - each loop iteration times its closures before the next one rebinds the names
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import json
@@ -27,7 +26,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import gpu_missing, interleaved_medians  # noqa: E402
+from benchmarks._common import gpu_missing, interleaved_medians, report_head, rounds_parser  # noqa: E402
 from reference_kernels import attention as at  # noqa: E402  (after the checkout is on the path)
 from reference_kernels import attention_hopper as ah  # noqa: E402
 from reference_kernels import attention_hopper_bwd as hb  # noqa: E402
@@ -79,20 +78,11 @@ def _check(providers: dict, q, k, v, do, causal: bool, what: str) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", help="write every figure to this JSON file")
-    args = parser.parse_args()
+    args = rounds_parser(__doc__).parse_args()
     if gpu_missing("attention_hopper", sm90=True):
         return 2
     device = torch.cuda.get_device_name()
-    report = {
-        "device": device,
-        "torch": torch.__version__,
-        "timer": "triton.testing.do_bench (L2 cleared), median over interleaved rounds",
-        "rounds": args.rounds,
-        "rows": [],
-    }
+    report = report_head(args.rounds, rows=[])
     print(f"{device}; ratio = sdpa time / provider time")
     for b, h, s, d, causal in SHAPES:
         for dtype in (torch.float16, torch.bfloat16):

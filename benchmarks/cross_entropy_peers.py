@@ -13,7 +13,6 @@ interleaved rounds. Ratios are the peer's time over stage 3's (> 1: stage 3 is f
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from row_kernels_sweep import Timer  # noqa: E402
 
-from benchmarks._common import gpu_missing  # noqa: E402
+from benchmarks._common import gpu_missing, report_head, rounds_parser  # noqa: E402
 from reference_kernels import _liger  # noqa: E402
 from reference_kernels import cross_entropy as ce  # noqa: E402
 
@@ -97,22 +96,14 @@ def row(n: int, v: int, rounds: int, liger: bool) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = rounds_parser(__doc__)
     parser.add_argument("--shapes", default="8192x32000,4096x128256")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", default=None)
     ns = parser.parse_args()
     if gpu_missing("cross_entropy_peers"):
         return 2
     liger = _liger.version()
-    report = {
-        "device": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "liger_kernel": liger,
-        "timer": "CUDA events, L2 flushed by a read, median of 30 calls; median over interleaved rounds",
-        "rounds": ns.rounds,
-        "rows": [],
-    }
+    timer = "CUDA events, L2 flushed by a read, median of 30 calls; median over interleaved rounds"
+    report = report_head(ns.rounds, timer, liger_kernel=liger, rows=[])
     for shape in ns.shapes.split(","):
         n, v = (int(s) for s in shape.split("x"))
         result = row(n, v, ns.rounds, liger is not None)

@@ -14,7 +14,6 @@ each as STAGES,GROUP_M,EPILOGUE_SPLIT (0/1), each checked at a tail shape with b
 # ruff: noqa: B023 - each loop iteration times its closures before the next one rebinds the names
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -23,7 +22,15 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import gpu_missing, interleaved_medians, relative_error, write_report  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    gpu_missing,
+    interleaved_medians,
+    relative_error,
+    report_head,
+    rounds_parser,
+    times_line,
+    write_report,
+)
 from reference_kernels import matmul as mm  # noqa: E402  (after the checkout is on the path)
 from reference_kernels import matmul_hopper as mh  # noqa: E402
 
@@ -92,11 +99,9 @@ def run_variant(a, b, c, bias, act: int, variant: tuple[int, int, bool]) -> None
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7)
+    parser = rounds_parser(__doc__, rounds=7)
     parser.add_argument("--sizes", default="4096,8192")
     parser.add_argument("--variants", default="")
-    parser.add_argument("--out", default=None)
     ns = parser.parse_args()
     try:
         sizes = [int(v) for v in ns.sizes.split(",")]
@@ -107,14 +112,7 @@ def main() -> int:
         return 2
     if gpu_missing("matmul_hopper", sm90=True):
         return 2
-    report = {
-        "device": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "timer": "triton.testing.do_bench (L2 cleared), median over interleaved rounds",
-        "rounds": ns.rounds,
-        "checks": check(),
-        "rows": [],
-    }
+    report = report_head(ns.rounds, checks=check(), rows=[])
     for variant in variants:
         report["checks"].append({"variant": list(variant), "served": True, "error": check_variant(variant)})
     served = [r for r in report["checks"] if r["served"]]
@@ -163,8 +161,7 @@ def main() -> int:
                 "vs_cublas": {n: ms["cublas"] / t for n, t in ms.items()},
             }
             report["rows"].append(row)
-            cells = "  ".join(f"{n} {t * 1000:.1f} µs ({row['vs_cublas'][n]:.3f})" for n, t in ms.items())
-            print(f"{size}³ {row['dtype']}: {cells}", flush=True)
+            print(f"{size}³ {row['dtype']}: {times_line(ms, row['vs_cublas'], digits=1)}", flush=True)
     write_report(ns.out, report)
     return 1 if failed else 0
 

@@ -14,7 +14,6 @@ figure the median over interleaved rounds (each round in a rotated order).
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -26,7 +25,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import gpu_missing  # noqa: E402
+from benchmarks._common import gpu_missing, report_head, rounds_parser  # noqa: E402
 from reference_kernels import layernorm as ln  # noqa: E402
 from reference_kernels import rmsnorm as rn  # noqa: E402
 from reference_kernels import softmax as sm  # noqa: E402
@@ -198,21 +197,15 @@ def _measure(timer: Timer, fns: dict, kernels: dict, y: torch.Tensor, want: torc
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = rounds_parser(__doc__, rounds=9)
     parser.add_argument("--kernels", default="rmsnorm,layernorm,softmax")
-    parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--out", default=None)
     ns = parser.parse_args()
     if gpu_missing("row_kernels_sweep"):
         return 2
     timer, lf = Timer(), liger()
-    report = {
-        "device": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "timer": "CUDA events, L2 flushed by a read, median of 60 calls; median over interleaved rounds",
-        "rounds": ns.rounds,
-        "rows": [],
-    }
+    report = report_head(
+        ns.rounds, "CUDA events, L2 flushed by a read, median of 60 calls; median over interleaved rounds", rows=[]
+    )
     table = {
         "rmsnorm": (RMS_SHAPES, rmsnorm_row),
         "layernorm": (LN_SHAPES, layernorm_row),

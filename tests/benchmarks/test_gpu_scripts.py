@@ -53,6 +53,21 @@ def test_the_matmul_script_refuses_malformed_sizes_and_variants_before_looking_f
     assert _load("matmul_hopper.py").parse_variants("3,8,0;4,16,1") == [(3, 8, False), (4, 16, True)]
 
 
+def test_the_shared_arguments_report_head_and_times_line(monkeypatch):
+    common = _load("_common.py")
+    ns = common.rounds_parser("Title line.\n\nmore", rounds=7).parse_args([])
+    assert (ns.rounds, ns.out) == (7, None)
+    ns = common.rounds_parser("Title line.").parse_args(["--rounds", "3", "--out", "x.json"])
+    assert (ns.rounds, ns.out) == (3, "x.json")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "Probe GPU")
+    head = common.report_head(5, shipped={"64": 6}, rows=[])
+    assert list(head) == ["device", "torch", "timer", "rounds", "shipped", "rows"]
+    assert head["device"] == "Probe GPU" and head["timer"] == common.DO_BENCH_TIMER and head["rounds"] == 5
+    assert common.report_head(9, "events")["timer"] == "events"
+    line = common.times_line({"sdpa": 1.25, "ours": 1.0}, {"sdpa": 1.0, "ours": 1.25}, digits=1)
+    assert line == "sdpa 1250.0 µs (1.000)  ours 1000.0 µs (1.250)"
+
+
 def test_the_shared_gpu_check_refuses_no_gpu_and_a_non_sm90_one_where_sm90_is_needed(monkeypatch, capsys):
     common = _load("_common.py")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
