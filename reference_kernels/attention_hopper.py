@@ -45,20 +45,18 @@ import math
 import torch
 
 from reference_kernels._common import cdiv, interpreting, sm_count
-
-try:
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import (
-        fence_async_shared,
-        mbarrier,
-        tma,
-        warpgroup_mma,
-        warpgroup_mma_wait,
-    )
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-except ImportError:  # pragma: no cover - a Triton without Gluon: the Triton kernels serve everywhere
-    gluon = None
+from reference_kernels._gluon import (
+    GL_DTYPES,
+    TensorDescriptor,
+    fence_async_shared,
+    gl,
+    gluon,
+    mbarrier,
+    shared_layout,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
 
 HEAD_DIMS = (64, 128)
 # Query rows per tile: two consumer warpgroups of 64. The kernels below spell out 128 and 64 (the wgmma row
@@ -552,11 +550,6 @@ if gluon is not None:
         )  # fmt: skip
 
 
-_GL_DTYPES = {}
-if gluon is not None:
-    _GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
-
-
 def tiles(q: torch.Tensor) -> int:
     B, H, S, _ = q.shape
     return cdiv(S, BLOCK_M) * B * H
@@ -570,7 +563,7 @@ def applies(
     return (
         gluon is not None
         and capability == (9, 0)
-        and dtype in _GL_DTYPES
+        and dtype in GL_DTYPES
         and head_dim in HEAD_DIMS
         and aligned
         and n_tiles >= sms
@@ -634,9 +627,8 @@ def launch_args(
     flags; ``stages``: the K/V ring's depth (default: ``STAGES`` of the head dim)."""
     B, H, S, D = q.shape
     name = schedule(causal, name, q.shape[-1])
-    dt = _GL_DTYPES[q.dtype]
-    q_layout = gl.NVMMASharedLayout.get_default_for([64, D], dt)
-    kv_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], dt)
+    q_layout = shared_layout(q.dtype, 64, D)
+    kv_layout = shared_layout(q.dtype, BLOCK_N, D)
     q_desc = TensorDescriptor.from_tensor(q.view(B * H * S, D), [64, D], q_layout)
     k_desc = TensorDescriptor.from_tensor(k.view(B * H * S, D), [BLOCK_N, D], kv_layout)
     v_desc = TensorDescriptor.from_tensor(v.view(B * H * S, D), [BLOCK_N, D], kv_layout)

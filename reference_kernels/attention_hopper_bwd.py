@@ -42,22 +42,22 @@ import math
 import torch
 
 from reference_kernels._common import interpreting
+from reference_kernels._gluon import (
+    GL_DTYPES,
+    TensorDescriptor,
+    fence_async_shared,
+    gl,
+    gluon,
+    mbarrier,
+    shared_layout,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
 
-try:
+if gluon is not None:
     from triton._C.libtriton import ir
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language._core import builtin
-    from triton.experimental.gluon.language.nvidia.hopper import (
-        fence_async_shared,
-        mbarrier,
-        tma,
-        warpgroup_mma,
-        warpgroup_mma_wait,
-    )
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-except ImportError:  # pragma: no cover - a Triton without Gluon
-    gluon = None
 
 HEAD_DIMS = (64, 128)
 BLOCK_N = 128  # keys per program: two groups of 64
@@ -350,11 +350,6 @@ if gluon is not None:
         )  # fmt: skip
 
 
-_GL_DTYPES = {}
-if gluon is not None:
-    _GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
-
-
 def applies(capability: tuple[int, int], dtype: torch.dtype, head_dim: int, seq: int, rows: int, aligned: bool) -> bool:
     """The rule behind ``usable``, on plain facts: an sm_90 GPU, fp16/bf16, head_dim 64 or 128, a sequence
     that is a multiple of 128, fewer than 2³¹ rows of batch·heads·seq (TMA coordinates are 32-bit), and
@@ -362,7 +357,7 @@ def applies(capability: tuple[int, int], dtype: torch.dtype, head_dim: int, seq:
     return (
         gluon is not None
         and capability == (9, 0)
-        and dtype in _GL_DTYPES
+        and dtype in GL_DTYPES
         and head_dim in HEAD_DIMS
         and seq > 0
         and seq % BLOCK_N == 0
@@ -422,12 +417,11 @@ def launch_args(
     options as ``schedule`` resolves them."""
     B, H, S, D = q.shape
     defer, alternate, kv_registers = schedule(D, defer, alternate, kv_registers)
-    dt = _GL_DTYPES[q.dtype]
-    layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, D], dt)
+    layout = shared_layout(q.dtype, BLOCK_M, D)
     descs = [TensorDescriptor.from_tensor(t.view(B * H * S, D), [BLOCK_M, D], layout) for t in (q, k, v, do)]
     # dQ is summed in blocks of 64 rows and half the head-dim columns (one group's share) or all of them.
     dq_n = D if alternate else D // 2
-    dq_layout = gl.NVMMASharedLayout.get_default_for([BLOCK_M, dq_n], gl.float32)
+    dq_layout = shared_layout(torch.float32, BLOCK_M, dq_n)
     dq_desc = TensorDescriptor.from_tensor(dq_acc, [BLOCK_M, dq_n], dq_layout)
     sm_scale = 1.0 / math.sqrt(D)
     qk_scale = sm_scale * math.log2(math.e)

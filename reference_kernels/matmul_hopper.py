@@ -21,26 +21,22 @@ base pointers (TMA), and enough 128×256 tiles to fill the GPU; everything else 
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from reference_kernels._common import interpreting, sm_count
 from reference_kernels._epilogue import bias_activation
-
-try:
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import (
-        fence_async_shared,
-        mbarrier,
-        tma,
-        warpgroup_mma,
-        warpgroup_mma_wait,
-    )
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-except ImportError:  # pragma: no cover - a Triton without Gluon: the Triton kernels serve everywhere
-    gluon = None
+from reference_kernels._gluon import (
+    GL_DTYPES,
+    TensorDescriptor,
+    fence_async_shared,
+    gl,
+    gluon,
+    mbarrier,
+    shared_layout,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
 
 BLOCK_M = 128  # two consumer warpgroups of 64 rows
 BLOCK_N = 256
@@ -174,17 +170,12 @@ if gluon is not None:
         )  # fmt: skip
 
 
-_GL_DTYPES = {}
-if gluon is not None:
-    _GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
-
-
 def applies(capability: tuple[int, int], dtype: torch.dtype, M: int, N: int, K: int, sms: int, aligned: bool) -> bool:
     """The rule behind ``usable``, on plain facts: an sm_90 GPU, fp16/bf16, a non-empty K, at least one
     128×256 tile per SM (smaller problems leave SMs idle with these tiles; the Triton kernel tunes its tile),
     and TMA-ready tensors (unit last stride, 16-byte aligned rows and bases)."""
     tiles = -(-M // BLOCK_M) * -(-N // BLOCK_N)
-    return gluon is not None and capability == (9, 0) and dtype in _GL_DTYPES and K > 0 and tiles >= sms and aligned
+    return gluon is not None and capability == (9, 0) and dtype in GL_DTYPES and K > 0 and tiles >= sms and aligned
 
 
 def usable(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor | None) -> bool:
@@ -203,12 +194,6 @@ def usable(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor
     return applies(torch.cuda.get_device_capability(index), a.dtype, M, N, K, sm_count(index), aligned)
 
 
-@functools.cache
-def _layout(dtype: torch.dtype, rows: int, cols: int):
-    """The shared-memory layout of a TMA block (computing one costs about 14 µs of host time per launch)."""
-    return gl.NVMMASharedLayout.get_default_for([rows, cols], _GL_DTYPES[dtype])
-
-
 def launch_args(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -221,9 +206,9 @@ def launch_args(
 ) -> tuple:
     """The kernel's arguments: TMA descriptors over A, B and C, and its compile-time flags."""
     epi_n = BLOCK_N // 2 if epilogue_split else BLOCK_N
-    a_desc = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K], _layout(a.dtype, BLOCK_M, BLOCK_K))
-    b_desc = TensorDescriptor.from_tensor(b, [BLOCK_K, BLOCK_N], _layout(a.dtype, BLOCK_K, BLOCK_N))
-    c_desc = TensorDescriptor.from_tensor(c, [64, epi_n], _layout(a.dtype, 64, epi_n))
+    a_desc = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K], shared_layout(a.dtype, BLOCK_M, BLOCK_K))
+    b_desc = TensorDescriptor.from_tensor(b, [BLOCK_K, BLOCK_N], shared_layout(a.dtype, BLOCK_K, BLOCK_N))
+    c_desc = TensorDescriptor.from_tensor(c, [64, epi_n], shared_layout(a.dtype, 64, epi_n))
     M, K = a.shape
     N = b.shape[1]
     return (

@@ -110,6 +110,21 @@ def test_the_rule_takes_sm90_fp16_bf16_aligned_problems_that_fill_the_gpu():
         assert not mh.applies(**{**ok, **bad}), bad
 
 
+def test_shared_layouts_are_computed_once_per_block_and_match_gluons_choice():
+    from triton.experimental.gluon import language as gl
+
+    from reference_kernels._gluon import shared_layout
+
+    layout = shared_layout(torch.bfloat16, 64, 256)
+    assert layout is shared_layout(torch.bfloat16, 64, 256)
+    assert layout == gl.NVMMASharedLayout.get_default_for([64, 256], gl.bfloat16)
+    # fp32 blocks (the attention backward's dQ staging) and fp16 ones differ from the bf16 one where they must.
+    assert shared_layout(torch.float32, 64, 64) == gl.NVMMASharedLayout.get_default_for([64, 64], gl.float32)
+    assert shared_layout(torch.float16, 128, 64) != shared_layout(torch.float32, 128, 64)
+    with pytest.raises(KeyError):
+        shared_layout(torch.float64, 64, 64)
+
+
 def test_tensors_off_the_gpu_never_take_it():
     a = torch.randn(4096, 4096, dtype=torch.float16)
     assert not mh.usable(a, a, a, None)
