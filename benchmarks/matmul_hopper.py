@@ -1,6 +1,6 @@
 """The Gluon matmul of reference_kernels/matmul_hopper.py against cuBLAS and the Triton stage 3, on Hopper.
 
-    python benchmarks/matmul_hopper.py [--rounds 7] [--sizes 4096,8192] [--variants S,G,E[,K];...] [--out FILE.json]
+    python benchmarks/matmul_hopper.py [--rounds 7] [--sizes 4096,8192] [--variants S,G,E;...] [--out FILE.json]
 
 First every shape and epilogue the Gluon kernel serves is checked against a float64 product (the largest error
 relative to the largest magnitude must stay under 1e-2): tile tails in M, N and K, bias with each activation,
@@ -8,8 +8,7 @@ fp16 and bf16. Then, at M = N = K of each size (fp16 and bf16), cuBLAS (torch.ma
 kernel (stage 3 with the Gluon kernel turned off, autotuned first) and the Gluon kernel are timed in interleaved
 rounds with triton.testing.do_bench (L2 cleared); the figure is the median over rounds. Ratios are cuBLAS's time
 over the provider's (> 1: faster than cuBLAS). ``--variants`` adds Gluon kernels with other knobs to the rounds,
-each as STAGES,GROUP_M,EPILOGUE_SPLIT (0/1)[,STREAM_K (0/1: the last round's tiles whole or split; absent: the
-rule)], each checked at a tail shape with bias and gelu first.
+each as STAGES,GROUP_M,EPILOGUE_SPLIT (0/1), each checked at a tail shape with bias and gelu first.
 """
 
 # ruff: noqa: B023 - each loop iteration times its closures before the next one rebinds the names
@@ -73,26 +72,16 @@ def check() -> list[dict]:
     return rows
 
 
-def parse_variants(text: str) -> list[tuple]:
-    """ "3,8,0;4,8,1,0" → [(3, 8, False, None), (4, 8, True, False)]: STAGES,GROUP_M,SPLIT[,STREAM_K], STREAM_K
-    left to the rule when absent; ValueError for anything else."""
+def parse_variants(text: str) -> list[tuple[int, int, bool]]:
+    """ "3,8,0;4,8,1" → [(3, 8, False), (4, 8, True)]; ValueError for anything else."""
     out = []
     for part in filter(None, text.split(";")):
-        fields = [int(v) for v in part.split(",")]
-        if len(fields) not in (3, 4):
-            raise ValueError(part)
-        stages, group, split = fields[:3]
-        out.append((stages, group, bool(split), bool(fields[3]) if len(fields) == 4 else None))
+        stages, group, split = (int(v) for v in part.split(","))
+        out.append((stages, group, bool(split)))
     return out
 
 
-def variant_name(variant: tuple) -> str:
-    stages, group, split, stream_k = variant
-    tail = {None: "", True: " split-tail", False: " whole-tail"}[stream_k]
-    return f"gluon s{stages}g{group}{' split-epilogue' if split else ''}{tail}"
-
-
-def check_variant(variant: tuple) -> float:
+def check_variant(variant: tuple[int, int, bool]) -> float:
     m, n, k = CHECK_SHAPES[1]
     gen = torch.Generator(device="cuda").manual_seed(7)
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -103,10 +92,10 @@ def check_variant(variant: tuple) -> float:
     return relative_error(c, expected(a, b, bias, "gelu"))
 
 
-def run_variant(a, b, c, bias, act: int, variant: tuple) -> None:
-    n = mh.programs(a, b)
-    mh._matmul_hopper[(n,)](*mh.launch_args(a, b, c, bias, act, *variant, n_programs=n), num_warps=4,
-                            maxnreg=mh._MAXNREG)  # fmt: skip
+def run_variant(a, b, c, bias, act: int, variant: tuple[int, int, bool]) -> None:
+    tiles = -(-a.shape[0] // mh.BLOCK_M) * -(-b.shape[1] // mh.BLOCK_N)
+    grid = (min(torch.cuda.get_device_properties(a.device).multi_processor_count, tiles),)
+    mh._matmul_hopper[grid](*mh.launch_args(a, b, c, bias, act, *variant), num_warps=4, maxnreg=mh._MAXNREG)
 
 
 def main() -> int:
@@ -118,9 +107,8 @@ def main() -> int:
         sizes = [int(v) for v in ns.sizes.split(",")]
         variants = parse_variants(ns.variants)
     except ValueError:
-        print("matmul_hopper: give --sizes as comma-separated integers and --variants as "
-              f"STAGES,GROUP_M,SPLIT[,STREAM_K] joined by ';', not {ns.sizes!r} / {ns.variants!r}",
-              file=sys.stderr)  # fmt: skip
+        print("matmul_hopper: give --sizes as comma-separated integers and --variants as STAGES,GROUP_M,SPLIT "
+              f"triples joined by ';', not {ns.sizes!r} / {ns.variants!r}", file=sys.stderr)  # fmt: skip
         return 2
     if gpu_missing("matmul_hopper", sm90=True):
         return 2
@@ -159,7 +147,9 @@ def main() -> int:
                 "stage3": lambda: mm.matmul_stage3(a, b),
             }
             for variant in variants:
-                calls[variant_name(variant)] = lambda variant=variant: run_variant(a, b, c, None, 0, variant)
+                calls["gluon s{}g{}{}".format(*variant[:2], " split" if variant[2] else "")] = lambda variant=variant: (
+                    run_variant(a, b, c, None, 0, variant)
+                )
             ms, times = interleaved_medians(calls, ns.rounds)
             flops = 2.0 * size**3
             row = {

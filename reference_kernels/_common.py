@@ -26,24 +26,6 @@ def sm_count(device_index: int) -> int:
 # per host call.
 
 
-# Buffers kept per device and stream: two launches on different streams must not share them, launches on one
-# stream run in order. The persistent kernels' hand-over flags live here (the kernels leave them at zero, so they
-# are zeroed once, when made: no memset per launch, CUDA-graph replays included), and their fp32 partial sums.
-_PER_STREAM: dict[tuple, torch.Tensor] = {}
-
-
-def per_stream_buffer(name: str, device: torch.device, numel: int, dtype: torch.dtype, zeroed: bool) -> torch.Tensor:
-    """The buffer ``name`` of at least ``numel`` elements for the current stream of ``device``; ``zeroed``: made
-    with zeros (flags), else left as allocated (partial sums, always written before they are read)."""
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
-    key = (name, str(device), stream)
-    buf = _PER_STREAM.get(key)
-    if buf is None or buf.numel() < numel:
-        make = torch.zeros if zeroed else torch.empty
-        buf = _PER_STREAM[key] = make(numel, dtype=dtype, device=device)
-    return buf
-
-
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 

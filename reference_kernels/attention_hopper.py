@@ -53,10 +53,6 @@ from reference_kernels._gluon import (
     gluon,
     mbarrier,
     shared_layout,
-    split_publish,
-    split_segment,
-    split_share,
-    split_wait,
     tma,
     warpgroup_mma,
     warpgroup_mma_wait,
@@ -135,11 +131,39 @@ if gluon is not None:
             gl.store(lse_ptr + base + offs_m, m_i + gl.log2(l_i), mask=offs_m < N_CTX)
 
     @gluon.jit
+    def _segment(t_rr, n_whole, u, hi, n_blk, pid, n_prog):
+        """The split schedule's next piece of work for program ``pid``: its tile, key blocks [j_lo, j_hi), part
+        (0 whole, 1 the tile's end (published), 2 its start (merged)) and the boundary it shares with a
+        neighbour; then the next round-robin tile ``t_rr`` and unit ``u``. Whole tiles first (``t_rr`` below
+        ``n_whole``), then the units [u, hi) (tile·n_blk + key block)."""
+        whole = (t_rr < n_whole).to(gl.int32)
+        t_u = u // n_blk
+        lo_u = u - t_u * n_blk
+        hi_u = gl.minimum(n_blk, lo_u + hi - u)
+        tail = (lo_u > 0).to(gl.int32)
+        head = (hi_u < n_blk).to(gl.int32)
+        t = whole * t_rr + (1 - whole) * t_u
+        j_lo = (1 - whole) * lo_u
+        j_hi = whole * n_blk + (1 - whole) * hi_u
+        part = (1 - whole) * (tail + 2 * head)
+        seg = (j_lo, j_hi, part, pid + head)
+        return t, seg, t_rr + whole * n_prog, u + (1 - whole) * (hi_u - lo_u)
+
+    @gluon.jit
     def _share(N_CTX, BH, BLOCK_N: gl.constexpr):
-        """The split schedule (``_gluon.split_share``) over this launch's tiles and key blocks:
-        (n_whole, lo, hi, n_blk, pid). Needs P ≤ tiles (``forward`` sees to it)."""
+        """The split schedule: tiles [0, n_whole) go round-robin as whole tiles (programs running together
+        share heads' K and V in L2); the last P to 2P − 1 tiles are cut into units (tile·n_blk + key block)
+        and each program takes an equal run [lo, hi) of them, at least one tile's worth, so a tile is shared by
+        two programs at most. Needs P ≤ tiles (``forward`` sees to it)."""
         n_blk = gl.cdiv(N_CTX, BLOCK_N)
-        n_whole, lo, hi, pid = split_share(gl.cdiv(N_CTX, 128) * BH, n_blk)
+        n_tiles = gl.cdiv(N_CTX, 128) * BH
+        pid = gl.program_id(0)
+        n_prog = gl.num_programs(0)
+        n_whole = (n_tiles // n_prog - 1) * n_prog
+        first = n_whole * n_blk
+        total = (n_tiles - n_whole) * n_blk
+        lo = first + (pid.to(gl.int64) * total // n_prog).to(gl.int32)
+        hi = first + ((pid + 1).to(gl.int64) * total // n_prog).to(gl.int32)
         return n_whole, lo, hi, n_blk, pid
 
     @gluon.jit
@@ -291,17 +315,26 @@ if gluon is not None:
             acc_ptrs = ws_acc + (slot * 64 + gl.arange(0, 64, gl.SliceLayout(1, o_layout)))[:, None] * HEAD_DIM
             acc_ptrs = acc_ptrs + cols[None, :]
             ml_ptrs = ws_ml + slot * 128 + gl.arange(0, 64, gl.SliceLayout(1, s_layout))
+            lane: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+            flag_ptrs = flags + slot + gl.arange(0, 128, lane) * 0
             if part == 1:
-                # The tile's last key blocks, at the start of this program's share: publish them.
+                # The tile's last key blocks, at the start of this program's share: publish them. Every thread
+                # releases its own stores, so the flag reaches 128 once all of them are visible.
                 gl.store(acc_ptrs, acc)
                 gl.store(ml_ptrs, m_i)
                 gl.store(ml_ptrs + 64, l_i)
-                split_publish(flags, slot)
+                gl.atomic_add(flag_ptrs, gl.full([128], 1, gl.int32, lane), sem="release", scope="gpu")
             else:
                 if part == 2:
                     # The tile's first key blocks, at the end of this program's share: the next program
                     # published the rest at the start of its own, so this wait is short.
-                    split_wait(flags, slot)
+                    # Poll with plain loads (one request per warp: atomics on one address from every thread
+                    # would queue at L2 behind each other and slow the very program being waited for), then
+                    # one acquiring read per thread, which orders the loads of the partial sums after it.
+                    seen = gl.load(flag_ptrs, volatile=True)
+                    while gl.min(seen, 0) < 128:
+                        seen = gl.load(flag_ptrs, volatile=True)
+                    gl.atomic_add(flag_ptrs, gl.zeros([128], gl.int32, lane), sem="acquire", scope="gpu")
                     m_o = gl.load(ml_ptrs)
                     l_o = gl.load(ml_ptrs + 64)
                     m_new = gl.maximum(m_i, m_o)
@@ -361,7 +394,7 @@ if gluon is not None:
             t_rr = pid
             u = lo
             while (t_rr < n_whole) | (u < hi):
-                t, seg, t_rr, u = split_segment(t_rr, n_whole, u, hi, n_blk, pid, gl.num_programs(0))
+                t, seg, t_rr, u = _segment(t_rr, n_whole, u, hi, n_blk, pid, gl.num_programs(0))
                 kv, tiles_done = _consumer_tile(
                     q_bufs, k_bufs, v_bufs, bars, o_ptr, lse_ptr, qk_scale, N_CTX, t, n_m, kv, tiles_done, seg,
                     split, WHICH, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, STORE_LSE, True,
@@ -438,7 +471,7 @@ if gluon is not None:
             t_rr = pid
             u = lo
             while (t_rr < n_whole) | (u < hi):
-                t, seg, t_rr, u = split_segment(t_rr, n_whole, u, hi, n_blk, pid, gl.num_programs(0))
+                t, seg, t_rr, u = _segment(t_rr, n_whole, u, hi, n_blk, pid, gl.num_programs(0))
                 kv, tiles_done = _loader_tile(
                     q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, bars, N_CTX, t, n_m, kv, tiles_done, seg,
                     BLOCK_N, STAGES, CAUSAL, True,

@@ -42,7 +42,7 @@ import triton.language as tl
 
 from reference_kernels import matmul_hopper
 from reference_kernels._autotune import parallel_autotune
-from reference_kernels._common import cdiv, interpreting, per_stream_buffer, sm_count
+from reference_kernels._common import cdiv, interpreting, sm_count
 from reference_kernels._epilogue import ACTIVATIONS, bias_activation
 from reference_kernels._spec import Case, KernelSpec, Tolerance
 
@@ -324,9 +324,19 @@ def _use_stream_k(args: dict) -> bool:
     return tiles >= programs and 0 < tiles % programs <= STREAM_K_MAX_TAIL * programs
 
 
+# One flag per program for the stream-K hand-over, per device and stream (two launches on different streams
+# must not share them; launches on one stream run in order). Owners lower the flags they consume, so the
+# buffer is all zeros between launches, CUDA-graph replays included.
+_STREAM_K_FLAGS: dict[tuple, torch.Tensor] = {}
+
+
 def _stream_k_flags(device: torch.device, programs: int) -> torch.Tensor:
-    """One flag per program for the stream-K hand-over (owners lower the flags they consume)."""
-    return per_stream_buffer("matmul.stream_k_flags", device, programs, torch.int32, zeroed=True)[:programs]
+    stream = None if interpreting() else torch.cuda.current_stream(device).cuda_stream
+    key = (str(device), programs, stream)
+    flags = _STREAM_K_FLAGS.get(key)
+    if flags is None:
+        flags = _STREAM_K_FLAGS[key] = torch.zeros(programs, dtype=torch.int32, device=device)
+    return flags
 
 
 def _stage3_knobs(c: triton.Config) -> tuple:

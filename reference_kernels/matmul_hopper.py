@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from reference_kernels._common import interpreting, per_stream_buffer, sm_count
+from reference_kernels._common import interpreting, sm_count
 from reference_kernels._epilogue import bias_activation
 from reference_kernels._gluon import (
     GL_DTYPES,
@@ -33,10 +33,6 @@ from reference_kernels._gluon import (
     gluon,
     mbarrier,
     shared_layout,
-    split_publish,
-    split_segment,
-    split_share,
-    split_wait,
     tma,
     warpgroup_mma,
     warpgroup_mma_wait,
@@ -50,9 +46,6 @@ GROUP_M = 8
 STAGES = 3
 # Whether the tile goes out in two stores of 128 columns through a staging buffer of half the size.
 EPILOGUE_SPLIT = False
-# Split tail: when the last round of whole tiles is at most this full, the last P to 2P − 1 tiles are cut into
-# equal runs of K blocks, one per program (``_gluon.split_share``).
-STREAM_K_MAX_TAIL = 1.0
 _CONSUMER_REGS = 240
 _LOADER_REGS = 24
 # Registers per thread the compiler plans the whole kernel with: 12 warps × 32 threads × 168 ≤ 65536.
@@ -70,34 +63,16 @@ if gluon is not None:
         return first_m + within % rows, within // rows
 
     @gluon.jit
-    def _schedule(M, N, K, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                  STREAM_K: gl.constexpr):  # fmt: skip
-        """This program's work: whole tiles round-robin below ``n_whole``, then (STREAM_K) the K-block units
-        [lo, hi) of the last P to 2P − 1 tiles (``_gluon.split_share``)."""
+    def _loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_M: gl.constexpr,
+                BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
+                STAGES: gl.constexpr):  # fmt: skip
         num_pid_m = gl.cdiv(M, BLOCK_M)
         num_pid_n = gl.cdiv(N, BLOCK_N)
         k_tiles = gl.cdiv(K, BLOCK_K)
-        if STREAM_K:
-            n_whole, lo, hi, pid = split_share(num_pid_m * num_pid_n, k_tiles)
-        else:
-            n_whole = num_pid_m * num_pid_n
-            pid = gl.program_id(0)
-            lo = 0
-            hi = 0
-        return num_pid_m, num_pid_n, k_tiles, n_whole, lo, hi, pid
-
-    @gluon.jit
-    def _loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_M: gl.constexpr,
-                BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr,
-                STAGES: gl.constexpr, STREAM_K: gl.constexpr):  # fmt: skip
-        num_pid_m, num_pid_n, k_tiles, n_whole, lo, hi, pid = _schedule(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, STREAM_K)
         it = 0
-        t_rr = pid
-        u = lo
-        while (t_rr < n_whole) | (u < hi):
-            t, seg, t_rr, u = split_segment(t_rr, n_whole, u, hi, k_tiles, pid, gl.num_programs(0))
+        for t in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
             pid_m, pid_n = _tile_coords(t, num_pid_m, num_pid_n, GROUP_M)
-            for kk in range(seg[0], seg[1]):
+            for kk in range(k_tiles):
                 s = it % STAGES
                 # A fresh barrier counts as having completed the phase before its first: the first STAGES
                 # waits pass at once.
@@ -111,54 +86,23 @@ if gluon is not None:
                 it += 1
 
     @gluon.jit
-    def _store_tile(acc, c_smem, c_desc, bias_ptr, row, off_n, N, HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr,
-                    BLOCK_N: gl.constexpr, EPI_SPLIT: gl.constexpr, layout: gl.constexpr):  # fmt: skip
-        """Bias and activation on a group's fp32 64×BLOCK_N accumulator, then its TMA store from ``c_smem``."""
-        # The Triton kernels' epilogue, with the columns in the accumulator's layout.
-        offs_n = off_n + gl.arange(0, BLOCK_N, gl.SliceLayout(0, layout))
-        acc = bias_activation(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
-        if EPI_SPLIT:
-            # Two stores of 128 columns through one staging buffer of half the size (room for a fourth slot).
-            halves = gl.permute(gl.reshape(acc.to(c_desc.dtype), [64, 2, BLOCK_N // 2]), (0, 2, 1))
-            left, right = gl.split(halves)
-            tma.store_wait(0)
-            c_smem.store(left)
-            fence_async_shared()
-            tma.async_copy_shared_to_global(c_desc, [row, off_n], c_smem)
-            tma.store_wait(0)
-            c_smem.store(right)
-            fence_async_shared()
-            tma.async_copy_shared_to_global(c_desc, [row, off_n + BLOCK_N // 2], c_smem)
-        else:
-            # The previous tile's store must have read the staging buffer before it is overwritten.
-            tma.store_wait(0)
-            c_smem.store(acc.to(c_desc.dtype))
-            fence_async_shared()
-            # TMA stores clip at the tensor bounds, so partial tiles need no mask either.
-            tma.async_copy_shared_to_global(c_desc, [row, off_n], c_smem)
-
-    @gluon.jit
-    def _consumer(a_bufs, b_bufs, c_bufs, ready, empty, c_desc, bias_ptr, ws_ptr, flags_ptr, M, N, K,
-                  WHICH: gl.constexpr, HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr, BLOCK_M: gl.constexpr,
-                  BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
-                  EPI_SPLIT: gl.constexpr, STREAM_K: gl.constexpr):  # fmt: skip
-        """One warpgroup: rows [64·WHICH, +64) of every tile (or K range of a tile) the program takes. STREAM_K:
-        a tile's end published for the program before goes to this group's fp32 slot of ``ws_ptr``; a tile's
-        start waits for the program after and adds its slot before the epilogue."""
+    def _consumer(a_bufs, b_bufs, c_bufs, ready, empty, c_desc, bias_ptr, M, N, K, WHICH: gl.constexpr,
+                  HAS_BIAS: gl.constexpr, ACTIVATION: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
+                  EPI_SPLIT: gl.constexpr):  # fmt: skip
+        """One warpgroup: rows [64·WHICH, +64) of every tile the program takes."""
         layout: gl.constexpr = gl.NVMMADistributedLayout(
             version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
         )
-        num_pid_m, num_pid_n, k_tiles, n_whole, lo, hi, pid = _schedule(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, STREAM_K)
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        num_pid_n = gl.cdiv(N, BLOCK_N)
+        k_tiles = gl.cdiv(K, BLOCK_K)
         c_smem = c_bufs.index(WHICH)
         it = 0
-        t_rr = pid
-        u = lo
-        while (t_rr < n_whole) | (u < hi):
-            t, seg, t_rr, u = split_segment(t_rr, n_whole, u, hi, k_tiles, pid, gl.num_programs(0))
-            k_lo, k_hi, part, boundary = seg
+        for t in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
             pid_m, pid_n = _tile_coords(t, num_pid_m, num_pid_n, GROUP_M)
             acc = gl.zeros([64, BLOCK_N], gl.float32, layout)
-            for kk in range(k_lo, k_hi):
+            for kk in range(k_tiles):
                 s = it % STAGES
                 mbarrier.wait(ready.index(s), (it // STAGES) & 1)
                 a_smem = a_bufs.index(s).slice(WHICH * 64, 64, dim=0)
@@ -166,38 +110,42 @@ if gluon is not None:
                 acc = warpgroup_mma(a_smem, b_smem, acc, is_async=True)
                 # One product in flight: block kk−1's is done, so its slot goes back to the load warp.
                 acc = warpgroup_mma_wait(1, deps=(acc,))
-                if kk > k_lo:
+                if kk > 0:
                     mbarrier.arrive(empty.index((it - 1) % STAGES), count=1)
                 it += 1
             acc = warpgroup_mma_wait(0, deps=(acc,))
             mbarrier.arrive(empty.index((it - 1) % STAGES), count=1)
+            off_n = pid_n * BLOCK_N
+            # The Triton kernels' epilogue, with the columns in the accumulator's layout.
+            offs_n = off_n + gl.arange(0, BLOCK_N, gl.SliceLayout(0, layout))
+            acc = bias_activation(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
             row = pid_m * BLOCK_M + WHICH * 64
-            if STREAM_K:
-                slot = boundary * 2 + WHICH
-                rows = gl.arange(0, 64, gl.SliceLayout(1, layout))
-                cols = gl.arange(0, BLOCK_N, gl.SliceLayout(0, layout))
-                ws_ptrs = ws_ptr + slot.to(gl.int64) * (64 * BLOCK_N) + rows[:, None] * BLOCK_N + cols[None, :]
-                if part == 1:
-                    gl.store(ws_ptrs, acc)
-                    split_publish(flags_ptr, slot)
-                else:
-                    if part == 2:
-                        split_wait(flags_ptr, slot)
-                        # .cg: read at L2, where the other SM's stores are.
-                        acc += gl.load(ws_ptrs, cache_modifier=".cg")
-                    _store_tile(acc, c_smem, c_desc, bias_ptr, row, pid_n * BLOCK_N, N, HAS_BIAS, ACTIVATION, BLOCK_N,
-                                EPI_SPLIT, layout)  # fmt: skip
+            if EPI_SPLIT:
+                # Two stores of 128 columns through one staging buffer of half the size (room for a fourth slot).
+                halves = gl.permute(gl.reshape(acc.to(c_desc.dtype), [64, 2, BLOCK_N // 2]), (0, 2, 1))
+                left, right = gl.split(halves)
+                tma.store_wait(0)
+                c_smem.store(left)
+                fence_async_shared()
+                tma.async_copy_shared_to_global(c_desc, [row, off_n], c_smem)
+                tma.store_wait(0)
+                c_smem.store(right)
+                fence_async_shared()
+                tma.async_copy_shared_to_global(c_desc, [row, off_n + BLOCK_N // 2], c_smem)
             else:
-                _store_tile(acc, c_smem, c_desc, bias_ptr, row, pid_n * BLOCK_N, N, HAS_BIAS, ACTIVATION, BLOCK_N,
-                            EPI_SPLIT, layout)  # fmt: skip
+                # The previous tile's store must have read the staging buffer before it is overwritten.
+                tma.store_wait(0)
+                c_smem.store(acc.to(c_desc.dtype))
+                fence_async_shared()
+                # TMA stores clip at the tensor bounds, so partial tiles need no mask either.
+                tma.async_copy_shared_to_global(c_desc, [row, off_n], c_smem)
         tma.store_wait(0)
 
     @gluon.jit
-    def _matmul_hopper(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr, M, N, K, HAS_BIAS: gl.constexpr,
+    def _matmul_hopper(a_desc, b_desc, c_desc, bias_ptr, M, N, K, HAS_BIAS: gl.constexpr,
                        ACTIVATION: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                        BLOCK_K: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
-                       EPI_SPLIT: gl.constexpr, STREAM_K: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                       LOADER_REGS: gl.constexpr):  # fmt: skip
+                       EPI_SPLIT: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):  # fmt: skip
         dtype: gl.constexpr = a_desc.dtype
         a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, BLOCK_K], a_desc.layout)
         b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_K, BLOCK_N], b_desc.layout)
@@ -210,12 +158,12 @@ if gluon is not None:
             mbarrier.init(empty.index(i), count=2)  # both consumers release a slot
         gl.warp_specialize(
             [
-                (_consumer, (a_bufs, b_bufs, c_bufs, ready, empty, c_desc, bias_ptr, ws_ptr, flags_ptr, M, N, K, 0,
-                             HAS_BIAS, ACTIVATION, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, EPI_SPLIT, STREAM_K)),
-                (_consumer, (a_bufs, b_bufs, c_bufs, ready, empty, c_desc, bias_ptr, ws_ptr, flags_ptr, M, N, K, 1,
-                             HAS_BIAS, ACTIVATION, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, EPI_SPLIT, STREAM_K)),
+                (_consumer, (a_bufs, b_bufs, c_bufs, ready, empty, c_desc, bias_ptr, M, N, K, 0, HAS_BIAS,
+                             ACTIVATION, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, EPI_SPLIT)),
+                (_consumer, (a_bufs, b_bufs, c_bufs, ready, empty, c_desc, bias_ptr, M, N, K, 1, HAS_BIAS,
+                             ACTIVATION, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, STAGES, EPI_SPLIT)),
                 (_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K,
-                           GROUP_M, STAGES, STREAM_K)),
+                           GROUP_M, STAGES)),
             ],
             [4, 1],
             [CONSUMER_REGS, LOADER_REGS],
@@ -246,19 +194,6 @@ def usable(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor
     return applies(torch.cuda.get_device_capability(index), a.dtype, M, N, K, sm_count(index), aligned)
 
 
-def use_stream_k(tiles: int, programs: int) -> bool:
-    """Whether the last round's tiles are split (``_gluon.split_share``): when the round would leave more than
-    ``1 − STREAM_K_MAX_TAIL`` of the programs idle (and never with fewer tiles than programs)."""
-    return tiles > programs and 0 < tiles % programs <= STREAM_K_MAX_TAIL * programs
-
-
-def programs(a: torch.Tensor, b: torch.Tensor) -> int:
-    """Grid size: one persistent program per SM, at most one per tile."""
-    tiles = -(-a.shape[0] // BLOCK_M) * -(-b.shape[1] // BLOCK_N)
-    index = a.device.index if a.device.index is not None else torch.cuda.current_device()
-    return min(sm_count(index), tiles)
-
-
 def launch_args(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -268,39 +203,26 @@ def launch_args(
     stages: int = STAGES,
     group_m: int = GROUP_M,
     epilogue_split: bool = EPILOGUE_SPLIT,
-    stream_k: bool | None = None,
-    n_programs: int | None = None,
 ) -> tuple:
-    """The kernel's arguments: TMA descriptors over A, B and C, the split tail's partial sums and flags (kept per
-    stream), and its compile-time flags. ``stream_k`` None: ``use_stream_k``'s choice for ``n_programs``
-    programs (default ``programs``), which must all be resident at once when the tail is split."""
+    """The kernel's arguments: TMA descriptors over A, B and C, and its compile-time flags."""
     epi_n = BLOCK_N // 2 if epilogue_split else BLOCK_N
     a_desc = TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K], shared_layout(a.dtype, BLOCK_M, BLOCK_K))
     b_desc = TensorDescriptor.from_tensor(b, [BLOCK_K, BLOCK_N], shared_layout(a.dtype, BLOCK_K, BLOCK_N))
     c_desc = TensorDescriptor.from_tensor(c, [64, epi_n], shared_layout(a.dtype, 64, epi_n))
     M, K = a.shape
     N = b.shape[1]
-    n = n_programs if n_programs is not None else programs(a, b)
-    tiles = -(-M // BLOCK_M) * -(-N // BLOCK_N)
-    if stream_k is None:
-        stream_k = use_stream_k(tiles, n)
-    if stream_k:
-        if tiles < n:
-            raise ValueError(f"matmul_hopper: a split tail needs at least one tile per program ({tiles} < {n})")
-        # One slot per consumer group and boundary between neighbouring programs (0 … n).
-        slots = 2 * (n + 1)
-        ws = per_stream_buffer("matmul_hopper.partials", a.device, slots * 64 * BLOCK_N, torch.float32, zeroed=False)
-        flags = per_stream_buffer("matmul_hopper.flags", a.device, slots, torch.int32, zeroed=True)
-    else:
-        ws = flags = c
     return (
-        a_desc, b_desc, c_desc, bias, ws, flags, M, N, K, bias is not None, act,
-        BLOCK_M, BLOCK_N, BLOCK_K, group_m, stages, epilogue_split, stream_k, _CONSUMER_REGS, _LOADER_REGS,
+        a_desc, b_desc, c_desc, bias, M, N, K, bias is not None, act,
+        BLOCK_M, BLOCK_N, BLOCK_K, group_m, stages, epilogue_split, _CONSUMER_REGS, _LOADER_REGS,
     )  # fmt: skip
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor | None, act: int) -> torch.Tensor:
     """C = act(A @ B + bias) into ``c`` for tensors ``usable`` accepts; ``act`` a code of _epilogue.ACTIVATIONS."""
-    n = programs(a, b)
-    _matmul_hopper[(n,)](*launch_args(a, b, c, bias, act, n_programs=n), num_warps=4, maxnreg=_MAXNREG)
+    M, _ = a.shape
+    N = b.shape[1]
+    tiles = -(-M // BLOCK_M) * -(-N // BLOCK_N)
+    index = a.device.index if a.device.index is not None else torch.cuda.current_device()
+    grid = (min(sm_count(index), tiles),)
+    _matmul_hopper[grid](*launch_args(a, b, c, bias, act), num_warps=4, maxnreg=_MAXNREG)
     return c

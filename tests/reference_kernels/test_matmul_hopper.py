@@ -54,51 +54,6 @@ def test_the_gluon_matmul_matches_a_float64_product_with_every_epilogue_and_tile
 
 @pytest.mark.gpu
 @needs_sm90
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-def test_a_split_tail_matches_float64_at_every_program_count_and_leaves_its_flags_at_zero(dtype):
-    # Program counts that cut the tail's tiles at different K blocks: K ranges shorter and longer than a tile's,
-    # tiles shared by two programs at every offset, a K of 2 and of 16 blocks with a tail block.
-    for m, n, k, counts in ((1000, 1300, 1000, (5, 7, 13)), (4000, 4104, 1000, (100, 131)), (33000, 384, 72, (97,))):
-        g = torch.Generator(device="cuda").manual_seed(m * n + k)
-        a = torch.randn(m, k, device="cuda", dtype=dtype, generator=g)
-        b = torch.randn(k, n, device="cuda", dtype=dtype, generator=g)
-        bias = torch.randn(n, device="cuda", dtype=dtype, generator=g)
-        expected = _expected(a, b, bias, "gelu")
-        for count in counts:
-            outs = []
-            for _ in range(2):
-                c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
-                args = mh.launch_args(a, b, c, bias, mm.ACTIVATIONS["gelu"], stream_k=True, n_programs=count)
-                mh._matmul_hopper[(count,)](*args, num_warps=4, maxnreg=mh._MAXNREG)
-                outs.append(c)
-                flags = args[5]
-                assert int(flags.count_nonzero()) == 0, f"{m}×{n}×{k} on {count} programs: flags left raised"
-            err = ((outs[0].double() - expected).abs().max() / expected.abs().max()).item()
-            assert err < 1e-2, f"{m}×{n}×{k} on {count} programs: relative max error {err}"
-            # The same programs add the same partial sums in the same order: bit for bit, launch after launch.
-            assert torch.equal(outs[0], outs[1]), f"{m}×{n}×{k} on {count} programs"
-
-
-@pytest.mark.gpu
-@needs_sm90
-def test_a_split_tail_on_a_side_stream_gets_its_own_hand_over_buffers():
-    a = torch.randn(4096, 512, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(512, 4096, device="cuda", dtype=torch.bfloat16)
-    ref = (a.double() @ b.double()).float()
-    main = mh.launch_args(a, b, torch.empty(4096, 4096, device="cuda", dtype=a.dtype), None, 0, stream_k=True)
-    side = torch.cuda.Stream()
-    with torch.cuda.stream(side):
-        c = torch.empty(4096, 4096, device="cuda", dtype=a.dtype)
-        args = mh.launch_args(a, b, c, None, 0, stream_k=True)
-        assert args[4].data_ptr() != main[4].data_ptr() and args[5].data_ptr() != main[5].data_ptr()
-        mh._matmul_hopper[(mh.programs(a, b),)](*args, num_warps=4, maxnreg=mh._MAXNREG)
-    side.synchronize()
-    err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
-    assert err < 1e-2, err
-
-
-@pytest.mark.gpu
-@needs_sm90
 def test_stage3_hands_the_problems_the_gluon_kernel_serves_to_it_and_keeps_the_rest():
     a = torch.randn(4096, 1024, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(1024, 4096, device="cuda", dtype=torch.bfloat16)
@@ -155,38 +110,6 @@ def test_the_rule_takes_sm90_fp16_bf16_aligned_problems_that_fill_the_gpu():
         assert not mh.applies(**{**ok, **bad}), bad
 
 
-def test_the_tail_is_split_only_when_the_last_round_leaves_programs_idle():
-    assert mh.use_stream_k(132 * 15 + 68, 132)  # 8192³: the last of 16 rounds 52 % full
-    assert not mh.use_stream_k(132 * 4, 132), "whole rounds: nothing to split"
-    assert not mh.use_stream_k(100, 132), "fewer tiles than programs"
-    assert not mh.use_stream_k(132, 132)
-    # The threshold: a last round fuller than STREAM_K_MAX_TAIL of the programs keeps whole tiles.
-    fullest = min(131, int(mh.STREAM_K_MAX_TAIL * 132))
-    assert mh.use_stream_k(132 * 3 + fullest, 132)
-    if fullest < 131:
-        assert not mh.use_stream_k(132 * 3 + fullest + 1, 132)
-
-
-def test_launch_args_give_a_split_tail_its_buffers_and_refuse_one_without_a_tile_per_program():
-    a = torch.empty(4096, 512, dtype=torch.bfloat16)
-    b = torch.empty(512, 4096, dtype=torch.bfloat16)
-    c = torch.empty(4096, 4096, dtype=torch.bfloat16)
-    args = mh.launch_args(a, b, c, None, 0, stream_k=True, n_programs=132)
-    ws, flags = args[4], args[5]
-    # One 64×256 fp32 slot and one flag per consumer group and boundary between programs 0 … 132.
-    assert ws.dtype == torch.float32 and ws.numel() >= 2 * 133 * 64 * mh.BLOCK_N
-    assert flags.dtype == torch.int32 and flags.numel() >= 2 * 133 and int(flags.count_nonzero()) == 0
-    assert args[-3] is True
-    # Kept per device and stream: the next launch gets the same buffers.
-    again = mh.launch_args(a, b, c, None, 0, stream_k=True, n_programs=132)
-    assert again[4].data_ptr() == ws.data_ptr() and again[5].data_ptr() == flags.data_ptr()
-    # 512 tiles on 132 programs: the rule decides when not told.
-    assert mh.launch_args(a, b, c, None, 0, n_programs=132)[-3] is mh.use_stream_k(512, 132)
-    assert mh.launch_args(a, b, c, None, 0, stream_k=False, n_programs=132)[-3] is False
-    with pytest.raises(ValueError, match="one tile per program"):
-        mh.launch_args(a, b, c, None, 0, stream_k=True, n_programs=600)
-
-
 def test_shared_layouts_are_computed_once_per_block_and_match_gluons_choice():
     from triton.experimental.gluon import language as gl
 
@@ -211,14 +134,13 @@ _COMPILE = SM90_COMPILE_PRELUDE + textwrap.dedent(
     """
     from reference_kernels import matmul_hopper as mh
     out = []
-    for has_bias, act, split, stream_k in json.loads(sys.argv[1]):
+    for has_bias, act, split in json.loads(sys.argv[1]):
         a = torch.empty(4096, 4096, dtype=torch.bfloat16)
         bias = torch.empty(4096, dtype=torch.bfloat16) if has_bias else None
         stages = 4 if split else mh.STAGES
-        args = mh.launch_args(a, a, a, bias, act, stages=stages, epilogue_split=split, stream_k=stream_k,
-                              n_programs=132)
+        args = mh.launch_args(a, a, a, bias, act, stages=stages, epilogue_split=split)
         k = mh._matmul_hopper.warmup(*args, num_warps=4, maxnreg=mh._MAXNREG, grid=(1,))
-        out.append({"case": [has_bias, act, split, stream_k], **report(k)})
+        out.append({"case": [has_bias, act, split], **report(k)})
     print(json.dumps(out))
     """
 )
@@ -226,12 +148,9 @@ _COMPILE = SM90_COMPILE_PRELUDE + textwrap.dedent(
 
 @pytest.mark.slow
 def test_it_compiles_for_sm90a_without_a_gpu_with_wgmma_rebalanced_registers_and_no_spills():
-    # The shipped kernel plain and with the longest epilogue (bias + gelu), each with whole and split tails
-    # (the partial sums' stores and loads beside the accumulator), and the four-slot kernel with its split
-    # epilogue (the most shared memory).
-    gelu, silu = mm.ACTIVATIONS["gelu"], mm.ACTIVATIONS["silu"]
-    cases = [[False, 0, False, False], [False, 0, False, True], [True, gelu, False, False], [True, gelu, False, True]]
-    cases.append([True, silu, True, True])
+    # The shipped kernel plain and with the longest epilogue (bias + gelu), and the four-slot kernel with its
+    # split epilogue (the most shared memory).
+    cases = [[False, 0, False], [True, mm.ACTIVATIONS["gelu"], False], [True, mm.ACTIVATIONS["silu"], True]]
     rows = run_sm90_compile(_COMPILE, cases)
     assert [r["case"] for r in rows] == cases
     for row in rows:
