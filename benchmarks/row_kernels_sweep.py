@@ -1,9 +1,12 @@
 """Row kernels' one-block launch choices against torch.compile and Liger-Kernel, timed alike in one process.
 
-    python benchmarks/row_kernels_sweep.py [--kernels rmsnorm,layernorm,softmax] [--rounds 9] [--out FILE.json]
+    python benchmarks/row_kernels_sweep.py [--kernels rmsnorm,layernorm,softmax,swiglu] [--shapes MxN,...]
+                                           [--rounds 9] [--out FILE.json]
 
-bf16, at the bench shapes. Providers: stage 3 as shipped; its one-block kernel at several warp counts, masked (as
-before) and unmasked (EVEN); for RMSNorm and the softmax forward also with x read a second time from L2 (RELOAD);
+bf16, at the bench shapes (``--shapes``: only these). Providers: stage 3 as shipped; its one-block kernel at
+several warp counts, masked (as before) and unmasked (EVEN), the unmasked ones also with y stored streaming
+(``.cs``); for RMSNorm and the softmax forward also with x read a second time from L2 (RELOAD); SwiGLU's forward
+(stage 2) at its larger autotuning configs with and without cache hints (loads evict-first, the store ``.cs``);
 the softmax backward's one-block kernel alike (against Liger's backward, timed as autograd.grad over a kept
 graph); torch.compile of the reference (forwards; one compile per shape, static shapes; its chosen launch config
 recorded); Liger-Kernel where installed.
@@ -29,10 +32,15 @@ from benchmarks._common import gpu_missing, report_head, rounds_parser  # noqa: 
 from reference_kernels import layernorm as ln  # noqa: E402
 from reference_kernels import rmsnorm as rn  # noqa: E402
 from reference_kernels import softmax as sm  # noqa: E402
+from reference_kernels import swiglu as sw  # noqa: E402
 
 RMS_SHAPES = [(4096, 4096), (8192, 4096), (4096, 8192), (8192, 8192), (16384, 8192)]
 LN_SHAPES = [(4096, 4096), (8192, 4096), (4096, 8192), (8192, 8192), (16384, 8192)]
 SOFTMAX_SHAPES = [(4096, 4096), (4096, 8192), (16384, 8192), (4096, 16384), (4096, 32768)]
+SWIGLU_SHAPES = [(4096, 11008), (8192, 14336), (16384, 8192)]
+# SwiGLU's forward: (BLOCK, num_warps) among its autotuning configs, and (load policy, store cache modifier).
+SWIGLU_CONFIGS = [(2048, 4), (4096, 4), (4096, 8), (8192, 8)]
+HINTS = [("", ""), ("evict_first", ""), ("", ".cs"), ("evict_first", ".cs")]
 
 
 class Timer:
@@ -109,10 +117,10 @@ def rmsnorm_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
         fns["liger"] = lambda: lf.liger_rms_norm(x, w, 1e-6)
     kernels = {}
     for warps in (4, 8, 16):
-        for even, reload in ((False, False), (True, False), (True, True)):
-            name = f"w{warps}" + (" unmasked" if even else "") + (" reload" if reload else "")
-            kernels[name] = lambda warps=warps, even=even, reload=reload: rn._rmsnorm_fwd_kernel[(m,)](
-                *args, BLOCK_N=n, ROWS=1, EVEN=even, RELOAD=reload, num_warps=warps
+        for even, reload, cs in ((False, False, ""), (True, False, ""), (True, True, ""), (True, False, ".cs")):
+            name = f"w{warps}" + (" unmasked" if even else "") + (" reload" if reload else "") + (" " + cs).rstrip()
+            kernels[name] = lambda warps=warps, even=even, reload=reload, cs=cs: rn._rmsnorm_fwd_kernel[(m,)](
+                *args, BLOCK_N=n, ROWS=1, EVEN=even, RELOAD=reload, STORE_CACHE=cs, num_warps=warps
             )
     return _measure(timer, fns, kernels, y, want, rounds) | {"inductor": inductor_configs()}
 
@@ -131,10 +139,10 @@ def layernorm_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
         fns["liger"] = lambda: lf.liger_layer_norm(x, w, b, 1e-5)
     kernels = {}
     for warps in (4, 8, 16):
-        for even in (False, True):
-            name = f"w{warps}" + (" unmasked" if even else "")
-            kernels[name] = lambda warps=warps, even=even: ln._layernorm_fwd_kernel[(m,)](
-                *args, BLOCK_N=n, ROWS=1, EVEN=even, num_warps=warps
+        for even, cs in ((False, ""), (True, ""), (True, ".cs")):
+            name = f"w{warps}" + (" unmasked" if even else "") + (f" {cs}" if cs else "")
+            kernels[name] = lambda warps=warps, even=even, cs=cs: ln._layernorm_fwd_kernel[(m,)](
+                *args, BLOCK_N=n, ROWS=1, EVEN=even, STORE_CACHE=cs, num_warps=warps
             )
     return _measure(timer, fns, kernels, y, want, rounds) | {"inductor": inductor_configs()}
 
@@ -177,6 +185,27 @@ def softmax_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
     return fwd | {"bwd": bwd, "inductor": inductor_configs()}
 
 
+def swiglu_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
+    a = torch.randn(m, n, device="cuda").bfloat16()
+    b = torch.randn(m, n, device="cuda").bfloat16()
+    c = torch.empty_like(a)
+    want = F.silu(a.float()) * b.float()
+    torch._dynamo.reset()
+    compiled = torch.compile(sw.reference_swiglu, dynamic=False)
+    fns = {"stage3": lambda: sw.swiglu_stage2(a, b), "compile": lambda: compiled(a, b)}
+    if lf is not None:
+        fns["liger"] = lambda: lf.liger_swiglu(a, b)
+    size_class = max(sw._MIN_SIZE_CLASS, a.numel().bit_length())
+    kernels = {}
+    for block, warps in SWIGLU_CONFIGS:
+        for policy, cs in HINTS:
+            name = f"b{block} w{warps}" + (f" {policy}" if policy else "") + (f" {cs}" if cs else "")
+            kernels[name] = lambda block=block, warps=warps, policy=policy, cs=cs: sw._swiglu_fwd_kernel[
+                (-(-a.numel() // block),)
+            ](a, b, c, a.numel(), size_class, BLOCK=block, LOAD_POLICY=policy, STORE_CACHE=cs, num_warps=warps)
+    return _measure(timer, fns, kernels, c, want, rounds) | {"inductor": inductor_configs()}
+
+
 def within(error: float, scale: float) -> bool:
     """Whether a kernel's largest error passes: within 5 % of the output's own largest magnitude (softmax
     values and gradients are small). A NaN error or scale fails."""
@@ -196,10 +225,30 @@ def _measure(timer: Timer, fns: dict, kernels: dict, y: torch.Tensor, want: torc
     return {"ms": ms, "vs_stage3": {k: v / ms["stage3"] for k, v in ms.items()}, "max_error": errors}
 
 
+KINDS = ("rmsnorm", "layernorm", "softmax", "swiglu")
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    """ "4096x8192" → (4096, 8192); ValueError for anything else."""
+    m, n = (int(v) for v in text.split("x"))
+    return m, n
+
+
 def main() -> int:
     parser = rounds_parser(__doc__, rounds=9)
     parser.add_argument("--kernels", default="rmsnorm,layernorm,softmax")
+    parser.add_argument("--shapes", default="", help="comma-separated MxN shapes to run (default: every shape)")
     ns = parser.parse_args()
+    kinds = ns.kernels.split(",")
+    try:
+        only = {parse_shape(shape) for shape in filter(None, ns.shapes.split(","))}
+    except ValueError:
+        print(f"row_kernels_sweep: give --shapes as MxN joined by ',', not {ns.shapes!r}", file=sys.stderr)
+        return 2
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        print(f"row_kernels_sweep: --kernels takes {', '.join(KINDS)}, not {', '.join(unknown)}", file=sys.stderr)
+        return 2
     if gpu_missing("row_kernels_sweep"):
         return 2
     timer, lf = Timer(), liger()
@@ -210,10 +259,13 @@ def main() -> int:
         "rmsnorm": (RMS_SHAPES, rmsnorm_row),
         "layernorm": (LN_SHAPES, layernorm_row),
         "softmax": (SOFTMAX_SHAPES, softmax_row),
+        "swiglu": (SWIGLU_SHAPES, swiglu_row),
     }
-    for kind in ns.kernels.split(","):
+    for kind in kinds:
         shapes, row = table[kind]
         for m, n in shapes:
+            if only and (m, n) not in only:
+                continue
             result = {"kernel": kind, "shape": [m, n]} | row(timer, lf, m, n, ns.rounds)
             report["rows"].append(result)
             print(kind, f"{m}x{n}", {k: round(v * 1e3, 2) for k, v in result["ms"].items()}, flush=True)

@@ -53,6 +53,23 @@ def test_the_matmul_script_refuses_malformed_sizes_and_variants_before_looking_f
     assert _load("matmul_hopper.py").parse_variants("3,8,0;4,16,1") == [(3, 8, False), (4, 16, True)]
 
 
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--shapes", "4096"], "MxN"),
+        (["--shapes", "4096x8192x2"], "MxN"),
+        (["--shapes", "4096xbig"], "MxN"),
+        (["--kernels", "rmsnorm,gelu"], "gelu"),
+    ],
+)
+def test_the_row_sweep_refuses_malformed_shapes_and_kernels_before_looking_for_a_gpu(args, named):
+    script = str(ROOT / "benchmarks" / "row_kernels_sweep.py")
+    proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert named in proc.stderr and "needs a CUDA GPU" not in proc.stderr and "Traceback" not in proc.stderr
+    assert _load("row_kernels_sweep.py").parse_shape("4096x8192") == (4096, 8192)
+
+
 def test_the_shared_arguments_report_head_and_times_line(monkeypatch):
     common = _load("_common.py")
     ns = common.rounds_parser("Title line.\n\nmore", rounds=7).parse_args([])
