@@ -18,6 +18,7 @@ from mcp_server.engine.jobs.bench_job import _model, _substitute, parse_sizes
 from mcp_server.engine.models import BenchResult, DevicePeaks, FindingKind
 
 FX = Path(__file__).resolve().parent.parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
 PEAKS = DevicePeaks(
     device="test", copy_gbps=4000.0, matmul_tflops={"bfloat16": 700.0, "float32": 50.0}, measured_at="now", torch="x"
 )
@@ -105,6 +106,19 @@ def test_faster_than_the_hardware_is_suspicious():
     assert FindingKind.suspicious_speedup in kinds(B.flags([row]))
     many = B._row(raw_row(cand=1.0, eager=15.0), PEAKS)
     assert FindingKind.suspicious_speedup in kinds(B.flags([many]))
+
+
+def test_ceilings_cached_by_an_older_way_of_measuring_them_are_measured_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTT_CACHE_DIR", str(tmp_path))
+    device = DeviceInfo(device="NVIDIA H200", interpreter=False, torch="2.11.0", triton="3.6.0", python="3.12")
+    stale = PEAKS.model_copy(update={"copy_gbps": 1234.0})
+    older = tmp_path / "peaks" / "NVIDIA-H200-torch2-11-0.json"  # the file name before PEAKS_METHOD
+    older.parent.mkdir(parents=True)
+    older.write_text(stale.model_dump_json())
+    assert B.cached_peaks(device) is None
+    B._peaks_file(device).write_text(PEAKS.model_dump_json())
+    assert B.cached_peaks(device) == PEAKS
+    assert B._peaks_file(device) != older and f"m{B.PEAKS_METHOD}" in B._peaks_file(device).name
 
 
 def test_time_that_does_not_grow_with_size_is_flagged():
@@ -218,6 +232,23 @@ def test_bench_times_a_correct_kernel_against_both_baselines(runner):
         assert all(not t.error and t.median_ms > 0 and not math.isnan(t.median_ms) for t in row.timings)
         assert row.pct_of_bandwidth and 0 < row.pct_of_bandwidth < 110
     assert result.peaks and result.peaks.copy_gbps > 500
+
+
+@pytest.mark.gpu
+def test_a_matmul_as_fast_as_cublas_stays_under_the_roofline_the_device_ceilings_set(runner):
+    # The ceilings are timed as bench times: the reference kernels' matmul (cuBLAS's speed) must not read as
+    # faster than the hardware allows. Its twin, a time past the ceiling, is flagged:
+    # test_faster_than_the_hardware_is_suspicious.
+    result = B.bench(
+        f"{ROOT / 'reference_kernels' / 'matmul.py'}:matmul_stage3",
+        f"{FX / 'bench' / 'matmul_problem.py'}:reference",
+        runner=runner,
+        reps=30,
+    )
+    assert result.ok and result.validation.startswith("PASS"), result.validation
+    (row,) = result.rows
+    assert row.bound == "compute" and 60 < row.pct_of_roofline <= 100 * B.ROOFLINE_SLACK, row.pct_of_roofline
+    assert not [f for f in result.findings if f.kind == FindingKind.suspicious_speedup], result.findings
 
 
 @pytest.mark.gpu
