@@ -217,15 +217,16 @@ def test_one_bench_at_a_time_per_gpu_and_the_second_is_told_it_queues(tmp_path, 
     assert messages and "queued" in messages[0] and "pid" in messages[0]
 
 
+def _validated_bench(runner, candidate: str, problem: str, reps: int) -> BenchResult:
+    """Bench ``candidate`` against the reference of ``fixtures/bench/problem`` after validating it, which passes."""
+    result = B.bench(candidate, f"{FX / 'bench' / problem}:reference", runner=runner, reps=reps)
+    assert result.ok and result.validation.startswith("PASS"), result.validation
+    return result
+
+
 @pytest.mark.gpu
 def test_bench_times_a_correct_kernel_against_both_baselines(runner):
-    result = B.bench(
-        f"{FX / 'validate' / 'add_good.py'}:candidate",
-        f"{FX / 'bench' / 'add_problem.py'}:reference",
-        runner=runner,
-        reps=50,
-    )
-    assert result.ok and result.validation.startswith("PASS")
+    result = _validated_bench(runner, f"{FX / 'validate' / 'add_good.py'}:candidate", "add_problem.py", 50)
     assert [r.case for r in result.rows] == ["2^20", "2^24", "2^26"]
     for row in result.rows:
         assert {t.provider for t in row.timings} == {"candidate", "eager", "compile"}
@@ -239,13 +240,8 @@ def test_a_matmul_as_fast_as_cublas_stays_under_the_roofline_the_device_ceilings
     # The ceilings are timed as bench times: the reference kernels' matmul (cuBLAS's speed) must not read as
     # faster than the hardware allows. Its twin, a time past the ceiling, is flagged:
     # test_faster_than_the_hardware_is_suspicious.
-    result = B.bench(
-        f"{ROOT / 'reference_kernels' / 'matmul.py'}:matmul_stage3",
-        f"{FX / 'bench' / 'matmul_problem.py'}:reference",
-        runner=runner,
-        reps=30,
-    )
-    assert result.ok and result.validation.startswith("PASS"), result.validation
+    stage3 = f"{ROOT / 'reference_kernels' / 'matmul.py'}:matmul_stage3"
+    result = _validated_bench(runner, stage3, "matmul_problem.py", 30)
     (row,) = result.rows
     assert row.bound == "compute" and 60 < row.pct_of_roofline <= 100 * B.ROOFLINE_SLACK, row.pct_of_roofline
     assert not [f for f in result.findings if f.kind == FindingKind.suspicious_speedup], result.findings
