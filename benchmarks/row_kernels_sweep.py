@@ -4,9 +4,8 @@
                                            [--rounds 9] [--out FILE.json]
 
 bf16, at the bench shapes (``--shapes``: only these). Providers: stage 3 as shipped; its one-block kernel at
-several warp counts, masked (as before) and unmasked (EVEN), the unmasked ones also with y stored streaming
-(``.cs``); for RMSNorm and the softmax forward also with x read a second time from L2 (RELOAD); SwiGLU's forward
-(stage 2) at its larger autotuning configs with and without cache hints (loads evict-first, the store ``.cs``);
+several warp counts, masked (as before) and unmasked (EVEN); for RMSNorm and the softmax forward also with x read
+a second time from L2 (RELOAD); SwiGLU's forward (stage 2, its only stage) at its larger autotuning configs;
 the softmax backward's one-block kernel alike (against Liger's backward, timed as autograd.grad over a kept
 graph); torch.compile of the reference (forwards; one compile per shape, static shapes; its chosen launch config
 recorded); Liger-Kernel where installed.
@@ -38,9 +37,8 @@ RMS_SHAPES = [(4096, 4096), (8192, 4096), (4096, 8192), (8192, 8192), (16384, 81
 LN_SHAPES = [(4096, 4096), (8192, 4096), (4096, 8192), (8192, 8192), (16384, 8192)]
 SOFTMAX_SHAPES = [(4096, 4096), (4096, 8192), (16384, 8192), (4096, 16384), (4096, 32768)]
 SWIGLU_SHAPES = [(4096, 11008), (8192, 14336), (16384, 8192)]
-# SwiGLU's forward: (BLOCK, num_warps) among its autotuning configs, and (load policy, store cache modifier).
+# SwiGLU's forward: (BLOCK, num_warps) among its autotuning configs.
 SWIGLU_CONFIGS = [(2048, 4), (4096, 4), (4096, 8), (8192, 8)]
-HINTS = [("", ""), ("evict_first", ""), ("", ".cs"), ("evict_first", ".cs")]
 
 
 class Timer:
@@ -117,11 +115,10 @@ def rmsnorm_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
         fns["liger"] = lambda: lf.liger_rms_norm(x, w, 1e-6)
     kernels = {}
     for warps in (4, 8, 16):
-        for even, reload, cs in ((False, False, ""), (True, False, ""), (True, True, ""), (True, False, ".cs")):
+        for even, reload in ((False, False), (True, False), (True, True)):
             name = f"w{warps}" + (" unmasked" if even else "") + (" reload" if reload else "")
-            name += f" {cs}" if cs else ""
-            kernels[name] = lambda warps=warps, even=even, reload=reload, cs=cs: rn._rmsnorm_fwd_kernel[(m,)](
-                *args, BLOCK_N=n, ROWS=1, EVEN=even, RELOAD=reload, STORE_CACHE=cs, num_warps=warps
+            kernels[name] = lambda warps=warps, even=even, reload=reload: rn._rmsnorm_fwd_kernel[(m,)](
+                *args, BLOCK_N=n, ROWS=1, EVEN=even, RELOAD=reload, num_warps=warps
             )
     return _measure(timer, fns, kernels, y, want, rounds) | {"inductor": inductor_configs()}
 
@@ -140,11 +137,10 @@ def layernorm_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
         fns["liger"] = lambda: lf.liger_layer_norm(x, w, b, 1e-5)
     kernels = {}
     for warps in (4, 8, 16):
-        for even, cs in ((False, ""), (True, ""), (True, ".cs")):
+        for even in (False, True):
             name = f"w{warps}" + (" unmasked" if even else "")
-            name += f" {cs}" if cs else ""
-            kernels[name] = lambda warps=warps, even=even, cs=cs: ln._layernorm_fwd_kernel[(m,)](
-                *args, BLOCK_N=n, ROWS=1, EVEN=even, STORE_CACHE=cs, num_warps=warps
+            kernels[name] = lambda warps=warps, even=even: ln._layernorm_fwd_kernel[(m,)](
+                *args, BLOCK_N=n, ROWS=1, EVEN=even, num_warps=warps
             )
     return _measure(timer, fns, kernels, y, want, rounds) | {"inductor": inductor_configs()}
 
@@ -199,12 +195,11 @@ def swiglu_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
         fns["liger"] = lambda: lf.liger_swiglu(a, b)
     size_class = max(sw._MIN_SIZE_CLASS, a.numel().bit_length())
     kernels = {}
+    n_elem = a.numel()
     for block, warps in SWIGLU_CONFIGS:
-        for policy, cs in HINTS:
-            name = f"b{block} w{warps}" + (f" {policy}" if policy else "") + (f" {cs}" if cs else "")
-            kernels[name] = lambda block=block, warps=warps, policy=policy, cs=cs: sw._swiglu_fwd_kernel[
-                (-(-a.numel() // block),)
-            ](a, b, c, a.numel(), size_class, BLOCK=block, LOAD_POLICY=policy, STORE_CACHE=cs, num_warps=warps)
+        kernels[f"b{block} w{warps}"] = lambda block=block, warps=warps: sw._swiglu_fwd_kernel[(-(-n_elem // block),)](
+            a, b, c, n_elem, size_class, BLOCK=block, num_warps=warps
+        )
     return _measure(timer, fns, kernels, c, want, rounds, shipped="stage2") | {"inductor": inductor_configs()}
 
 

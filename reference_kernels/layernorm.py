@@ -145,11 +145,9 @@ def _layernorm_fwd_kernel(
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     EVEN: tl.constexpr = False,
-    STORE_CACHE: tl.constexpr = "",
 ):
     # Program i owns rows [i·ROWS, (i+1)·ROWS), whole rows in one [ROWS, BLOCK_N] tile. EVEN: the tiles cover
-    # the rows exactly (n_cols == BLOCK_N, ROWS divides n_rows), so nothing is masked. STORE_CACHE: y's store
-    # hint (benchmarks/row_kernels_sweep.py; none shipped).
+    # the rows exactly (n_cols == BLOCK_N, ROWS divides n_rows), so nothing is masked.
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
@@ -174,8 +172,7 @@ def _layernorm_fwd_kernel(
     w = tl.load(w_ptr + cols, mask=None if EVEN else col_ok, other=None if EVEN else 0.0).to(tl.float32)
     b = tl.load(b_ptr + cols, mask=None if EVEN else col_ok, other=None if EVEN else 0.0).to(tl.float32)
     y = xc * rstd[:, None] * w[None, :] + b[None, :]
-    y_tile = y_ptr + rows[:, None] * y_row_stride + cols[None, :]
-    tl.store(y_tile, y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=STORE_CACHE)
+    tl.store(y_ptr + rows[:, None] * y_row_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     tl.store(mean_ptr + rows, mean, mask=None if EVEN else row_ok)
     tl.store(rstd_ptr + rows, rstd, mask=None if EVEN else row_ok)
 

@@ -118,12 +118,11 @@ def _rmsnorm_fwd_kernel(
     ROWS: tl.constexpr,
     EVEN: tl.constexpr = False,
     RELOAD: tl.constexpr = False,
-    STORE_CACHE: tl.constexpr = "",
 ):
     # Program i owns rows [i·ROWS, (i+1)·ROWS), whole rows in one [ROWS, BLOCK_N] tile. EVEN: the tiles cover
     # the rows exactly (n_cols == BLOCK_N, ROWS divides n_rows), so nothing is masked. RELOAD: x is read a second
     # time for the scaling, from L2 (kept there by the first read's hint), instead of staying live in registers
-    # across the reduction. STORE_CACHE: y's store hint (benchmarks/row_kernels_sweep.py; none shipped).
+    # across the reduction.
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
@@ -139,8 +138,7 @@ def _rmsnorm_fwd_kernel(
         x = tl.load(x_tile, mask=mask, other=None if EVEN else 0.0, eviction_policy="evict_first").to(tl.float32)
     w = tl.load(w_ptr + cols, mask=None if EVEN else col_ok, other=None if EVEN else 0.0).to(tl.float32)
     y = x * rstd[:, None] * w[None, :]
-    y_tile = y_ptr + rows[:, None] * y_row_stride + cols[None, :]
-    tl.store(y_tile, y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=STORE_CACHE)
+    tl.store(y_ptr + rows[:, None] * y_row_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     tl.store(rstd_ptr + rows, rstd, mask=None if EVEN else row_ok)
 
 

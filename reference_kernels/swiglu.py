@@ -65,19 +65,14 @@ def _swiglu_grads(a, b, dc):
 # size_class is the autotuner's key only: a runtime argument, never specialized on, so every size class
 # shares one set of compiled configs.
 @triton.jit(do_not_specialize=["size_class"])
-def _swiglu_fwd_kernel(
-    a_ptr, b_ptr, c_ptr, n, size_class, BLOCK: tl.constexpr, LOAD_POLICY: tl.constexpr = "",
-    STORE_CACHE: tl.constexpr = "",
-):  # fmt: skip
-    # LOAD_POLICY / STORE_CACHE: cache hints of the full blocks' loads and store (benchmarks/row_kernels_sweep.py
-    # times them; none is shipped).
+def _swiglu_fwd_kernel(a_ptr, b_ptr, c_ptr, n, size_class, BLOCK: tl.constexpr):
     start = tl.program_id(0).to(tl.int64) * BLOCK
     offs = start + tl.arange(0, BLOCK)
     if start + BLOCK <= n:
         # Full block: unmasked, so 128-bit accesses whatever n is.
-        a = tl.load(a_ptr + offs, eviction_policy=LOAD_POLICY).to(tl.float32)
-        b = tl.load(b_ptr + offs, eviction_policy=LOAD_POLICY).to(tl.float32)
-        tl.store(c_ptr + offs, _silu_mul(a, b).to(c_ptr.dtype.element_ty), cache_modifier=STORE_CACHE)
+        a = tl.load(a_ptr + offs).to(tl.float32)
+        b = tl.load(b_ptr + offs).to(tl.float32)
+        tl.store(c_ptr + offs, _silu_mul(a, b).to(c_ptr.dtype.element_ty))
     else:
         mask = offs < n
         a = tl.load(a_ptr + offs, mask=mask, other=0.0).to(tl.float32)
