@@ -98,6 +98,7 @@ SM90_COMPILE_PRELUDE = textwrap.dedent(
         return {"shared": k.metadata.shared,
                 "spills": [int(n) for n in re.findall(r"(\\d+) bytes spill (?:stores|loads)", info)],
                 "wgmma": ptx.count("wgmma.mma_async"), "reduce": ptx.count("cp.reduce.async.bulk.tensor"),
+                "global_loads": ptx.count("ld.global"), "tma_1d": ptx.count("cp.async.bulk.tensor.1d"),
                 "setmaxnreg": sorted(set(re.findall(
                     r"setmaxnreg\\.(?:inc|dec)\\.sync\\.aligned\\.u32\\s+(\\d+)", ptx)))}
     """
