@@ -6,7 +6,7 @@ A program owns 128 keys of one head and streams every query block of 64 that see
   one load warp         K and V of the program's keys once, then Q and dO blocks into a ring of STAGES
                         shared-memory slots, refilled once both consumers have released a slot. Each block's
                         row log-sum-exp and delta come with it (a [64] TMA copy each), so no consumer waits
-                        on a global load inside the loop: 12 % off the main kernel on an H100
+                        on a global load inside the loop: 7–10 % off the main kernel on an H100
                         (results/h100/attention_bwd_stats_smem.json).
   two consumer groups   one warpgroup each, 64 of the keys each. Per query block a group issues
                         Sᵀ = K Qᵀ and dPᵀ = V dOᵀ together on the tensor cores (wgmma), rebuilds

@@ -171,7 +171,7 @@ def test_it_compiles_for_sm90a_without_a_gpu_with_reduce_adds_and_warp_groups_re
     assert rows[0]["spills"] and not any(rows[0]["spills"]), rows[0]
     # Inside the loop the consumers read each query block's log-sum-exp and delta from shared memory, where the
     # load warp's 1-D TMA copies put them: the kernel has no global load at all (the copies are its only source
-    # of the row statistics; global loads there cost the main kernel 12 % on the H100).
+    # of the row statistics; global loads there cost the main kernel 7–10 % on the H100).
     for row in rows:
         assert row["global_loads"] == 0 and row["tma_1d"] == 2, row
     # At 128 a little spills (72/120 bytes per thread, stores/loads). Two blocks per loop iteration made that
