@@ -27,7 +27,8 @@ Autotuning: per head-dim class a short list of tiles (see ``_FWD_TILES``), compi
 they are timed; a problem too small to fill the GPU gets one small tile and is not timed at all.
 The bars: ``sdpa_flash_attention`` = torch's SDPA held to its flash backend (≥ 0.9×), and
 ``reference_attention`` = SDPA with the backend torch picks, cuDNN on Hopper (≥ 1.0×, not met on the H100:
-forward 0.90-1.15×, forward + backward 0.88-0.94×, benchmarks/results/h100/attention.json);
+forward 0.99-1.17×, forward + backward 0.97-1.13×, below 1.0 at head_dim 128 without a causal mask,
+benchmarks/results/h100/attention.json);
 ``manual_attention`` is the unfused computation.
 
 Bytes moved: Q, K, V read once and O written once, ``4 · B·H·S·D · bytes(dtype)`` (K and V re-reads
