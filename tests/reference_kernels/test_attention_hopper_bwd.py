@@ -1,6 +1,7 @@
 """reference_kernels.attention_hopper_bwd: the Gluon backward's gradients against SDPA (float64), with the two
 consumer groups in step and one block apart; stage 3's dispatch to it and past it; the rule that picks it; and,
-with no GPU, its compile for sm_90a (wgmma, TMA reduce-adds, register re-balancing, shared memory fits)."""
+with no GPU, its compile for sm_90a (wgmma, TMA reduce-adds, row statistics by TMA and no global load, register
+re-balancing, shared memory fits)."""
 
 from __future__ import annotations
 
