@@ -26,8 +26,8 @@ GL_DTYPES = {} if gluon is None else {torch.float16: gl.float16, torch.bfloat16:
 
 
 @functools.cache
-def shared_layout(dtype: torch.dtype, rows: int, cols: int):
-    """The NVMMA shared-memory layout of a [rows, cols] TMA block of ``dtype`` (fp16, bf16 or fp32), cached:
-    computing one costs about 14 µs of host time per launch."""
+def shared_layout(dtype: torch.dtype, *block: int):
+    """The NVMMA shared-memory layout of a TMA block of ``dtype`` (fp16, bf16 or fp32) and shape ``block`` ([rows,
+    cols], or [n] for a vector), cached: computing one costs about 14 µs of host time per launch."""
     gl_dtype = gl.float32 if dtype == torch.float32 else GL_DTYPES[dtype]
-    return gl.NVMMASharedLayout.get_default_for([rows, cols], gl_dtype)
+    return gl.NVMMASharedLayout.get_default_for(list(block), gl_dtype)

@@ -40,7 +40,6 @@ multiple of 128, contiguous aligned tensors); everything else takes the Triton b
 
 from __future__ import annotations
 
-import functools
 import math
 
 import torch
@@ -407,12 +406,6 @@ def schedule(
     return defer, alternate, kv_registers
 
 
-@functools.cache
-def _stats_layout():
-    """The shared-memory layout of a [64] fp32 TMA block (the row statistics), made once."""
-    return gl.NVMMASharedLayout.get_default_for([BLOCK_M], gl.float32)
-
-
 def launch_args(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -441,7 +434,8 @@ def launch_args(
     sm_scale = 1.0 / math.sqrt(D)
     qk_scale = sm_scale * math.log2(math.e)
     # The row statistics travel with their query block: [64] slices of the flat [B·H·S] fp32 vectors.
-    lse_desc, delta_desc = (TensorDescriptor.from_tensor(t.view(-1), [BLOCK_M], _stats_layout()) for t in (lse, delta))
+    stats_layout = shared_layout(torch.float32, BLOCK_M)
+    lse_desc, delta_desc = (TensorDescriptor.from_tensor(t.view(-1), [BLOCK_M], stats_layout) for t in (lse, delta))
     return (
         *descs, dq_desc, dk, dv, lse_desc, delta_desc, sm_scale, qk_scale, S,
         D, _STAGES[D], causal, defer, alternate, kv_registers, _CONSUMER_REGS, _LOADER_REGS,

@@ -121,6 +121,10 @@ def test_shared_layouts_are_computed_once_per_block_and_match_gluons_choice():
     # fp32 blocks (the attention backward's dQ staging) and fp16 ones differ from the bf16 one where they must.
     assert shared_layout(torch.float32, 64, 64) == gl.NVMMASharedLayout.get_default_for([64, 64], gl.float32)
     assert shared_layout(torch.float16, 128, 64) != shared_layout(torch.float32, 128, 64)
+    # A vector block (the attention backward's [64] row statistics) takes the rank-1 layout.
+    vector = shared_layout(torch.float32, 64)
+    assert vector == gl.NVMMASharedLayout.get_default_for([64], gl.float32) and vector.rank == 1
+    assert vector is shared_layout(torch.float32, 64)
     with pytest.raises(KeyError):
         shared_layout(torch.float64, 64, 64)
 
