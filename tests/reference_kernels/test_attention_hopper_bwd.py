@@ -151,6 +151,11 @@ _COMPILE = SM90_COMPILE_PRELUDE + textwrap.dedent(
         args = hb.launch_args(x, x, x, x, acc, x, x, rows, rows, causal)
         k = hb._attn_bwd_hopper.warmup(*args, num_warps=4, maxnreg=hb._MAXNREG, grid=(1,))
         out.append({"case": [d, causal], **report(k)})
+    # The Triton pre-pass reads O and dO with plain global loads: the counters' twin.
+    from reference_kernels import attention as at
+    x = torch.empty(1, 2, 1024, 128, dtype=torch.float16)
+    k = at._attn_bwd_preprocess_kernel.warmup(x, x, torch.empty(2, 1024), 1024, HEAD_DIM=128, BLOCK_M=64, grid=(1,))
+    out.append({"case": "pre-pass", **report(k)})
     print(json.dumps(out))
     """
 )
@@ -161,7 +166,8 @@ def test_it_compiles_for_sm90a_without_a_gpu_with_reduce_adds_and_warp_groups_re
     # The shipped schedule of each head dim, causal (the most code: masked, peeled and steady blocks).
     cases = [[64, True], [128, True]]
     rows = run_sm90_compile(_COMPILE, cases)
-    assert [r["case"] for r in rows] == cases
+    assert [r["case"] for r in rows] == [*cases, "pre-pass"]
+    rows, prepass = rows[:2], rows[2]
     for row in rows:
         assert row["shared"] <= at._SMEM_BYTES, row
         assert row["wgmma"] > 0 and row["reduce"] > 0, row
@@ -175,6 +181,8 @@ def test_it_compiles_for_sm90a_without_a_gpu_with_reduce_adds_and_warp_groups_re
     # of the row statistics; global loads there cost the main kernel 7–10 % on the H100).
     for row in rows:
         assert row["global_loads"] == 0 and row["tma_1d"] == 2, row
+    # The counters see plain loads where a kernel has them (the pre-pass reads O and dO so, by no TMA copy).
+    assert prepass["global_loads"] > 0 and prepass["tma_1d"] == 0, prepass
     # At 128 a little spills (72/120 bytes per thread, stores/loads). Two blocks per loop iteration made that
     # 972/1156 and the main kernel 2723 → 3669 µs at 2×32×4096×128 on the H100
     # (results/h100/attention_bwd_schedules_paired_loop.json), so the in-step loop keeps one block per iteration.
