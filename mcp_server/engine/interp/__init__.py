@@ -1,7 +1,8 @@
 """What our children add to the Triton interpreter so it shows what the GPU would do.
 
 :func:`install` (called by the child before a job runs under ``TRITON_INTERPRET=1``) patches the
-interpreter's builder: fp32 ``tl.dot`` rounds to TF32 as the tensor cores do (:mod:`.tf32`), and every
+interpreter's builder: fp32 ``tl.dot`` rounds to TF32 as the tensor cores do (:mod:`.tf32`), casts to bf16
+round to nearest even as ``cvt.rn.bf16.f32`` does instead of truncating (:mod:`.rounding`), and every
 load, store and atomic is checked against the launch's tensor arguments (:mod:`.bounds`), and calls between
 jit functions skip the interpreter's per-call re-patching of ``triton.language`` (:mod:`.nested`), scalar
 tensors convert to loop bounds under every NumPy (:mod:`.scalars`), and two per-operation costs of the
@@ -15,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from mcp_server.engine.interp import bounds, fastpaths, nested, scalars, tf32
+from mcp_server.engine.interp import bounds, fastpaths, nested, rounding, scalars, tf32
 
 _installed = False
 
@@ -35,6 +36,7 @@ def install() -> None:
     nested.install()
     scalars.install()
     fastpaths.install()
+    rounding.install()
     builder = interp.InterpreterBuilder
     if os.environ.get("PTT_INTERPRET_TF32", "1") != "0":
         original_dot = builder.create_dot
