@@ -22,8 +22,11 @@ SCRIPTS = [
     "attention_fwd_stages.py",
     "attention_bwd_profile.py",
     "attention_hopper.py",
+    "attention_sustained.py",
     "matmul_hopper.py",
 ]
+# Scripts that need arguments before they look for a GPU.
+SCRIPT_ARGS = {"attention_bwd_ab.py": ["--before", str(ROOT / "reference_kernels" / "attention_hopper_bwd.py")]}
 
 
 def _load(name: str):
@@ -33,12 +36,11 @@ def _load(name: str):
     return module
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", SCRIPTS + list(SCRIPT_ARGS))
 def test_without_a_gpu_the_script_names_the_need_and_exits_2(name):
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / name)], env=env, capture_output=True, text=True, timeout=120
-    )
+    command = [sys.executable, str(ROOT / "benchmarks" / name), *SCRIPT_ARGS.get(name, [])]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "needs a CUDA GPU" in proc.stderr
     assert "Traceback" not in proc.stderr

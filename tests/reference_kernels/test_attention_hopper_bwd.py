@@ -1,15 +1,17 @@
 """reference_kernels.attention_hopper_bwd: the Gluon backward's gradients against SDPA (float64), with the two
 consumer groups in step and one block apart; stage 3's dispatch to it and past it; the rule that picks it; and,
 with no GPU, its compile for sm_90a (wgmma, TMA reduce-adds, row statistics by TMA and no global load, register
-re-balancing, shared memory fits)."""
+re-balancing, shared memory fits); the pass that scales and casts dQ."""
 
 from __future__ import annotations
 
+import math
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
+import triton
 from kernel_cases import SM90_COMPILE_PRELUDE, assert_close_scaled, run_sm90_compile
 
 from reference_kernels import attention as at
@@ -133,6 +135,21 @@ def test_a_schedule_left_out_is_the_measured_choice_of_its_head_dim_and_turns_ne
     # Turns at head_dim 128 would need 246 144 bytes of shared memory (compiled for sm_90a without a GPU).
     with pytest.raises(ValueError, match="needs head_dim 64, not 128"):
         hb.schedule(128, defer=True, alternate=True)
+
+
+def test_the_dq_cast_scales_every_sum_once_and_writes_nothing_past_the_end():
+    # The kernel leaves dQ's fp32 sums unscaled; this pass applies the softmax scale while it casts. Three
+    # whole blocks and a ragged tail, with a guard past the end that must stay as it was. (Under the interpreter
+    # the cast rounds as the GPU does: mcp_server/engine/interp/rounding.py.)
+    n = 3 * hb._CAST_BLOCK + 5
+    src = torch.randn(n, generator=torch.Generator().manual_seed(0)) * 100
+    dst = torch.full((n + 7,), -1.0, dtype=torch.bfloat16)
+    scale = 1.0 / math.sqrt(128)
+    hb._scale_cast_kernel[(triton.cdiv(n, hb._CAST_BLOCK),)](src, dst, scale, n, BLOCK=hb._CAST_BLOCK)
+    assert torch.equal(dst[:n], (src * scale).to(torch.bfloat16))
+    assert torch.equal(dst[n:], torch.full((7,), -1.0, dtype=torch.bfloat16))
+    # An unscaled cast (what the kernel stored) is not what comes out.
+    assert not torch.equal(dst[:n], src.to(torch.bfloat16))
 
 
 def test_inputs_off_the_gpu_never_take_it():
