@@ -31,14 +31,15 @@ if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
     # The kernels tests run in this process take the interpreter the engine's children use for helper calls
     # (mcp_server/engine/interp/nested.py: no re-patching of triton.language per call) and scalar loop bounds
-    # (scalars.py: no NumPy scalar-conversion warning, no error from NumPy 2.4 on), and bf16 casts that round
-    # as the GPU rounds them (rounding.py).
-    from mcp_server.engine.interp import fastpaths, nested, rounding, scalars
+    # (scalars.py: no NumPy scalar-conversion warning, no error from NumPy 2.4 on), bf16 casts that round as
+    # the GPU rounds them (rounding.py) and bf16 atomic adds (atomics.py).
+    from mcp_server.engine.interp import atomics, fastpaths, nested, rounding, scalars
 
     nested.install()
     scalars.install()
     fastpaths.install()
     rounding.install()
+    atomics.install()
 
 # `ptt` run as a process by a test stays in that process; tests/cli/test_daemon.py turns the daemon on itself.
 os.environ.setdefault("PTT_NO_DAEMON", "1")

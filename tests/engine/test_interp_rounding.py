@@ -1,8 +1,10 @@
-"""bf16 downcasts under the interpreter round as the GPU's ``cvt.rn.bf16.f32`` does (torch's bf16 rounds the
-same way), not by dropping the low bits as Triton 3.6's interpreter does."""
+"""bf16 under the interpreter as on the GPU: downcasts round as ``cvt.rn.bf16.f32`` does (torch's bf16 rounds the
+same way), not by dropping the low bits as Triton 3.6's interpreter does, and ``atomic_add`` on bf16 runs
+instead of raising."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -15,7 +17,9 @@ import torch
 import triton
 import triton.language as tl
 
-from mcp_server.engine.interp import rounding
+from mcp_server.engine.interp import atomics, rounding
+from mcp_server.engine.models import FindingKind, Severity
+from mcp_server.engine.validate import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 INTERPRETER = not torch.cuda.is_available()
@@ -168,3 +172,90 @@ def test_the_engines_children_install_the_rounding():
     assert proc.returncode == 0, proc.stderr[-2000:]
     # 34.74 lies between bf16's 34.5 (0x420a) and 34.75 (0x420b), nearer the second, where the GPU puts it.
     assert proc.stdout.split() == ["0x420a", "0x420b"]
+
+
+# --- bf16 atomic adds (atomics.py) ---------------------------------------------------------------
+
+
+def _sequential(start: list[float], adds: list[tuple[int, float]]) -> tuple[list[float], list[float]]:
+    """Each add in order, rounded to bf16 after every one: the final values and what each add found."""
+    acc = [torch.tensor(v, dtype=torch.bfloat16) for v in start]
+    found = []
+    for slot, v in adds:
+        found.append(acc[slot].item())
+        acc[slot] = (acc[slot].float() + torch.tensor(v, dtype=torch.bfloat16).float()).to(torch.bfloat16)
+    return [a.item() for a in acc], found
+
+
+def test_lanes_sharing_an_address_add_in_lane_order_and_masked_lanes_touch_nothing():
+    memory = {100: 0x3F80, 102: 0x4020, 104: 0xC040}  # 1.0, 2.5, -3.0 at three addresses
+
+    def load(addrs):
+        return np.array([memory[int(a)] for a in addrs], dtype=np.uint16)
+
+    def store(addrs, bits):
+        for a, b in zip(addrs, bits, strict=True):
+            memory[int(a)] = int(b)
+
+    vals = torch.tensor([0.5, 0.25, 1.0, 1.0, 0.1, 0.2, 0.3, 0.4], dtype=torch.bfloat16)
+    ptrs = np.array([100 + 2 * (i % 3) for i in range(8)], dtype=np.uint64)
+    mask = np.array([True] * 7 + [False])
+    old = atomics.bf16_add(ptrs, vals.view(torch.int16).numpy().view(np.uint16), mask, load, store)
+    final, found = _sequential([1.0, 2.5, -3.0], [(i % 3, vals[i].item()) for i in range(7)])
+    as_float = torch.from_numpy(np.array([memory[a] for a in (100, 102, 104)], np.uint16).view(np.int16))
+    assert as_float.view(torch.bfloat16).tolist() == final
+    assert torch.from_numpy(old.view(np.int16)).view(torch.bfloat16).tolist() == [*found, 0.0]
+
+
+@triton.jit
+def _add_kernel(p, v, o, B: tl.constexpr):
+    offs = tl.arange(0, B)
+    tl.store(o + offs, tl.atomic_add(p + offs % 3, tl.load(v + offs)))
+
+
+def test_a_kernels_bf16_atomic_add_runs_returns_what_each_lane_found_and_the_stock_interpreter_refuses_it():
+    vals = torch.tensor([0.5, 0.25, 1.0, 1.0, 0.1, 0.2, 0.3, 0.4], dtype=torch.bfloat16)
+    p = torch.tensor([1.0, 2.5, -3.0], dtype=torch.bfloat16)
+    o = torch.empty(8, dtype=torch.bfloat16)
+    _add_kernel[(1,)](p, vals, o, B=8)
+    final, found = _sequential([1.0, 2.5, -3.0], [(i % 3, vals[i].item()) for i in range(8)])
+    assert p.tolist() == final and o.tolist() == found
+    # The twin: without the patch the interpreter's own atomic refuses bf16 outright.
+    from triton.runtime import interpreter as interp
+
+    builder = interp.InterpreterBuilder
+    patched, builder.create_atomic_rmw = builder.create_atomic_rmw, atomics._original
+    try:
+        with pytest.raises(Exception) as caught:
+            _add_kernel[(1,)](p, vals, o, B=8)
+    finally:
+        builder.create_atomic_rmw = patched
+    assert "Unsupported data type" in repr(caught.value) + repr(caught.value.__cause__)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not INTERPRETER, reason="checks the interpreter the engine's children patch")
+def test_a_bf16_scatter_add_with_atomics_passes_validate_and_its_double_counting_twin_fails(runner):
+    fixtures = ROOT / "tests" / "fixtures" / "interp"
+    problem = f"{fixtures / 'bf16_scatter_problem.py'}:reference"
+    right = validate(problem, f"{fixtures / 'bf16_scatter.py'}:candidate", runner=runner)
+    assert right.ok, right.findings
+    wrong = validate(problem, f"{fixtures / 'bf16_scatter.py'}:candidate_twice", runner=runner)
+    assert not wrong.ok
+    assert FindingKind.mismatch in {f.kind for f in wrong.findings if f.severity is Severity.error}
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_bf16_scatter_add_matches_an_fp32_sum_within_bf16_rounding():
+    # The order of atomic adds is unspecified on the GPU; each of a bin's few adds rounds once.
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "fixtures" / "interp" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    bf16_scatter, bf16_scatter_problem = load("bf16_scatter"), load("bf16_scatter_problem")
+    x, idx = (t.cuda() for t in bf16_scatter_problem.get_inputs())
+    got = bf16_scatter.candidate(x, idx).float()
+    expected = bf16_scatter_problem.reference(x, idx).float()
+    assert torch.allclose(got, expected, rtol=2e-2, atol=2e-2), (got - expected).abs().max()
