@@ -33,6 +33,9 @@ def interpreter_caveats() -> list[str]:
         "cross-program synchronisation are not exercised",
         "GPU arithmetic: approximate exp/log/div/sqrt, fused multiply-adds and the order of sums inside "
         "tl.dot and reductions differ from numpy's in the last bits",
+        "fp8: the interpreter's casts to float8 types are not torch's: ties round up, subnormal results are "
+        "truncated (1e-3 -> 0 in float8_e4m3fn) and values past the largest finite come out wrong (500 -> 256); "
+        "judge fp8 kernels on a GPU",
         "resources: shared memory, registers, spills and occupancy of each config are not checked here "
         "(`ptt compile` covers every config for a target)",
         "performance: interpreter timings say nothing about the GPU (bench needs one)",
