@@ -69,6 +69,16 @@ def relative_error(got: torch.Tensor, expected: torch.Tensor) -> float:
     return ((got.double() - expected).abs().max() / expected.abs().max()).item()
 
 
+def wrong_checks(device: str, checks: list[dict], tolerance: float, what: str = "checks") -> list[dict]:
+    """The checks whose ``error`` is not under ``tolerance`` (a NaN is not), each printed as WRONG, then one line
+    with how many ran and the worst error."""
+    wrong = [row for row in checks if not row["error"] < tolerance]
+    for row in wrong:
+        print(f"WRONG {row}", flush=True)
+    print(f"{device}: {len(checks)} {what}, worst error {max(row['error'] for row in checks):.2e}", flush=True)
+    return wrong
+
+
 def write_report(path: str | None, report: dict) -> None:
     """The report as JSON at ``path`` (its folder made), if one was given."""
     if path:

@@ -28,7 +28,14 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import gpu_missing, relative_error, report_head, rounds_parser, write_report  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    gpu_missing,
+    relative_error,
+    report_head,
+    rounds_parser,
+    write_report,
+    wrong_checks,
+)
 from reference_kernels import attention as at  # noqa: E402  (after the checkout is on the path)
 from reference_kernels import attention_hopper_bwd as hb  # noqa: E402
 
@@ -88,11 +95,7 @@ def main() -> int:
 
     versions = {"before": load(args.before), "now": hb}
     report = report_head(args.rounds, before=args.before, checks=check(versions), rows=[])
-    bad = [r for r in report["checks"] if not r["error"] < TOLERANCE]
-    for row in bad:
-        print(f"WRONG {row}", flush=True)
-    print(f"{report['device']}: {len(report['checks'])} checks, worst error "
-          f"{max(r['error'] for r in report['checks']):.2e}", flush=True)  # fmt: skip
+    bad = wrong_checks(report["device"], report["checks"], TOLERANCE)
     for b, h, s, d, causal in SHAPES:
         q, k, v, do = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
         leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]

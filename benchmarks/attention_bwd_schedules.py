@@ -29,6 +29,7 @@ from benchmarks._common import (  # noqa: E402
     report_head,
     rounds_parser,
     write_report,
+    wrong_checks,
 )
 from reference_kernels import attention as at  # noqa: E402  (after the checkout is on the path)
 from reference_kernels import attention_hopper_bwd as hb  # noqa: E402
@@ -83,15 +84,9 @@ def main() -> int:
     if gpu_missing("attention_bwd_schedules", sm90=True):
         return 2
     report = report_head(ns.rounds, shipped={str(d): name(hb.schedule(d)) for d in hb.HEAD_DIMS}, checks=[], rows=[])
-    failed = False
     for d in hb.HEAD_DIMS:
-        for row in check(d):
-            report["checks"].append(row)
-            if not row["error"] < TOLERANCE:
-                failed = True
-                print(f"WRONG {row}", flush=True)
-    print(f"{report['device']}: {len(report['checks'])} checks, worst error "
-          f"{max(r['error'] for r in report['checks']):.2e}", flush=True)  # fmt: skip
+        report["checks"].extend(check(d))
+    failed = bool(wrong_checks(report["device"], report["checks"], TOLERANCE))
     for b, h, s, d, causal in SHAPES:
         q, k, v, do = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
         o, lse = at._attention_stage3(q, k, v, causal, store_lse=True)

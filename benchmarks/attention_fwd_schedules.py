@@ -34,6 +34,7 @@ from benchmarks._common import (  # noqa: E402
     report_head,
     rounds_parser,
     write_report,
+    wrong_checks,
 )
 from reference_kernels import attention as at  # noqa: E402  (after the checkout is on the path)
 from reference_kernels import attention_hopper as ah  # noqa: E402
@@ -96,11 +97,7 @@ def main() -> int:
     if gpu_missing("attention_fwd_schedules", sm90=True):
         return 2
     report = report_head(ns.rounds, checks=check(), rows=[])
-    failed = [r for r in report["checks"] if not r["error"] < TOLERANCE]
-    for row in failed:
-        print(f"WRONG {row}", flush=True)
-    print(f"{report['device']}: {len(report['checks'])} checks, worst error "
-          f"{max(r['error'] for r in report['checks']):.2e}", flush=True)  # fmt: skip
+    failed = wrong_checks(report["device"], report["checks"], TOLERANCE)
     for b, h, s, d, causal in SHAPES:
         names = SCHEDULES[causal]
         for dtype in (torch.bfloat16, torch.float16):

@@ -30,6 +30,7 @@ from benchmarks._common import (  # noqa: E402
     rounds_parser,
     times_line,
     write_report,
+    wrong_checks,
 )
 from reference_kernels import matmul as mm  # noqa: E402  (after the checkout is on the path)
 from reference_kernels import matmul_hopper as mh  # noqa: E402
@@ -116,11 +117,7 @@ def main() -> int:
     for variant in variants:
         report["checks"].append({"variant": list(variant), "served": True, "error": check_variant(variant)})
     served = [r for r in report["checks"] if r["served"]]
-    failed = [r for r in served if not r["error"] < TOLERANCE]
-    for row in failed:
-        print(f"WRONG {row}", flush=True)
-    print(f"{report['device']}: {len(served)} checks served, worst error "
-          f"{max(r['error'] for r in served):.2e}", flush=True)  # fmt: skip
+    failed = wrong_checks(report["device"], served, TOLERANCE, "checks served")
     for size in sizes:
         for dtype in (torch.float16, torch.bfloat16):
             a = torch.randn(size, size, device="cuda", dtype=dtype)

@@ -203,3 +203,13 @@ def test_the_cross_entropy_gate_keeps_small_errors_and_refuses_a_large_or_nan_on
     for key, limit in bench.ERROR_LIMITS.items():
         for bad in (limit * 1.1, float("nan")):
             assert not bench.correct({"loss": 0.0, "grad": 0.0, key: bad}), (key, bad)
+
+
+def test_the_scripts_correctness_gate_names_every_wrong_check_a_nan_included(capsys):
+    common = _load("_common.py")
+    checks = [{"case": "ok", "error": 1e-3}, {"case": "off", "error": 2e-2}, {"case": "nan", "error": float("nan")}]
+    wrong = common.wrong_checks("GPU", checks, 1e-2)
+    assert [row["case"] for row in wrong] == ["off", "nan"]
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == [f"WRONG {checks[1]}", f"WRONG {checks[2]}"] and out[2].startswith("GPU: 3 checks, worst error")
+    assert common.wrong_checks("GPU", checks[:1], 1e-2) == []
