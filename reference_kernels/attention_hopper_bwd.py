@@ -22,11 +22,14 @@ block's last wgmma and its reduce-add (tensor cores idle for the group) carries 
 non-causal wrap around the query blocks is a compare instead of an integer division: 419 instructions per
 block and group where there were 467 at head_dim 128. On an H100 (results/h100/attention_bwd_short_tail.json,
 three same-run A/Bs) the non-causal head_dim-128 backward took 0.8–3.6 % less time in five readings of six
-(0.9 % more in one); causal and head_dim 64 moved within ±2.4 % either way, the spread of those runs. ``defer`` picks when a group issues its dQ: for the same block (the groups run in step), or one block
-later (a group waits only for the other's dSᵀ of the block before, so the two drift apart and fill each
-other's gaps on the tensor cores; a third dSᵀ buffer). ``alternate`` picks who (deferred only): each group
-half of the head-dim columns of every block, or the groups taking turns at the whole dQ of a block (block b
-by group b mod 2, the program's last by group 0). ``kv_registers`` keeps the group's K and V in registers as the A operands of Sᵀ and dPᵀ.
+(0.9 % more in one); causal and head_dim 64 moved within ±2.4 % either way, the spread of those runs.
+
+``defer`` picks when a group issues its dQ: for the same block (the groups run in step), or one block later
+(a group waits only for the other's dSᵀ of the block before, so the two drift apart and fill each other's gaps
+on the tensor cores; a third dSᵀ buffer). ``alternate`` picks who (deferred only): each group half of the
+head-dim columns of every block, or the groups taking turns at the whole dQ of a block (block b by group
+b mod 2, the program's last by group 0). ``kv_registers`` keeps the group's K and V in registers as the A
+operands of Sᵀ and dPᵀ.
 
 Why, as an estimate: shared memory serves about 128 bytes per clock per SM, and at head_dim 64 the tensor
 cores' operand reads alone come close to that. Per group and block, Sᵀ and dPᵀ read 16 KiB each with
@@ -228,8 +231,8 @@ if gluon is not None:
         else:
             k_op = k_bufs.index(WHICH)
             v_op = v_bufs.index(WHICH)
-        args = (k_op, v_op, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, dq_bufs, bars, dq_desc, lse_bufs, delta_bufs, row0,
-                start_n, qk_scale)  # fmt: skip
+        args = (k_op, v_op, k_bufs, v_bufs, q_bufs, do_bufs, ds_bufs, dq_bufs, bars, dq_desc, lse_bufs, delta_bufs,
+                row0, start_n, qk_scale)  # fmt: skip
         # With ALT the groups take turns at dQ: block b's by group b % 2 (issued, deferred, in step b + 1), but for
         # the program's last block (see the end).
         DQ_ODD: gl.constexpr = (not ALT) or WHICH == 0
@@ -270,8 +273,9 @@ if gluon is not None:
                                     False, ALT, True)  # fmt: skip
         else:
             for i in range(1, n_iter):
-                dk, dv = _bwd_block(i, _wrap(first + i, n_m), _wrap(first + i - 1, n_m), dk, dv, *args, WHICH, HEAD_DIM,
-                                    STAGES, False, DEFER, False, ALT, True)  # fmt: skip
+                mb, mb_prev = _wrap(first + i, n_m), _wrap(first + i - 1, n_m)
+                dk, dv = _bwd_block(i, mb, mb_prev, dk, dv, *args, WHICH, HEAD_DIM, STAGES, False, DEFER, False, ALT,
+                                    True)  # fmt: skip
         last = first + n_iter - 1
         if not CAUSAL:
             last = _wrap(last, n_m)
