@@ -51,7 +51,7 @@ class KernelSpec:
     cases: tuple[Case, ...]
     bench_cases: tuple[Case, ...]
     dtypes: tuple[torch.dtype, ...]
-    # dtypes the CPU interpreter computes faithfully (numpy has no bfloat16).
+    # dtypes the CPU interpreter tests sweep over every stage and case (bf16 gets one case per kernel).
     interpreter_dtypes: tuple[torch.dtype, ...]
     tolerances: Mapping[torch.dtype, Tolerance]
     # Fewest bytes the op must move through device memory, and its floating-point operations.

@@ -1189,7 +1189,8 @@ SPEC = KernelSpec(
         _case("B1 H8 S16384 d128 causal", 1, 8, 16384, 128, True, small=False),
     ),
     dtypes=(torch.float16, torch.bfloat16),
-    # The interpreter's numpy dot has no bfloat16 (garbage results); fp16 is faithful.
+    # The interpreter sweeps these; bf16 runs one case per kernel (tests/reference_kernels), as the engine's
+    # patched interpreter computes bf16 as the GPU does (mcp_server/engine/interp/rounding.py, bf16math.py).
     interpreter_dtypes=(torch.float16,),
     tolerances={
         # P is rounded to the input dtype before the PV matmul (as in FlashAttention); the fp32

@@ -226,3 +226,9 @@ def test_spec_flops_halve_for_causal_and_bytes_count_q_k_v_and_o():
     assert SPEC.dims_of(q, k, v, True) == {**dims, "causal": 1}
     assert SPEC.call_kwargs({**dims, "causal": 1}) == {"causal": True}
     assert math.isclose(SPEC.flops(dims, torch.float16), 4 * 2 * 3 * 128 * 128 * 64)
+
+
+def test_bfloat16_matches_under_the_interpreter_whose_bf16_dots_compute_on_values(check):
+    # Triton's own interpreter multiplies bf16 bit patterns as integers (garbage); the tests' and the engine's
+    # patched one widens them (mcp_server/engine/interp/bf16math.py), so the bf16 kernel is checked here too.
+    check(SPEC, max(SPEC.stages), OTHER_DTYPE_CASES[0], torch.bfloat16, "cpu")

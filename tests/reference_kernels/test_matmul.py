@@ -231,3 +231,9 @@ def test_spec_round_trips_dims_and_models_bytes_and_flops():
     a, b = torch.empty(64, 32, dtype=torch.float16), torch.empty(32, 16, dtype=torch.float16)
     assert bytes_moved(a, b, None) == (64 * 32 + 32 * 16 + 64 * 16) * 2
     assert flops(a, b, None) == 2 * 64 * 16 * 32
+
+
+def test_bfloat16_matches_under_the_interpreter_whose_bf16_dots_compute_on_values(check):
+    # Triton's own interpreter multiplies bf16 bit patterns as integers (garbage); the tests' and the engine's
+    # patched one widens them (mcp_server/engine/interp/bf16math.py), so the bf16 kernel is checked here too.
+    check(SPEC, max(SPEC.stages), OTHER_DTYPE_CASES[0], torch.bfloat16, "cpu")

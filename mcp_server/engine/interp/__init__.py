@@ -2,8 +2,9 @@
 
 :func:`install` (called by the child before a job runs under ``TRITON_INTERPRET=1``) patches the
 interpreter's builder: fp32 ``tl.dot`` rounds to TF32 as the tensor cores do (:mod:`.tf32`), casts to bf16
-round to nearest even as ``cvt.rn.bf16.f32`` does instead of truncating (:mod:`.rounding`), ``atomic_add`` on
-bf16 runs instead of raising (:mod:`.atomics`), and every
+round to nearest even as ``cvt.rn.bf16.f32`` does instead of truncating (:mod:`.rounding`), arithmetic,
+comparisons, dots and sums on bf16 compute on the values instead of their bit patterns (:mod:`.bf16math`),
+``atomic_add`` on bf16 runs instead of raising (:mod:`.atomics`), and every
 load, store and atomic is checked against the launch's tensor arguments (:mod:`.bounds`), and calls between
 jit functions skip the interpreter's per-call re-patching of ``triton.language`` (:mod:`.nested`), scalar
 tensors convert to loop bounds under every NumPy (:mod:`.scalars`), and two per-operation costs of the
@@ -17,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from mcp_server.engine.interp import atomics, bounds, fastpaths, nested, rounding, scalars, tf32
+from mcp_server.engine.interp import atomics, bf16math, bounds, fastpaths, nested, rounding, scalars, tf32
 
 _installed = False
 
@@ -38,6 +39,7 @@ def install() -> None:
     scalars.install()
     fastpaths.install()
     rounding.install()
+    bf16math.install()
     atomics.install()  # before the address checks, which wrap it
     builder = interp.InterpreterBuilder
     if os.environ.get("PTT_INTERPRET_TF32", "1") != "0":

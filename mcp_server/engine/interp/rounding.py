@@ -6,7 +6,8 @@ dropped half is at least 0x8000 comes out one bf16 step too small in magnitude: 
 GPU gives 34.75, a relative error of up to 2⁻⁸ where the GPU's is at most 2⁻⁹. Its ``"rtne"`` path adds the
 cut-off bit without a carry into the exponent or a tie to even, and an fp64 source is cast as an integer. A
 bf16 kernel checked here against torch's bf16 (which rounds like the GPU) then fails a tolerance the GPU meets,
-or passes one only by luck. :func:`install` routes fp32 and fp64 → bf16 casts through :func:`bf16_bits`:
+or passes one only by luck. An integer → bf16 cast stores the integer's bits as the bf16 (3 becomes 2.8e-40),
+and a mask → bf16 cast raises. :func:`install` routes fp32, fp64 and integer → bf16 casts through :func:`bf16_bits`:
 round to nearest even (or toward zero where the kernel asks for ``"rtz"``), infinities kept, NaNs kept quiet.
 fp64 goes through fp32 first (rounded to nearest even), as torch converts it; on an H100 Triton 3.6's fp64 →
 bf16 cast gives torch's bits, and with ``"rtz"`` it does not compile, so here that cast raises
@@ -66,8 +67,12 @@ def install() -> None:
     sources = (tl.float32, tl.float64)
 
     def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
-        if dst_type.scalar == tl.bfloat16 and src.dtype.scalar in sources:
-            return interp.TensorHandle(bf16_bits(src.data), tl.bfloat16)
+        if dst_type.scalar == tl.bfloat16:
+            if src.dtype.scalar in sources:
+                return interp.TensorHandle(bf16_bits(src.data), tl.bfloat16)
+            if src.dtype.scalar.is_int() or src.dtype.scalar.is_bool():
+                # An integer's value (a mask's 0 or 1), not its bits, rounded to nearest even.
+                return interp.TensorHandle(bf16_bits(np.asarray(src.data).astype(np.float64)), tl.bfloat16)
         return original_cast(self, src, dst_type)
 
     def create_fp_to_fp(self: Any, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
