@@ -158,7 +158,9 @@ def test_the_engines_children_install_the_rounding():
         def bits():
             dst = torch.empty(1, dtype=torch.bfloat16)
             cast[(1,)](torch.tensor([34.74]), dst)
-            return hex(dst.view(torch.int16).item() & 0xFFFF)
+            three = torch.empty(1, dtype=torch.bfloat16)
+            cast[(1,)](torch.tensor([3], dtype=torch.int32), three)
+            return hex(dst.view(torch.int16).item() & 0xFFFF) + "," + hex(three.view(torch.int16).item() & 0xFFFF)
 
         before = bits()
         install()
@@ -170,8 +172,9 @@ def test_the_engines_children_install_the_rounding():
         [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    # 34.74 lies between bf16's 34.5 (0x420a) and 34.75 (0x420b), nearer the second, where the GPU puts it.
-    assert proc.stdout.split() == ["0x420a", "0x420b"]
+    # 34.74 lies between bf16's 34.5 (0x420a) and 34.75 (0x420b), nearer the second, where the GPU puts it; the
+    # integer 3 is 0x4040 as a bf16, where the stock interpreter stores its bits (0x3).
+    assert proc.stdout.split() == ["0x420a,0x3", "0x420b,0x4040"]
 
 
 # --- bf16 atomic adds (atomics.py) ---------------------------------------------------------------
@@ -278,3 +281,26 @@ def test_every_interpreter_result_warns_that_its_fp8_casts_are_not_torchs_and_th
     _fp8_kernel[(1,)](x, got, B=4)
     assert got.float().tolist() == [1.125, 0.0, 256.0, 1.0]
     assert x.to(torch.float8_e4m3fn).float().tolist() == [1.0, 2.0**-9, 448.0, 1.0]
+
+
+@triton.jit
+def _int_cast_kernel(src, dst, B: tl.constexpr):
+    offs = tl.arange(0, B)
+    x = tl.load(src + offs)
+    tl.store(dst + offs, x.to(tl.bfloat16))
+    tl.store(dst + B + offs, (x > 0).to(tl.bfloat16))
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.int64, torch.uint8], ids=str)
+def test_integers_and_masks_cast_to_bf16_by_value(dtype):
+    # Stock Triton 3.6 stores an integer's bits as the bf16 (3 becomes 2.8e-40) and raises on a mask.
+    values = [3, 2, 7, 200] if dtype == torch.uint8 else [3, -2, 7, 100]
+    x = torch.tensor(values, dtype=dtype)
+    out = torch.empty(8, dtype=torch.bfloat16)
+    _int_cast_kernel[(1,)](x, out, B=4)
+    assert out[:4].tolist() == x.to(torch.bfloat16).tolist()
+    assert out[4:].tolist() == (x > 0).to(torch.bfloat16).tolist()
+    # 257 lies between bf16's 256 and 258: a tie, to even (256); 259 rounds up to 260.
+    big = torch.tensor([257, 259, -257, 1 << 20], dtype=torch.int32)
+    _int_cast_kernel[(1,)](big, out, B=4)
+    assert out[:4].tolist() == [256.0, 260.0, -256.0, float(1 << 20)]
