@@ -138,16 +138,18 @@ def test_the_stock_interpreter_computes_on_the_bits_and_the_childs_install_on_th
 @pytest.mark.slow
 @pytest.mark.skipif(not INTERPRETER, reason="checks the interpreter the engine's children patch")
 @pytest.mark.parametrize(
-    ("problem", "right", "wrong"),
-    [("bf16_elementwise_problem.py", "elementwise", "elementwise_wrong"),
-     ("bf16_matmul_problem.py", "matmul_rowsum", "matmul_rowsum_wrong")],
-    ids=["elementwise", "dot-and-sum"],
+    ("problem", "kernels", "right", "wrong"),
+    [("bf16_elementwise_problem.py", "bf16_math.py", "elementwise", "elementwise_wrong"),
+     ("bf16_matmul_problem.py", "bf16_math.py", "matmul_rowsum", "matmul_rowsum_wrong"),
+     # tl.atomic_add on bf16 (mcp_server/engine/interp/atomics.py); the twin adds every row twice.
+     ("bf16_scatter_problem.py", "bf16_scatter.py", "candidate", "candidate_twice")],
+    ids=["elementwise", "dot-and-sum", "atomic-scatter"],
 )  # fmt: skip
-def test_kernels_computing_in_bf16_pass_validate_and_their_wrong_twins_fail(runner, problem, right, wrong):
+def test_kernels_computing_in_bf16_pass_validate_and_their_wrong_twins_fail(runner, problem, kernels, right, wrong):
     reference = f"{FIXTURES / problem}:reference"
-    passed = validate(reference, f"{FIXTURES / 'bf16_math.py'}:{right}", runner=runner)
+    passed = validate(reference, f"{FIXTURES / kernels}:{right}", runner=runner)
     assert passed.ok, passed.findings
-    failed = validate(reference, f"{FIXTURES / 'bf16_math.py'}:{wrong}", runner=runner)
+    failed = validate(reference, f"{FIXTURES / kernels}:{wrong}", runner=runner)
     assert not failed.ok
     assert FindingKind.mismatch in {f.kind for f in failed.findings if f.severity is Severity.error}
 

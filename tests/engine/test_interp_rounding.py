@@ -18,8 +18,6 @@ import triton
 import triton.language as tl
 
 from mcp_server.engine.interp import atomics, rounding
-from mcp_server.engine.models import FindingKind, Severity
-from mcp_server.engine.validate import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 INTERPRETER = not torch.cuda.is_available()
@@ -234,18 +232,6 @@ def test_a_kernels_bf16_atomic_add_runs_returns_what_each_lane_found_and_the_sto
     finally:
         builder.create_atomic_rmw = patched
     assert "Unsupported data type" in repr(caught.value) + repr(caught.value.__cause__)
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not INTERPRETER, reason="checks the interpreter the engine's children patch")
-def test_a_bf16_scatter_add_with_atomics_passes_validate_and_its_double_counting_twin_fails(runner):
-    fixtures = ROOT / "tests" / "fixtures" / "interp"
-    problem = f"{fixtures / 'bf16_scatter_problem.py'}:reference"
-    right = validate(problem, f"{fixtures / 'bf16_scatter.py'}:candidate", runner=runner)
-    assert right.ok, right.findings
-    wrong = validate(problem, f"{fixtures / 'bf16_scatter.py'}:candidate_twice", runner=runner)
-    assert not wrong.ok
-    assert FindingKind.mismatch in {f.kind for f in wrong.findings if f.severity is Severity.error}
 
 
 @pytest.mark.gpu
