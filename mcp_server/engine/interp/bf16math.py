@@ -32,8 +32,6 @@ ARITHMETIC = (
     "create_precise_divf", "create_precise_sqrt", "create_sqrt", "create_rsqrt", "create_exp", "create_exp2",
     "create_log", "create_log2", "create_sin", "create_cos", "create_erf", "create_floor", "create_ceil",
 )  # fmt: skip
-# Operations whose result is not a bf16 (a bool, or the dot's own accumulator type): operands widened only.
-WIDEN_ONLY = ("create_dot",)
 
 
 def as_f32(bits: np.ndarray) -> np.ndarray:
@@ -94,14 +92,15 @@ def install() -> None:
     def widen(value: Any) -> Any:
         return handle(as_f32(value.data), tl.float32) if is_bf16(value) else value
 
-    def wrap(name: str, narrow: bool) -> None:
+    def wrap(name: str, narrow: Any) -> None:
+        """``narrow(args)``: whether the result, computed in fp32, is a bf16."""
         original = getattr(builder, name)
 
         def patched(self: Any, *args: Any, **kwargs: Any) -> Any:
             if not any(is_bf16(a) for a in args):
                 return original(self, *args, **kwargs)
             out = original(self, *(widen(a) for a in args), **kwargs)
-            if narrow and isinstance(out, handle) and out.dtype == tl.float32:
+            if narrow(args) and isinstance(out, handle) and out.dtype == tl.float32:
                 return handle(bf16_bits(out.data), tl.bfloat16)
             return out
 
@@ -109,9 +108,11 @@ def install() -> None:
 
     for name in ARITHMETIC:
         if hasattr(builder, name):
-            wrap(name, narrow=True)
-    for name in WIDEN_ONLY + tuple(n for n in dir(builder) if n.startswith("create_fcmp")):
-        wrap(name, narrow=False)
+            wrap(name, narrow=lambda args: True)
+    # A dot's result has its accumulator's type (a, b, d, ...); a comparison's is a bool.
+    wrap("create_dot", narrow=lambda args: is_bf16(args[2]))
+    for name in (n for n in dir(builder) if n.startswith("create_fcmp")):
+        wrap(name, narrow=lambda args: False)
     builder.get_bf16 = lambda self, value: handle(bf16_bits(np.array([value], dtype=np.float32)), tl.bfloat16)
 
     reduce_ops, scan_ops = interp.ReduceOps, interp.ScanOps

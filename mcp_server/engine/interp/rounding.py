@@ -3,12 +3,13 @@
 On the GPU ``x.to(tl.bfloat16)`` from fp32 is ``cvt.rn.bf16.f32``: round to nearest, ties to even (Triton's
 default ``fp_downcast_rounding``). Triton 3.6's interpreter instead drops the 16 low bits, so every value whose
 dropped half is at least 0x8000 comes out one bf16 step too small in magnitude: 34.74 becomes 34.5 where the
-GPU gives 34.75, a relative error of up to 2⁻⁸ where the GPU's is at most 2⁻⁹. Its ``"rtne"`` path adds the
-cut-off bit without a carry into the exponent or a tie to even, and an fp64 source is cast as an integer. A
-bf16 kernel checked here against torch's bf16 (which rounds like the GPU) then fails a tolerance the GPU meets,
-or passes one only by luck. An integer → bf16 cast stores the integer's bits as the bf16 (3 becomes 2.8e-40),
-and a mask → bf16 cast raises. :func:`install` routes fp32, fp64 and integer → bf16 casts through :func:`bf16_bits`:
-round to nearest even (or toward zero where the kernel asks for ``"rtz"``), infinities kept, NaNs kept quiet.
+GPU gives 34.75, a relative error of up to 2⁻⁸ where the GPU's is at most 2⁻⁹; asking for ``"rtne"`` changes
+nothing, a NaN whose payload lies in the dropped bits becomes an infinity, and an fp64 source is cast as an
+integer. A bf16 kernel checked here against torch's bf16 (which rounds like the GPU) then fails a tolerance the
+GPU meets, or passes one only by luck. An integer → bf16 cast stores the integer's bits as the bf16 (3 becomes
+2.8e-40), and a mask → bf16 cast raises. :func:`install` routes fp32, fp64 and integer → bf16 casts through
+:func:`bf16_bits`: round to nearest even (or toward zero where the kernel asks for ``"rtz"``), infinities kept,
+NaNs kept quiet.
 fp64 goes through fp32 first (rounded to nearest even), as torch converts it; on an H100 Triton 3.6's fp64 →
 bf16 cast gives torch's bits, and with ``"rtz"`` it does not compile, so here that cast raises
 :class:`UnsupportedCast` (the stock interpreter returned the value cast as an integer).
