@@ -44,7 +44,7 @@ def _ops(x_ptr, y_ptr, o_ptr, c_ptr, B: tl.constexpr):
     tl.store(c_ptr + offs, (x < y).to(tl.int8) + 2 * (x == y).to(tl.int8))
 
 
-def test_each_operation_gives_torchs_bf16_bits_negative_values_included():
+def _check_ops(fused: bool) -> None:
     x = _bf16(1.0, -1.0, 2.5, -3.25, 0.1, 7.0, -0.0, 3.0)
     y = _bf16(0.5, 2.0, -3.0, -3.25, 0.3, 0.7, 1.0, 3.0)
     out = torch.empty(8, 8, dtype=torch.bfloat16, device=DEVICE)
@@ -55,8 +55,17 @@ def test_each_operation_gives_torchs_bf16_bits_negative_values_included():
     literal = torch.tensor(0.3, dtype=torch.bfloat16, device=DEVICE)
     expected = [x * y + x, x - y, x / y, -x, x.abs(), x * literal, torch.where(x < y, x, y), torch.maximum(x, y)]
     for row, (got, want) in enumerate(zip(out, expected, strict=True)):
+        if fused and row == 0:
+            # The GPU may fuse x * y + x into one fma (one rounding where torch rounds twice): one bf16 step.
+            step = (want.float().abs() * 2.0**-7).clamp_min(2.0**-126)
+            assert ((got.float() - want.float()).abs() <= step).all(), (got.tolist(), want.tolist())
+            continue
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (row, got.tolist(), want.tolist())
     assert cmp.tolist() == ((x < y).to(torch.int8) + 2 * (x == y).to(torch.int8)).tolist()
+
+
+def test_each_operation_gives_torchs_bf16_bits_negative_values_included():
+    _check_ops(fused=False)
 
 
 @triton.jit
@@ -156,4 +165,4 @@ def test_kernels_computing_in_bf16_pass_validate_and_their_wrong_twins_fail(runn
 
 @pytest.mark.gpu
 def test_on_the_gpu_the_same_operations_give_the_same_bits():
-    test_each_operation_gives_torchs_bf16_bits_negative_values_included()
+    _check_ops(fused=True)
