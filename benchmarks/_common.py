@@ -8,7 +8,7 @@ import argparse
 import json
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -67,6 +67,13 @@ def interleaved_medians(
 def relative_error(got: torch.Tensor, expected: torch.Tensor) -> float:
     """max |got − expected| / max |expected|; NaN if ``got`` holds one (so a ``< limit`` gate fails it)."""
     return ((got.double() - expected).abs().max() / expected.abs().max()).item()
+
+
+def worst_error(got: Sequence[torch.Tensor], expected: Sequence[torch.Tensor]) -> float:
+    """The largest ``relative_error`` over matching tensors (gradients, outputs); NaN if any holds one (so a
+    ``< limit`` gate fails it)."""
+    # torch's max keeps a NaN (Python's max would pass over it).
+    return torch.tensor([relative_error(g, e) for g, e in zip(got, expected, strict=True)]).max().item()
 
 
 def wrong_checks(device: str, checks: list[dict], tolerance: float, what: str = "checks") -> list[dict]:

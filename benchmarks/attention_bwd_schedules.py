@@ -25,9 +25,9 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._common import (  # noqa: E402
     gpu_missing,
     interleaved_medians,
-    relative_error,
     report_head,
     rounds_parser,
+    worst_error,
     write_report,
     wrong_checks,
 )
@@ -48,13 +48,6 @@ def name(schedule: tuple[bool, bool, bool]) -> str:
     defer, alternate, kv = schedule
     parts = ["deferred" if defer else "in-step", "turns" if alternate else "halves"]
     return "-".join(parts + (["kv-regs"] if kv else []))
-
-
-def worst_error(got: tuple, expected: tuple) -> float:
-    """The largest |got − expected| over the three gradients, each relative to its expected largest magnitude;
-    NaN if any gradient holds one (so the ``< TOLERANCE`` gate fails it)."""
-    # torch's max keeps a NaN (Python's max would pass over it).
-    return torch.tensor([relative_error(g, e) for g, e in zip(got, expected, strict=True)]).max().item()
 
 
 def check(d: int) -> list[dict]:

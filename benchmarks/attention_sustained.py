@@ -32,7 +32,7 @@ from torch.profiler import ProfilerActivity, profile
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import gpu_missing, rounds_parser, write_report  # noqa: E402
+from benchmarks._common import gpu_missing, report_head, rounds_parser, write_report  # noqa: E402
 from reference_kernels import attention as at  # noqa: E402
 
 SHAPES = [(2, 32, 4096, 128, False), (1, 16, 8192, 128, False), (2, 16, 8192, 64, False)]
@@ -132,14 +132,8 @@ def main() -> int:
 
     sampler = Sampler()
     flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
-    report = {
-        "device": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "timer": "torch.profiler kernel records (per call, median over ITERS calls) and do_bench (its median)",
-        "rounds": args.rounds,
-        "iters": args.iters,
-        "rows": [],
-    }
+    timer = "torch.profiler kernel records (per call, median over ITERS calls) and do_bench (its mean)"
+    report = report_head(args.rounds, timer=timer, iters=args.iters, rows=[])
     for b, h, s, d, causal in SHAPES:
         gen = torch.Generator(device="cuda").manual_seed(s + d)
         q, k, v = (

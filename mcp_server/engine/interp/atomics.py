@@ -15,14 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from mcp_server.engine.interp.rounding import bf16_bits
+from mcp_server.engine.interp.rounding import as_f32, bf16_bits
 
 _installed = False
 _original: Any = None  # the interpreter's own atomic, kept for the tests
-
-
-def _as_f32(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
 def bf16_add(ptrs: np.ndarray, vals: np.ndarray, mask: np.ndarray, load: Any, store: Any) -> np.ndarray:
@@ -41,7 +37,7 @@ def bf16_add(ptrs: np.ndarray, vals: np.ndarray, mask: np.ndarray, load: Any, st
         addrs = ptrs[lanes]
         found = np.asarray(load(addrs), dtype=np.uint16)
         old[lanes] = found
-        store(addrs, bf16_bits(_as_f32(found) + _as_f32(vals[lanes])))
+        store(addrs, bf16_bits(as_f32(found) + as_f32(vals[lanes])))
         remaining = np.setdiff1d(remaining, lanes, assume_unique=True)
     return old.reshape(shape)
 

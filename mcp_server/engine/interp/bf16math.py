@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from mcp_server.engine.interp.rounding import bf16_bits
+from mcp_server.engine.interp.rounding import as_f32, bf16_bits
 
 _installed = False
 
@@ -32,11 +32,6 @@ ARITHMETIC = (
     "create_precise_divf", "create_precise_sqrt", "create_sqrt", "create_rsqrt", "create_exp", "create_exp2",
     "create_log", "create_log2", "create_sin", "create_cos", "create_erf", "create_floor", "create_ceil",
 )  # fmt: skip
-
-
-def as_f32(bits: np.ndarray) -> np.ndarray:
-    """fp32 values of bf16 bit patterns (exact)."""
-    return (np.asarray(bits).astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
 def rounded(x: np.ndarray) -> np.ndarray:

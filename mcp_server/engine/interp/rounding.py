@@ -31,6 +31,11 @@ class UnsupportedCast(ValueError):
     """A cast the GPU compiler refuses, refused here too rather than given a value the GPU never produces."""
 
 
+def as_f32(bits: np.ndarray) -> np.ndarray:
+    """fp32 values of bf16 bit patterns (exact)."""
+    return (np.asarray(bits).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
 def bf16_bits(x: np.ndarray, mode: str = "rtne") -> np.ndarray:
     """The bf16 bit patterns (uint16, same shape) of fp32 or fp64 ``x``: ``"rtne"`` rounds to nearest, ties to
     even; ``"rtz"`` truncates toward zero. NaNs stay NaN (quiet) in both."""
