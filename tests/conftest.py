@@ -33,14 +33,15 @@ if not HAS_GPU:
     # (mcp_server/engine/interp/nested.py: no re-patching of triton.language per call) and scalar loop bounds
     # (scalars.py: no NumPy scalar-conversion warning, no error from NumPy 2.4 on), bf16 casts that round as
     # the GPU rounds them (rounding.py), bf16 arithmetic on values rather than bit patterns (bf16math.py) and
-    # bf16 atomic adds (atomics.py).
-    from mcp_server.engine.interp import atomics, bf16math, fastpaths, nested, rounding, scalars
+    # bf16 atomic adds (atomics.py), and fp8 casts and refusals as on an H100 (fp8.py).
+    from mcp_server.engine.interp import atomics, bf16math, fastpaths, fp8, nested, rounding, scalars
 
     nested.install()
     scalars.install()
     fastpaths.install()
     rounding.install()
     bf16math.install()
+    fp8.install()
     atomics.install()
 
 # `ptt` run as a process by a test stays in that process; tests/cli/test_daemon.py turns the daemon on itself.

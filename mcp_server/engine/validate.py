@@ -33,6 +33,7 @@ from mcp_server.engine.dims import check_dims, dims_env, parse_dims
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.interp.configs import judge_configs
 from mcp_server.engine.jobs import registry
+from mcp_server.engine.jobs.trees import flat_bytes
 from mcp_server.engine.models import (
     BadElement,
     CaseReport,
@@ -751,7 +752,7 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bitwise equality (NaN equals an identical NaN, unlike torch.equal)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
+    return torch.equal(flat_bytes(a), flat_bytes(b))
 
 
 def _size_notes(ref_meta: dict[str, Any]) -> list[str]:

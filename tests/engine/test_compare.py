@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from mcp_server.engine.compare import compare_tensor, tolerance_for
+from mcp_server.engine.compare import compare_tensor, sentinel, tolerance_for
+from mcp_server.engine.jobs.recorder import poison_value
 from mcp_server.engine.models import FindingKind
 
 
@@ -78,6 +79,22 @@ def test_unwritten_elements_are_told_apart_from_computed_nans():
     assert result.problem is FindingKind.uninitialized_output and result.uninitialized == 10
     computed = compare_tensor(first, r, g, tolerance_for(torch.float32), first.clone())
     assert computed.problem is FindingKind.nan_mismatch
+
+
+def test_unwritten_fp8_elements_are_found_with_a_poison_the_format_holds():
+    # 12345 overflows float8_e4m3fn (largest 448): filling an fp8 allocation with it raised inside every
+    # candidate that allocated its fp8 output, failing right kernels.
+    for dtype in (torch.float8_e4m3fn, torch.float8_e5m2, torch.float16, torch.bfloat16):
+        assert poison_value(dtype, second=True) == sentinel(dtype)
+        torch.empty(4, dtype=dtype).fill_(poison_value(dtype, second=True))
+    g = torch.linspace(-100, 100, 64, dtype=torch.float64)
+    r = g.to(torch.float8_e4m3fn)
+    first, second = r.clone(), r.clone()
+    first[5:9] = float("nan")
+    second[5:9] = sentinel(torch.float8_e4m3fn)
+    result = compare_tensor(first, r, r.double(), tolerance_for(torch.float8_e4m3fn), second)
+    assert result.problem is FindingKind.uninitialized_output and result.uninitialized == 4
+    assert compare_tensor(r.clone(), r, r.double(), tolerance_for(torch.float8_e4m3fn), r.clone()).ok
 
 
 def test_bitwise_differences_within_tolerance_are_not_failures():

@@ -35,6 +35,17 @@ def test_validate_passes_a_correct_add_on_all_seeds_and_derived_shapes(runner, f
     assert all(r.ok and r.mismatches == 0 for r in result.rows)
 
 
+def test_a_one_element_input_takes_every_layout_and_a_kernel_that_ignores_it_fails(runner, fx):
+    # A one-element slice of a strided buffer keeps its stride 2 through .contiguous(); the checks that hash
+    # and compare inputs once raised on it, failing every right kernel that takes a scale as a tensor.
+    result = validate(fx("scale_problem.py", "reference"), fx("scale_kernels.py", "candidate"), runner=runner)
+    assert result.ok, result.findings
+    assert {"layout: strided", "layout: offset"} <= {c.case for c in result.cases if c.derived}
+    problem = fx("scale_problem.py", "reference")
+    fixed = validate(problem, fx("scale_kernels.py", "candidate_fixed_scale"), runner=runner)
+    assert not fixed.ok and FindingKind.mismatch in kinds(fixed)
+
+
 def test_validate_passes_a_correct_softmax_on_labelled_cases_without_deriving(runner, fx):
     result = validate(fx("softmax_problem.py", "reference"), fx("softmax_good.py", "candidate"), runner=runner)
     assert result.ok, result.findings

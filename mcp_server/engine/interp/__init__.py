@@ -4,7 +4,8 @@
 interpreter's builder: fp32 ``tl.dot`` rounds to TF32 as the tensor cores do (:mod:`.tf32`), casts to bf16
 round to nearest even as ``cvt.rn.bf16.f32`` does instead of truncating (:mod:`.rounding`), arithmetic,
 comparisons, dots and sums on bf16 compute on the values instead of their bit patterns (:mod:`.bf16math`),
-``atomic_add`` on bf16 runs instead of raising (:mod:`.atomics`), and every
+``atomic_add`` on bf16 runs instead of raising (:mod:`.atomics`), fp8 casts round and saturate as an H100's
+do and fp8 arithmetic the GPU compiler refuses is refused (:mod:`.fp8`), and every
 load, store and atomic is checked against the launch's tensor arguments (:mod:`.bounds`), and calls between
 jit functions skip the interpreter's per-call re-patching of ``triton.language`` (:mod:`.nested`), scalar
 tensors convert to loop bounds under every NumPy (:mod:`.scalars`), and two per-operation costs of the
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from mcp_server.engine.interp import atomics, bf16math, bounds, fastpaths, nested, rounding, scalars, tf32
+from mcp_server.engine.interp import atomics, bf16math, bounds, fastpaths, fp8, nested, rounding, scalars, tf32
 
 _installed = False
 
@@ -40,6 +41,7 @@ def install() -> None:
     fastpaths.install()
     rounding.install()
     bf16math.install()
+    fp8.install()  # after bf16math and rounding, whose casts and dots it passes non-fp8 work on to
     atomics.install()  # before the address checks, which wrap it
     builder = interp.InterpreterBuilder
     if os.environ.get("PTT_INTERPRET_TF32", "1") != "0":

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from mcp_server.engine.compare import sentinel
 from mcp_server.engine.jobs.trees import iter_tensors
 
 _tls = threading.local()
@@ -233,7 +234,7 @@ class Record:
 
 def poison_value(dtype: torch.dtype, second: bool) -> float | int | None:
     if dtype.is_floating_point:
-        return 12345.0 if second else float("nan")
+        return sentinel(dtype) if second else float("nan")
     if dtype == torch.bool:
         return None
     info = torch.iinfo(dtype)

@@ -81,8 +81,17 @@ def flatten_outputs(out: Any) -> list[Any]:
     return [out]
 
 
+def flat_bytes(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s elements as one row of bytes on the CPU, whatever its strides. (``contiguous()`` keeps a stride
+    other than 1 on a one-element tensor, such as the slice ``x[::2][:1]``, and a byte view then refuses it.)"""
+    flat = t.detach().to("cpu").reshape(-1)
+    if flat.numel() and flat.stride(-1) != 1:
+        flat = flat.clone(memory_format=torch.contiguous_format)
+    return flat.view(torch.uint8)
+
+
 def tensor_digest(t: torch.Tensor) -> str:
-    data = t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    data = flat_bytes(t).numpy().tobytes()
     return hashlib.sha256(data + str((t.dtype, tuple(t.shape))).encode()).hexdigest()
 
 
