@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mcp_server.engine.compare import compare_tensor, sentinel, tolerance_for
+from mcp_server.engine.compare import compare_tensor, describe, sentinel, tolerance_for
 from mcp_server.engine.jobs.recorder import poison_value
 from mcp_server.engine.models import FindingKind
 
@@ -95,6 +95,18 @@ def test_unwritten_fp8_elements_are_found_with_a_poison_the_format_holds():
     result = compare_tensor(first, r, r.double(), tolerance_for(torch.float8_e4m3fn), second)
     assert result.problem is FindingKind.uninitialized_output and result.uninitialized == 4
     assert compare_tensor(r.clone(), r, r.double(), tolerance_for(torch.float8_e4m3fn), r.clone()).ok
+
+
+def test_no_verdict_where_pytorchs_own_error_would_admit_a_mostly_wrong_output():
+    g = torch.linspace(1.0, 2.0, 512, dtype=torch.float64)
+    noise = torch.where(torch.arange(512) % 2 == 0, 1.0, -1.0).double()
+    far = (g * (1 + 0.3 * noise)).float()  # the reference itself 30 % off its float64 run
+    result = compare_tensor(torch.zeros_like(far), far, g, tolerance_for(torch.float32))
+    assert result.problem is FindingKind.reference_precision and not result.ok
+    assert "no verdict" in describe(result.problem, result, "out")
+    near = (g * (1 + 0.05 * noise)).float()  # 5 %: judged, and a zero output fails
+    assert compare_tensor(near.clone(), near, g, tolerance_for(torch.float32)).ok
+    assert compare_tensor(torch.zeros_like(near), near, g, tolerance_for(torch.float32)).problem is FindingKind.mismatch
 
 
 def test_bitwise_differences_within_tolerance_are_not_failures():

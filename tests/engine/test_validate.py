@@ -46,6 +46,18 @@ def test_a_one_element_input_takes_every_layout_and_a_kernel_that_ignores_it_fai
     assert not fixed.ok and FindingKind.mismatch in kinds(fixed)
 
 
+def test_a_float64_run_that_computes_something_else_is_not_taken_as_the_truth(runner, fx):
+    # Its garbage once became the truth, and 4x "PyTorch's own error" against it admitted any output: the
+    # one-off twin passed. Now the reference in its own dtype is the truth, with a warning that says why.
+    problem = fx("bits_flip_problem.py", "reference")
+    right = validate(problem, fx("flip_kernels.py", "candidate"), runner=runner)
+    assert right.ok, right.findings
+    warning = next(f for f in right.findings if f.kind is FindingKind.reference_precision)
+    assert "computes something else in float64" in warning.message
+    wrong = validate(problem, fx("flip_kernels.py", "candidate_one_off"), runner=runner)
+    assert not wrong.ok and FindingKind.mismatch in kinds(wrong)
+
+
 def test_validate_passes_a_correct_softmax_on_labelled_cases_without_deriving(runner, fx):
     result = validate(fx("softmax_problem.py", "reference"), fx("softmax_good.py", "candidate"), runner=runner)
     assert result.ok, result.findings

@@ -11,11 +11,13 @@ allocations poisoned, twice per case for determinism, and sends back what it pro
 from __future__ import annotations
 
 import copy
+import math
 import time
 from typing import Any
 
 import torch
 
+from mcp_server.engine import compare
 from mcp_server.engine.interp import configs as autotune_configs
 from mcp_server.engine.jobs import calls, common, derive, grad_calls, recorder, trace
 from mcp_server.engine.runner.child import (
@@ -60,10 +62,41 @@ def _upcast(tree: Any) -> Any:
     return common.map_tensors(tree, lambda t: t.detach().double() if t.is_floating_point() else t.detach())
 
 
+def _disagreement(out: list[Any], out64: list[Any]) -> str:
+    """Why the float64 outputs cannot be the truth for ``out`` (the reference in its own dtype), or "": an
+    output whose float64 run is further from it, in relative norm over the elements finite in both, than any
+    rounding explains (a reference that computes something else in float64, say through a .view() between
+    dtypes, would otherwise lend the comparison an allowance that admits anything)."""
+    for i, (o, o64) in enumerate(zip(out, out64, strict=False)):
+        if not (isinstance(o, torch.Tensor) and isinstance(o64, torch.Tensor)) or not o.is_floating_point():
+            continue
+        if o.shape != o64.shape:
+            return f"output {i} has shape {tuple(o64.shape)} in float64 and {tuple(o.shape)} in its own dtype"
+        a, b = o.detach().double().cpu().reshape(-1), o64.detach().double().cpu().reshape(-1)
+        both = torch.isfinite(a) & torch.isfinite(b)
+        a, b = a[both], b[both]
+        # Scaled first: squares of values near float64's ends would round to 0 or infinity.
+        scale = max(float(a.abs().max()), float(b.abs().max())) if a.numel() else 0.0
+        if scale == 0:
+            continue
+        norm = float((b / scale).norm())
+        gap = float(((a - b) / scale).norm())
+        far = gap / norm if norm > 0 else (math.inf if gap > 0 else 0.0)
+        lost = int((torch.isfinite(a) & ~torch.isfinite(b)).sum())
+        if far > compare.TRUSTED_TORCH_ERROR or lost > max(1, a.numel() // 100):
+            return (
+                f"its float64 run differs from its run in its own dtype on output {i} (relative norm "
+                f"{far:.3g}, {lost} values finite only in its own dtype), more than rounding explains, so it "
+                "computes something else in float64"
+            )
+    return ""
+
+
 def _float64_pass(
-    call: Any, kernelbench: bool, pre: list[Any], device: str, grad_out: Any, backward: bool
+    call: Any, kernelbench: bool, pre: list[Any], out: list[Any], device: str, grad_out: Any, backward: bool
 ) -> tuple[Any, Any, str, str]:
-    """The reference in float64 (on the device, else the CPU): (outputs, grads, where, why not)."""
+    """The reference in float64 (on the device, else the CPU): (outputs, grads, where, why not). ``out`` is the
+    reference's own-dtype result, which float64 outputs must agree with within what rounding explains."""
     causes: list[str] = []
     for where in dict.fromkeys((device, "cpu")):
         try:
@@ -101,6 +134,9 @@ def _float64_pass(
                 "copy of the model misses, or explicit casts)"
             )
             continue
+        if disagreement := _disagreement(out, out64):
+            causes.append(disagreement)
+            break
         return out64, grads64, where, ""
     return None, None, device, "; ".join(causes)
 
@@ -244,7 +280,7 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         if not params.get("backward"):
             grads = grad_out = None
         out64, grads64, where64, cause = _float64_pass(
-            model if kernelbench else target, kernelbench, pre, device, grad_out, bool(params.get("backward"))
+            model if kernelbench else target, kernelbench, pre, out, device, grad_out, bool(params.get("backward"))
         )
         if out64 is not None:
             if where64 != device and not precision.startswith("native"):
