@@ -30,9 +30,17 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "float32": (1e-5, 1e-5),
     "float16": (1e-5, 1e-3),
     "bfloat16": (1e-5, 1.6e-2),
+    # One fp8 step anywhere in a binade (and the smallest subnormal): a kernel that sums in another order, or
+    # with the reduced-precision accumulation of Hopper's fp8 dots, lands across a rounding point now and then.
+    "float8_e4m3fn": (2.0**-9, 2.0**-3),
+    "float8_e4m3fnuz": (2.0**-10, 2.0**-3),
+    "float8_e5m2": (2.0**-16, 2.0**-2),
+    "float8_e5m2fnuz": (2.0**-17, 2.0**-2),
 }
 # Relative-norm error a correct kernel may always have, about a few units in the last place.
-NORM_FLOOR: dict[str, float] = {"float64": 1e-12, "float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}
+NORM_FLOOR: dict[str, float] = {"float64": 1e-12, "float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3,
+                                "float8_e4m3fn": 2.0**-4, "float8_e4m3fnuz": 2.0**-4,
+                                "float8_e5m2": 2.0**-3, "float8_e5m2fnuz": 2.0**-3}  # fmt: skip
 # How many times PyTorch's own error a candidate may have.
 TORCH_ERROR_FACTOR = 4.0
 # Past this relative-norm distance between the reference in its own dtype and its more precise run, "as far off

@@ -261,7 +261,7 @@ def test_the_caveat_names_the_fp8_dots_accumulation_and_no_longer_the_casts():
 
 @pytest.mark.parametrize(
     ("right", "wrong"),
-    [("quantize", "quantize_scaled_late"), ("dequant_matmul", "dequant_matmul_fp16_acc")],
+    [("quantize", "quantize_divided"), ("dequant_matmul", "dequant_matmul_fp16_acc")],
     ids=["quantize", "fp8-dot"],
 )
 def test_fp8_kernels_pass_validate_and_their_wrong_twins_fail(runner, right, wrong):
