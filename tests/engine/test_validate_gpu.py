@@ -82,3 +82,26 @@ def test_a_reference_that_cannot_run_in_float64_still_gets_an_error_estimate_on_
     warning = next(f for f in result.findings if f.kind is FindingKind.reference_precision)
     assert "estimated from the reference" in warning.message  # its closure keeps it off the CPU: nudged inputs
     assert any(r.torch_rel_norm_err > 0 for r in result.rows)
+
+
+def test_an_fp8_gemm_writing_fp8_with_hoppers_imprecise_accumulation_passes_and_a_short_one_fails(runner, fx):
+    # The reduced-precision fp8 accumulation crosses fp8 rounding points at some elements (counted here, so the
+    # test shows the one-step tolerance is what lets it pass); dropping the last K block does not pass.
+    import importlib.util
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), fx(name))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    gemm, ref = load("gpu_fp8_gemm.py"), load("gpu_fp8_gemm_problem.py")
+    a, b = (t.cuda() for t in ref.get_inputs())
+    crossed = int((gemm.candidate(a, b).float() != ref.reference(a, b).float()).sum())
+    assert crossed > 0
+    result = validate(fx("gpu_fp8_gemm_problem.py", "reference"), fx("gpu_fp8_gemm.py", "candidate"), runner=runner)
+    assert result.ok, result.findings
+    short = validate(
+        fx("gpu_fp8_gemm_problem.py", "reference"), fx("gpu_fp8_gemm.py", "candidate_short"), runner=runner
+    )
+    assert FindingKind.mismatch in _kinds(short)

@@ -14,9 +14,15 @@ def plain_outputs(out: Any, what: str) -> list[torch.Tensor]:
     flat = common.flatten_outputs(out)
     for i, item in enumerate(flat):
         if not isinstance(item, torch.Tensor):
+            hint = (
+                "; one that writes into an argument (out= style) returns that argument, and the candidate then "
+                "returns it too"
+                if item is None
+                else ""
+            )
             raise UsageProblem(
                 f"{what} returned a {type(item).__name__} as output {i}; the reference must return a tensor "
-                "or a tuple/list of tensors (wrap numbers with torch.tensor)."
+                f"or a tuple/list of tensors (wrap numbers with torch.tensor){hint}."
             )
     return flat
 
