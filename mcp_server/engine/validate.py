@@ -367,9 +367,12 @@ class _Judge:
                 failure = cand_case["failure"]
                 kind = _kind_of(failure)
                 declared = failure.get("message", "").startswith(REFUSALS)
-                clean_refusal = kind is FindingKind.exception and (
-                    derived is not None or (self.refusals_ok and declared)
-                )
+                # A derived shape the kernel does not compile for (a tl.arange of a length that is not a power of
+                # two, too much shared memory) is refused as surely as one it raises on; under the interpreter,
+                # which compiles nothing, the same kernel raises.
+                clean_refusal = (
+                    kind is FindingKind.exception and (derived is not None or (self.refusals_ok and declared))
+                ) or (kind is FindingKind.compile_error and derived is not None)
                 if clean_refusal:
                     self.add(
                         FindingKind.unsupported_shape,

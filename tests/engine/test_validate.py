@@ -136,6 +136,17 @@ def test_a_clean_refusal_of_a_derived_shape_is_a_warning_not_a_failure(runner, f
     assert any(c.status == "refused" for c in result.cases)
 
 
+def test_a_derived_shape_that_does_not_compile_is_a_refusal_and_the_base_shape_still_fails(runner, fx):
+    # The GPU's compile error and the interpreter's exception for the same kernel got different verdicts.
+    result = validate(
+        fx("add_pow2_problem.py", "reference"), fx("add_compiles_pow2_only.py", "candidate"), runner=runner
+    )
+    assert result.ok, result.findings
+    assert FindingKind.unsupported_shape in kinds(result, Severity.warning)
+    base = validate(fx("add_problem.py", "reference"), fx("add_compiles_pow2_only.py", "candidate"), runner=runner)
+    assert FindingKind.compile_error in kinds(base)  # 1000 is the problem's own size: no refusal there
+
+
 def test_an_exception_points_at_the_users_file_and_line(runner, fx):
     result = validate(fx("add_problem.py", "reference"), fx("add_raises.py", "candidate"), runner=runner)
     finding = next(f for f in result.findings if f.kind is FindingKind.exception)
