@@ -58,6 +58,20 @@ def test_a_float64_run_that_computes_something_else_is_not_taken_as_the_truth(ru
     assert not wrong.ok and FindingKind.mismatch in kinds(wrong)
 
 
+def test_the_float64_runs_agreement_check_scales_and_counts_values_lost_to_overflow():
+    from mcp_server.engine.jobs.validate_jobs import _disagreement
+
+    own = torch.randn(1000, dtype=torch.float64)
+    lost = own.clone()
+    lost[:50] = float("inf")  # 5 % non-finite only in float64
+    assert "50 values finite only" in _disagreement([own.float()], [lost])
+    lost[5:50] = own[5:50]
+    assert _disagreement([own.float()], [lost]) == ""  # 0.5 %: an overflow float64 is entitled to
+    tiny = own * 1e-300  # squares underflow unless scaled first
+    assert _disagreement([tiny], [tiny * (1 + 1e-3)]) == ""
+    assert "relative norm 0.5," in _disagreement([tiny], [tiny * 2])
+
+
 def test_validate_passes_a_correct_softmax_on_labelled_cases_without_deriving(runner, fx):
     result = validate(fx("softmax_problem.py", "reference"), fx("softmax_good.py", "candidate"), runner=runner)
     assert result.ok, result.findings

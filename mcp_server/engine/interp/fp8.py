@@ -21,8 +21,10 @@ same bits for every one of them (``tests/engine/test_interp_fp8.py`` holds the t
   one, so an e5m2 infinity becomes ±65536 and its NaNs ±81920, ±98304, ±114688 in bf16.
 - ``tl.abs`` clears the sign bit. ``tl.where`` and loads and stores move bits (unchanged); ``tl.max`` and
   ``tl.min`` widen to fp32 first, as Triton's library does.
-- Arithmetic, comparisons, sums, scans and argmax/argmin on fp8 values fail to compile, and here raise
-  :class:`UnsupportedArithmetic` naming the fix: widen to fp32 first.
+- fp8 + fp8, -, *, /, negation, ``tl.maximum``, ``<``, ``==`` and ``tl.sum`` fail to compile (LLVM's float
+  instructions refuse i8 operands), and so must scans, products and argmax/argmin, which are built of the same
+  adds, multiplies and comparisons; each raises :class:`UnsupportedArithmetic` here, naming the fix: widen to
+  fp32 first.
 - ``tl.dot`` of fp8 operands widens them exactly. Its accumulation is not the GPU's: by default an H100
   accumulates fp8 products in reduced precision (``max_num_imprecise_acc``), measured at 3.5e-3 of the result's
   scale for K = 4096, where the interpreter's fp32 sums are within 2e-7; the interpreter's caveats say so.

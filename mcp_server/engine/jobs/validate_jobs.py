@@ -65,25 +65,35 @@ def _upcast(tree: Any) -> Any:
 def _disagreement(out: list[Any], out64: list[Any]) -> str:
     """Why the float64 outputs cannot be the truth for ``out`` (the reference in its own dtype), or "": an
     output whose float64 run is further from it, in relative norm over the elements finite in both, than any
-    rounding explains (a reference that computes something else in float64, say through a .view() between
-    dtypes, would otherwise lend the comparison an allowance that admits anything)."""
+    rounding explains, or non-finite where the own-dtype run is finite at more than 1 % of the elements (a
+    reference that computes something else in float64, say through a .view() between dtypes, would otherwise
+    lend the comparison an allowance that admits anything). In chunks, as the comparison itself runs."""
     for i, (o, o64) in enumerate(zip(out, out64, strict=False)):
         if not (isinstance(o, torch.Tensor) and isinstance(o64, torch.Tensor)) or not o.is_floating_point():
             continue
         if o.shape != o64.shape:
             return f"output {i} has shape {tuple(o64.shape)} in float64 and {tuple(o.shape)} in its own dtype"
-        a, b = o.detach().double().cpu().reshape(-1), o64.detach().double().cpu().reshape(-1)
-        both = torch.isfinite(a) & torch.isfinite(b)
-        a, b = a[both], b[both]
-        # Scaled first: squares of values near float64's ends would round to 0 or infinity.
-        scale = max(float(a.abs().max()), float(b.abs().max())) if a.numel() else 0.0
-        if scale == 0:
-            continue
-        norm = float((b / scale).norm())
-        gap = float(((a - b) / scale).norm())
-        far = gap / norm if norm > 0 else (math.inf if gap > 0 else 0.0)
-        lost = int((torch.isfinite(a) & ~torch.isfinite(b)).sum())
-        if far > compare.TRUSTED_TORCH_ERROR or lost > max(1, a.numel() // 100):
+        own, wide = o.detach().reshape(-1), o64.detach().reshape(-1)
+        chunks = [(lo, min(lo + compare.CHUNK, own.numel())) for lo in range(0, own.numel(), compare.CHUNK)]
+
+        def pair(lo: int, hi: int, own: torch.Tensor = own, wide: torch.Tensor = wide) -> tuple[Any, Any, Any]:
+            a, b = own[lo:hi].to(wide.device, torch.float64), wide[lo:hi].double()
+            return a, b, torch.isfinite(a) & torch.isfinite(b)
+
+        lost, peak = 0, 0.0
+        for lo, hi in chunks:
+            a, b, both = pair(lo, hi)
+            lost += int((torch.isfinite(a) & ~torch.isfinite(b)).sum())
+            if both.any():
+                peak = max(peak, float(a[both].abs().max()), float(b[both].abs().max()))
+        gap = norm = 0.0
+        if peak > 0:  # scaled first: squares of values near float64's ends would round to 0 or infinity
+            for lo, hi in chunks:
+                a, b, both = pair(lo, hi)
+                norm += float(((b[both] / peak) ** 2).sum())
+                gap += float((((a - b)[both] / peak) ** 2).sum())
+        far = math.sqrt(gap / norm) if norm > 0 else (math.inf if gap > 0 else 0.0)
+        if far > compare.TRUSTED_TORCH_ERROR or lost > max(1, own.numel() // 100):
             return (
                 f"its float64 run differs from its run in its own dtype on output {i} (relative norm "
                 f"{far:.3g}, {lost} values finite only in its own dtype), more than rounding explains, so it "
