@@ -33,10 +33,10 @@ def interpreter_caveats() -> list[str]:
         "cross-program synchronisation are not exercised",
         "GPU arithmetic: approximate exp/log/div/sqrt, fused multiply-adds and the order of sums inside "
         "tl.dot and reductions differ from numpy's in the last bits",
-        "fp8: casts to and from float8_e4m3fn / float8_e5m2 give an H100's bits, but tl.dot of fp8 operands "
-        "sums in fp32 here, where an H100 accumulates them in reduced precision unless max_num_imprecise_acc is "
-        "set (3.5e-3 of the result's scale at K=4096, against 2e-7 with max_num_imprecise_acc=0); other fp8 "
-        "formats are not emulated",
+        "fp8: casts to and from float8_e4m3fn / float8_e5m2 give an H100's bits and tl.dot of fp8 operands "
+        "accumulates as an H100's does by default (a model matching its largest error to four digits, not "
+        "proven bit for bit); with max_num_imprecise_acc between 1 and K the dot sums in fp32 here, where an "
+        "H100 keeps an error of about 4e-5 of the result's scale; other fp8 formats are not emulated",
         "resources: shared memory, registers, spills and occupancy of each config are not checked here "
         "(`ptt compile` covers every config for a target)",
         "performance: interpreter timings say nothing about the GPU (bench needs one)",
