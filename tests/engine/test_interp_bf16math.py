@@ -3,9 +3,6 @@ interpreter computes on the uint16 bit patterns (mcp_server/engine/interp/bf16ma
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -14,10 +11,9 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from interp_checks import fresh_interpreter, right_passes_wrong_fails
 
 from mcp_server.engine.interp import bf16math
-from mcp_server.engine.models import FindingKind, Severity
-from mcp_server.engine.validate import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "interp"
@@ -134,12 +130,8 @@ def test_the_stock_interpreter_computes_on_the_bits_and_the_childs_install_on_th
         print(run())
         """
     )
-    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    stock, patched = proc.stdout.strip().splitlines()
+    out = fresh_interpreter(script)
+    stock, patched = out.strip().splitlines()
     assert patched == str([1.5, -3.0, 8.0, 0.0])
     assert stock != patched
 
@@ -155,12 +147,8 @@ def test_the_stock_interpreter_computes_on_the_bits_and_the_childs_install_on_th
     ids=["elementwise", "dot-and-sum", "atomic-scatter"],
 )  # fmt: skip
 def test_kernels_computing_in_bf16_pass_validate_and_their_wrong_twins_fail(runner, problem, kernels, right, wrong):
-    reference = f"{FIXTURES / problem}:reference"
-    passed = validate(reference, f"{FIXTURES / kernels}:{right}", runner=runner)
-    assert passed.ok, passed.findings
-    failed = validate(reference, f"{FIXTURES / kernels}:{wrong}", runner=runner)
-    assert not failed.ok
-    assert FindingKind.mismatch in {f.kind for f in failed.findings if f.severity is Severity.error}
+    module = FIXTURES / kernels
+    right_passes_wrong_fails(runner, f"{FIXTURES / problem}:reference", f"{module}:{right}", f"{module}:{wrong}")
 
 
 @pytest.mark.gpu

@@ -5,10 +5,6 @@ operations the GPU compiler refuses refused here too, each with a twin that runs
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -16,13 +12,13 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from interp_checks import fresh_interpreter, right_passes_wrong_fails
 from triton._C.libtriton import ir
 from triton.runtime.interpreter import _convert_float
 
 from benchmarks.fp8_cast_tables import sources
 from mcp_server.engine.interp import fp8, rounding
-from mcp_server.engine.models import FindingKind, Severity, interpreter_caveats
-from mcp_server.engine.validate import validate
+from mcp_server.engine.models import interpreter_caveats
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "interp"
@@ -274,7 +270,7 @@ def test_an_explicit_promotion_interval_sums_in_fp32_as_the_caveat_says():
 def test_the_engines_children_install_the_fp8_casts():
     # A fresh process, as a child starts: the stock interpreter's 1.0625, 1e-3 and 500 come out as 1.125, 0
     # and 256 in e4m3fn; after mcp_server.engine.interp.install() as the H100 gives them: 1.0, 2^-9, 448.
-    script = textwrap.dedent(
+    out = fresh_interpreter(
         """
         import torch, triton, triton.language as tl
         from mcp_server.engine.interp import install
@@ -294,12 +290,7 @@ def test_the_engines_children_install_the_fp8_casts():
         print(before, values())
         """
     )
-    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split() == ["1.125,0.0,256.0,-1.0", f"1.0,{2.0**-9},448.0,-1.0"]
+    assert out.split() == ["1.125,0.0,256.0,-1.0", f"1.0,{2.0**-9},448.0,-1.0"]
 
 
 def test_the_caveat_names_only_what_is_not_emulated():
@@ -315,12 +306,8 @@ def test_the_caveat_names_only_what_is_not_emulated():
 )
 def test_fp8_kernels_pass_validate_and_their_wrong_twins_fail(runner, right, wrong):
     problem = "fp8_quantize_problem.py" if right == "quantize" else "fp8_matmul_problem.py"
-    reference = f"{FIXTURES / problem}:reference"
-    passed = validate(reference, f"{FIXTURES / 'fp8_kernels.py'}:{right}", runner=runner)
-    assert passed.ok, passed.findings
-    failed = validate(reference, f"{FIXTURES / 'fp8_kernels.py'}:{wrong}", runner=runner)
-    assert not failed.ok
-    assert FindingKind.mismatch in {f.kind for f in failed.findings if f.severity is Severity.error}
+    kernels = FIXTURES / "fp8_kernels.py"
+    right_passes_wrong_fails(runner, f"{FIXTURES / problem}:reference", f"{kernels}:{right}", f"{kernels}:{wrong}")
 
 
 # --- on the GPU: the premise, on fresh inputs ----------------------------------------------------

@@ -4,10 +4,6 @@ instead of raising."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,6 +12,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from interp_checks import fresh_interpreter, load_file
 
 from mcp_server.engine.interp import atomics, rounding
 
@@ -165,14 +162,10 @@ def test_the_engines_children_install_the_rounding():
         print(before, bits())
         """
     )
-    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = fresh_interpreter(script)
     # 34.74 lies between bf16's 34.5 (0x420a) and 34.75 (0x420b), nearer the second, where the GPU puts it; the
     # integer 3 is 0x4040 as a bf16, where the stock interpreter stores its bits (0x3).
-    assert proc.stdout.split() == ["0x420a,0x3", "0x420b,0x4040"]
+    assert out.split() == ["0x420a,0x3", "0x420b,0x4040"]
 
 
 # --- bf16 atomic adds (atomics.py) ---------------------------------------------------------------
@@ -237,13 +230,9 @@ def test_a_kernels_bf16_atomic_add_runs_returns_what_each_lane_found_and_the_sto
 @pytest.mark.gpu
 def test_on_the_gpu_the_bf16_scatter_add_matches_an_fp32_sum_within_bf16_rounding():
     # The order of atomic adds is unspecified on the GPU; each of a bin's few adds rounds once.
-    def load(name: str):
-        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "fixtures" / "interp" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-    bf16_scatter, bf16_scatter_problem = load("bf16_scatter"), load("bf16_scatter_problem")
+    fixtures = ROOT / "tests" / "fixtures" / "interp"
+    bf16_scatter = load_file(fixtures / "bf16_scatter.py")
+    bf16_scatter_problem = load_file(fixtures / "bf16_scatter_problem.py")
     x, idx = (t.cuda() for t in bf16_scatter_problem.get_inputs())
     got = bf16_scatter.candidate(x, idx).float()
     expected = bf16_scatter_problem.reference(x, idx).float()

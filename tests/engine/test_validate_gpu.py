@@ -88,17 +88,10 @@ def test_an_fp8_gemm_writing_fp8_passes_with_fp32_sums_and_a_twin_short_of_a_k_b
     # Hopper's default fp8 accumulation is less precise: its result differs from the exact sums' rounding at
     # some elements, by more than one fp8 step where an element is small against the row's sums, and validate
     # says so (measured: 13 of 16384 elements in one case); with max_num_imprecise_acc=0 the sums are fp32's.
-    import importlib.util
-
     import torch
+    from interp_checks import load_file
 
-    def load(name: str):
-        spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), fx(name))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-    gemm, ref = load("gpu_fp8_gemm.py"), load("gpu_fp8_gemm_problem.py")
+    gemm, ref = load_file(fx("gpu_fp8_gemm.py")), load_file(fx("gpu_fp8_gemm_problem.py"))
     a, b = (t.cuda() for t in ref.get_inputs())
     expected = ref.reference(a, b).float()
     assert int((gemm.candidate_default_acc(a, b).float() != expected).sum()) > 0
