@@ -105,10 +105,10 @@ def _fp8_ops(x_ptr, y_ptr, out_ptr, OP: tl.constexpr, B: tl.constexpr):
         r = -x
     elif OP == "lt":
         r = tl.where(x < y, x, y)
-    elif OP == "sum":
-        r = tl.zeros_like(x) + tl.sum(x, axis=0)
+    elif OP == "sum":  # tl.where moves fp8 bits without arithmetic, so only the sum can be refused
+        r = tl.where(offs == 0, tl.sum(x, axis=0), x)
     elif OP == "argmax":
-        r = tl.zeros_like(x) + tl.argmax(x, axis=0).to(tl.float32).to(x.dtype)
+        r = tl.where(offs == tl.argmax(x, axis=0), x, y)
     elif OP == "cumsum":
         r = tl.cumsum(x, axis=0)
     elif OP == "widened":  # the twin every refusal names: compute in fp32, narrow the result
@@ -342,6 +342,9 @@ def test_on_the_gpu_an_fp8_dot_swamps_as_the_emulation_does_and_errs_as_much():
 
 @pytest.mark.gpu
 def test_on_the_gpu_the_refused_operations_do_not_compile():
+    # The same kernel compiles and runs for the operations it allows (so each refusal is the operation's own).
+    assert _run_op("widened").tolist() == [1.5, 1.0, 0.25, 448.0]
+    assert _run_op("where").tolist() == [1.0, 3.0, 0.375, 448.0]
     for op in ("add", "neg", "lt", "sum", "argmax", "cumsum"):
         with pytest.raises(Exception):  # noqa: B017 — the compiler's own error types vary by pass
             _run_op(op)
