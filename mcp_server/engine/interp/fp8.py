@@ -31,7 +31,8 @@ same bits for every one of them (``tests/engine/test_interp_fp8.py`` holds the t
   to 13 bits below the largest of them. That model reproduces the H100's sums exactly where one large product
   swamps many small ones, in either order, and its largest error on random operands to four digits at K = 256,
   1024 and 16384 (2.5 % off at 4096): ``benchmarks/fp8_dot_accumulation.py``, whose H100 figures the tests hold.
-  With ``max_num_imprecise_acc=0`` the sums are fp32's, as on the GPU. Between 1 and K the GPU promotes every N
+  With ``max_num_imprecise_acc=0``, and for a 3-D (batched) dot, which is not a wgmma, the sums are fp32's, as
+  on the GPU (the batched case measured bit for bit at K = 64 and 512). Between 1 and K the GPU promotes every N
   products and keeps an error of about 4e-5 of the result's scale that no simple model here reproduced; those
   dots sum in fp32, and the interpreter's caveats say so.
 """
@@ -139,13 +140,14 @@ KEPT_BITS = 13  # below the largest term's exponent, at each step
 
 
 def imprecise_dot(a: np.ndarray, b: np.ndarray, acc: np.ndarray) -> np.ndarray:
-    """``acc + a @ b`` (float64 values of fp8 operands, an fp32 accumulator) as an H100 sums an fp8 wgmma chain
-    that is never promoted: per 32-deep step of K, the running sum and the step's exact products are each cut
-    toward zero to a multiple of 2**(e − 13), e the exponent of the largest magnitude among them, then added
-    (exactly: the cut terms fit fp32)."""
+    """``acc + a @ b`` (float64 values of fp8 operands; an fp32 accumulator) as an H100 sums an fp8 wgmma chain
+    that is never promoted: per 32-deep step of K, the running sum and the step's exact
+    products are each cut toward zero to a multiple of 2**(e − 13), e the exponent of the largest magnitude among
+    them, then added (exactly: the cut terms fit fp32)."""
     total = np.asarray(acc, dtype=np.float64)
     for k in range(0, a.shape[-1], STEP):
-        products = a[:, None, k : k + STEP] * b[k : k + STEP, :].T[None, :, :]
+        # (..., M, 1, step) × (..., 1, N, step): every product of the step, batch dimensions (3-D dots) kept.
+        products = a[..., :, None, k : k + STEP] * np.swapaxes(b[..., k : k + STEP, :], -1, -2)[..., None, :, :]
         terms = np.concatenate([total[..., None], products], axis=-1)
         largest = np.abs(terms).max(axis=-1, keepdims=True)
         _, exponent = np.frexp(np.where(largest > 0, largest, 1.0))  # largest = m * 2**exponent, m in [0.5, 1)
@@ -251,9 +253,10 @@ def install() -> None:
             return original_dot(self, a, b, d, input_precision, max_num_imprecise_acc)
         wa = values(a.data, fa) if fa else np.asarray(a.data, dtype=np.float64)
         wb = values(b.data, fb) if fb else np.asarray(b.data, dtype=np.float64)
-        if max_num_imprecise_acc is not None and max_num_imprecise_acc >= wa.shape[-1]:
+        if wa.ndim == 2 and max_num_imprecise_acc is not None and max_num_imprecise_acc >= wa.shape[-1]:
             out = imprecise_dot(wa, wb, d.data)
-        else:  # 0 (fp32 sums, as on the GPU) or a promotion interval this model does not reproduce
+        else:  # 0 (fp32 sums, as on the GPU), a 3-D dot (not a wgmma: an H100 sums it in fp32 whatever the
+            # setting, measured at K 64 and 512), or a promotion interval this model does not reproduce
             out = np.matmul(wa.astype(np.float32), wb.astype(np.float32)) + d.data
         return handle(out.astype(d.data.dtype), d.dtype.scalar)
 
