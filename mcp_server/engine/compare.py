@@ -177,7 +177,12 @@ def compare_tensor(
         sq_truth += float((gf * gf).sum())
     slack = tol.factor * max_torch_err
     truth_norm = math.sqrt(sq_truth)
-    result.torch_rel_norm_err = math.sqrt(sq_torch) / truth_norm if truth_norm > 0 else 0.0
+    # A truth of zeros (or of values whose squares underflow) that the reference in its own dtype is not: no
+    # scale to judge against.
+    if truth_norm > 0:
+        result.torch_rel_norm_err = math.sqrt(sq_torch) / truth_norm
+    else:
+        result.torch_rel_norm_err = math.inf if sq_torch > 0 else 0.0
     if result.torch_rel_norm_err > TRUSTED_TORCH_ERROR:
         result.ok, result.problem = False, FindingKind.reference_precision
         return result

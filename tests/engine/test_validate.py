@@ -58,6 +58,16 @@ def test_a_float64_run_that_computes_something_else_is_not_taken_as_the_truth(ru
     assert not wrong.ok and FindingKind.mismatch in kinds(wrong)
 
 
+def test_a_reference_that_loses_its_answer_in_its_own_dtype_judges_nothing_rather_than_everything(runner, fx):
+    # Its float64 run is the truth here (a second bf16 run disagrees with the first, so bf16 is what is off);
+    # 4x its own 58 % error would pass zeros, and judging against the bf16 run would fail the accurate kernel.
+    problem = fx("cancel_problem.py", "reference")
+    for candidate in ("candidate", "candidate_zeros"):
+        result = validate(problem, fx("cancel_kernels.py", candidate), runner=runner, derive_shapes=False)
+        assert not result.ok and kinds(result) == {FindingKind.reference_precision}, candidate
+        assert "no verdict" in next(f.message for f in result.findings if f.kind is FindingKind.reference_precision)
+
+
 def test_the_float64_runs_agreement_check_scales_and_counts_values_lost_to_overflow():
     from mcp_server.engine.jobs.validate_jobs import _disagreement
 
