@@ -128,6 +128,15 @@ def test_an_fp8_output_may_be_one_step_off_where_the_sums_ran_in_another_order_a
         assert not compare_tensor(torch.zeros_like(r), r, r.double(), tol).ok
 
 
+def test_a_truth_of_zeros_the_reference_is_not_gives_no_verdict_and_agreeing_zeros_pass():
+    zeros = torch.zeros(64, dtype=torch.float64)
+    noisy = torch.full((64,), 1e-3)  # the reference in its own dtype where its float64 run is exactly 0
+    assert compare_tensor(torch.zeros(64), noisy, zeros, tolerance_for(torch.float32)).problem is (
+        FindingKind.reference_precision
+    )
+    assert compare_tensor(torch.zeros(64), torch.zeros(64), zeros, tolerance_for(torch.float32)).ok
+
+
 def test_bitwise_differences_within_tolerance_are_not_failures():
     r, g = _truth()
     second = r.clone()

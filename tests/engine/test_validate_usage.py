@@ -88,3 +88,11 @@ def test_an_error_in_an_imported_kernel_module_points_at_that_file(runner, fx):
 def test_audit_refuses_a_kernel_named_as_the_launcher(runner, fx):
     with pytest.raises(UsageError, match=r"is a @triton\.jit kernel"):
         audit(fx("usage_launchers.py", "_add_kernel"), sections=("compiled",), runner=runner)
+
+
+def test_an_out_style_reference_returning_none_is_told_to_return_its_argument(runner, fx):
+    candidate = fx("out_arg_kernels.py", "candidate")
+    with pytest.raises(UsageError, match="out= style"):
+        validate(fx("out_arg_problem.py", "reference_returning_none"), candidate, runner=runner, **QUICK)
+    returning = validate(fx("out_arg_problem.py", "reference"), candidate, runner=runner, **QUICK)
+    assert returning.ok, returning.findings
