@@ -227,6 +227,8 @@ def bench(
 
     findings: list[Finding] = []
     validation = None
+    # The scale of the errors validate measured, which the timed-output check allows CHECK_FACTOR times over.
+    check_scale = 0.0
     if validate_first and ref_spec is not None:
         from mcp_server.engine.validate import validate
 
@@ -244,6 +246,9 @@ def bench(
             cwd=cwd,
         )
         validation = verdict.summary
+        check_scale = max(
+            (e for r in verdict.rows for e in (r.rel_norm_err, r.torch_rel_norm_err) if math.isfinite(e)), default=0.0
+        )
         if not verdict.ok:
             findings.append(
                 Finding(
@@ -288,6 +293,9 @@ def bench(
                 "backward": backward,
                 "grad_inputs": grad_inputs,
                 "extra_candidates": extras,
+                # Extra candidates have their timed outputs checked like the candidate; baselines do not.
+                "checked": [label for label in extras if label not in baseline_specs],
+                "check_scale": check_scale,
             },
             timeout_s=timeout_s,
             env=device.job_env(),
@@ -325,7 +333,10 @@ def bench(
     findings.extend(flags(rows))
     candidate_errors = [t.error for r in rows for t in r.timings if t.provider == "candidate" and t.error]
     for err in candidate_errors:
-        findings.append(Finding(kind=FindingKind.exception, severity=Severity.error, message=err))
+        kind = FindingKind.exception
+        if err.startswith(FindingKind.timed_output_mismatch.value + ":"):
+            kind, err = FindingKind.timed_output_mismatch, err.split(":", 1)[1].strip()
+        findings.append(Finding(kind=kind, severity=Severity.error, message=err))
     result = BenchResult(
         ok=not candidate_errors and bool(rows),
         device=device.device,
@@ -388,6 +399,7 @@ def _row(raw: dict[str, Any], peaks: DevicePeaks, baselines: list[str] | None = 
                     samples=0,
                     error=t["error"],
                     compile_s=t.get("compile_s"),
+                    checked_calls=t.get("checked_calls"),
                 )
             )
         else:

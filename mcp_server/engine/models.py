@@ -92,6 +92,7 @@ class FindingKind(str, Enum):
     timer_disagreement = "timer_disagreement"  # host wall clock ≫ CUDA events: work on other streams
     launch_bound = "launch_bound"  # launching a call takes the host longer than the GPU takes to run it
     failed_validation = "failed_validation"  # bench refused: the candidate is not correct
+    timed_output_mismatch = "timed_output_mismatch"  # a timed call's result is not the reference's: not timed
 
 
 class Location(BaseModel):
@@ -318,6 +319,9 @@ class ProviderTiming(BaseModel):
     )
     samples: int
     compile_s: float | None = Field(None, description="first call (compilation, autotuning), excluded from timing")
+    checked_calls: int | None = Field(
+        None, description="events mode: timed calls whose outputs were checked against the reference (random picks)"
+    )
     error: str | None = None
 
 

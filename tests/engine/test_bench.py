@@ -282,3 +282,54 @@ def test_a_failing_candidate_is_not_timed(runner):
     )
     assert not result.ok and not result.rows
     assert FindingKind.failed_validation in kinds(result.findings)
+
+
+def _candidate_timing(row):
+    return next(t for t in row.timings if t.provider == "candidate")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["skips_half_later", "caches_later"])
+def test_a_candidate_that_does_its_work_only_for_validates_calls_is_not_timed(runner, name):
+    cheat, problem = f"{FX / 'bench' / 'late_cheats.py'}:{name}", f"{FX / 'bench' / 'add_problem.py'}:reference"
+    result = B.bench(cheat, problem, runner=runner, reps=50)
+    # Validate saw only calls that did the work; the timed calls, checked at random, did not.
+    assert result.validation.startswith("PASS"), result.validation
+    assert not result.ok
+    mismatches = [f for f in result.findings if f.kind == FindingKind.timed_output_mismatch]
+    assert mismatches and "not the reference's on the same inputs" in mismatches[0].message, result.findings
+    for row in result.rows:
+        cand = _candidate_timing(row)
+        assert cand.error and cand.error.startswith("timed_output_mismatch") and cand.checked_calls >= 1
+        assert row.speedup_vs_eager is None
+
+
+@pytest.mark.gpu
+def test_the_twin_that_always_does_its_work_is_timed_with_its_timed_calls_checked(runner):
+    result = _validated_bench(runner, f"{FX / 'bench' / 'late_cheats.py'}:honest", "add_problem.py", 50)
+    assert FindingKind.timed_output_mismatch not in kinds(result.findings)
+    for row in result.rows:
+        cand = _candidate_timing(row)
+        assert not cand.error and cand.checked_calls >= 1
+        # The baselines are timed on the same fresh values but not checked.
+        assert all(t.checked_calls is None for t in row.timings if t.provider != "candidate")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("name", "ok"), [("lazy_backward", False), ("honest", True)])
+def test_forward_backward_timings_check_the_gradients_of_timed_calls(runner, name, ok):
+    result = B.bench(
+        f"{FX / 'bench' / 'square_cheats.py'}:{name}",
+        f"{FX / 'bench' / 'square_problem.py'}:reference",
+        runner=runner,
+        reps=30,
+        backward=True,
+    )
+    assert result.validation.startswith("PASS"), result.validation
+    assert result.ok is ok, result.findings
+    (row,) = result.rows
+    cand = _candidate_timing(row)
+    assert cand.checked_calls >= 1
+    assert (FindingKind.timed_output_mismatch in kinds(result.findings)) is not ok
+    if not ok:
+        assert "output 1" in cand.error  # the gradient

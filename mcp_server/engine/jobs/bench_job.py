@@ -6,13 +6,17 @@ Method (one child, one GPU, the GPU lock held by the parent):
 - Warm-up happens before timing: the first call of each provider (Triton compile, autotuning, inductor
   compile) is timed on its own and reported as compile time, then a few more calls.
 - Timed calls are enqueued back to back behind a GPU-side sleep long enough for the host to queue the whole
-  round, each preceded by an L2 flush (a write to a buffer twice the L2 size) outside the timed interval,
+  round, each preceded by new values in its floating inputs and an L2 flush (a read of a buffer twice the L2
+  size) outside the timed interval,
   each bracketed by CUDA events: the events measure the GPU's time, not Python's launch path, which is
   measured apart (host_launch_ms). Providers are interleaved in rounds whose order rotates, so drift
   (clocks, temperature) hits every provider alike.
 - A host-clock check: a few calls bracketed by a device-wide synchronize. When the host waits longer than
   the events say (beyond what an empty operation shows), the call left work on another stream; that time
   is added to the reported figure and the disagreement is flagged.
+- In events mode the outputs of timed calls picked at random after they return are checked against the reference
+  on the same inputs (jobs.timed_check): a candidate that skips work or returns a kept result once validate's
+  calls are over gets its timing replaced by a ``timed_output_mismatch`` error.
 - CUDA-graph mode captures [flush, call] × n per round and times replays, which takes launch overhead out
   for microsecond kernels; a flush-only graph's time is subtracted.
 """
@@ -27,7 +31,7 @@ from typing import Any
 import torch
 
 from mcp_server.engine.inputs import looks_like_type_list, materialise, parse_type_list
-from mcp_server.engine.jobs import calls, common, recorder
+from mcp_server.engine.jobs import calls, common, recorder, timed_check
 from mcp_server.engine.runner.child import (
     JobContext,
     UsageProblem,
@@ -249,7 +253,16 @@ class _Timer:
         torch.cuda.synchronize()
         return start.elapsed_time(end) / n
 
-    def events_round(self, fn: Any, sets: list[list[Any]], n: int, offset: int) -> list[float]:
+    def events_round(
+        self,
+        fn: Any,
+        sets: list[list[Any]],
+        n: int,
+        offset: int,
+        fresh: list[timed_check.FreshValues] | None = None,
+        keeper: timed_check.Keeper | None = None,
+        provider: str = "",
+    ) -> list[float]:
         """n calls enqueued behind a GPU-side sleep, so each starts the moment the GPU is free: the events
         then measure the GPU's time, not the Python launch path (which is measured apart, as host_launch_ms).
 
@@ -269,19 +282,30 @@ class _Timer:
             torch.cuda._sleep(cycles)
             sleep_end.record()
             host0 = time.perf_counter()
+            aside_s = 0.0  # host time spent on new values and kept copies, not on the call
             for i in range(n):
-                args = sets[(offset + i) % len(sets)]
+                which = (offset + i) % len(sets)
+                args = sets[which]
+                if fresh is not None:
+                    t0 = time.perf_counter()
+                    fresh[which].refresh()
+                    aside_s += time.perf_counter() - t0
                 self.do_flush()
                 starts[i].record()
-                fn(*args)
+                out = fn(*args)
                 _join_launch_streams()
                 ends[i].record()
+                if keeper is not None:
+                    t0 = time.perf_counter()
+                    keeper.after_call(provider, n, args, out, fn)
+                    aside_s += time.perf_counter() - t0
+                del out
             enqueue_ms = (time.perf_counter() - host0) * 1e3
             torch.cuda.synchronize()
             slept_ms = sleep_start.elapsed_time(sleep_end)
             if slept_ms > 0:
                 self.cycles_per_ms = cycles / slept_ms
-            self.host_ms[id(fn)] = enqueue_ms / n
+            self.host_ms[id(fn)] = (enqueue_ms - aside_s * 1e3) / n
             times = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
             if enqueue_ms < slept_ms:
                 return times
@@ -341,6 +365,57 @@ class _Timer:
         return samples
 
 
+class _TimedCheck:
+    """The timed-output check of one bench (jobs.timed_check): which providers it covers, and what failed."""
+
+    def __init__(self, reference: Any, backward: bool, providers: set[str], overrides: Any, scale: float):
+        self.reference = reference
+        self.backward = backward
+        self.providers = providers if reference is not None else set()
+        self.overrides = overrides
+        self.scale = scale
+        self.failures: dict[str, str] = {}
+
+    def keeper(self) -> timed_check.Keeper | None:
+        return timed_check.Keeper(self.providers, self.backward) if self.providers else None
+
+    def verify(self, keeper: timed_check.Keeper | None) -> None:
+        """Compare every call kept since the last verify with the reference on its inputs; the first
+        disagreement per provider is kept."""
+        if keeper is None:
+            return
+        for kept in keeper.take():
+            if kept.provider in self.failures:
+                continue
+            want = timed_check.reference_outputs(self.reference, kept, self.backward)
+            problem = timed_check.compare_outputs(kept.outputs, want, self.overrides, self.scale)
+            if problem:
+                self.failures[kept.provider] = (
+                    f"a timed call's result is not the reference's on the same inputs — {problem}. The timing "
+                    "is not reported: validate judged other calls than the ones timed (does the candidate "
+                    "count its calls, or keep results between them?)"
+                )
+            del want, kept
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+
+    def cover_unchecked(
+        self,
+        keeper: timed_check.Keeper,
+        live: list[dict[str, Any]],
+        sets: list[list[Any]],
+        fresh: list[timed_check.FreshValues],
+    ) -> None:
+        """A provider no draw picked (about one bench in 150) gets one more call, with new values, checked."""
+        for t in live:
+            name = t["provider"]
+            if name in keeper.providers and not keeper.checked.get(name):
+                fresh[0].refresh()
+                out = t["_fn"](*sets[0])
+                keeper.keep(name, sets[0], out, t["_fn"])
+                self.verify(keeper)
+
+
 def _as_leaves(args: list[Any], grad_idx: list[int] | None) -> list[Any]:
     """Floating inputs (those listed, or all) become leaves that take gradients."""
     out = []
@@ -371,6 +446,7 @@ def _forward_backward(fn: Any, grad_idx: list[int] | None) -> Any:
         if key not in upstream:
             upstream[key] = [torch.randn_like(o) for o in outs]
         torch.autograd.backward(outs, upstream[key])
+        call.last = (outs, upstream[key])  # what a timed-output check copies
         return outs[0]
 
     return call
@@ -441,6 +517,13 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     mode = params.get("mode", "events")
     free, _ = torch.cuda.mem_get_info()
 
+    check = _TimedCheck(
+        reference,
+        bool(params.get("backward")),
+        {"candidate", *(params.get("checked") or [])},
+        timed_check.module_tolerances(ref_module) if ref_module is not None else None,
+        float(params.get("check_scale") or 0.0),
+    )
     rows = []
     total_steps = len(cases) * len(providers)
     step = 0
@@ -479,13 +562,20 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         live = [t for t in row["timings"] if "_fn" in t]
         samples: dict[str, list[float]] = {t["provider"]: [] for t in live}
         per_round = max(3, reps // ROUNDS)
+        fresh = [timed_check.FreshValues(s) for s in sets] if mode == "events" else None
+        keeper = check.keeper() if mode == "events" else None
         for rnd in range(ROUNDS):
             order = live[rnd % len(live) :] + live[: rnd % len(live)] if live else []
             for t in order:
                 if mode == "cuda-graph":
                     samples[t["provider"]].extend(timer.graph_round(t["_fn"], sets, per_round, 3))
                 else:
-                    samples[t["provider"]].extend(timer.events_round(t["_fn"], sets, per_round, rnd * per_round))
+                    samples[t["provider"]].extend(
+                        timer.events_round(t["_fn"], sets, per_round, rnd * per_round, fresh, keeper, t["provider"])
+                    )
+                    check.verify(keeper)
+        if keeper is not None and fresh is not None:
+            check.cover_unchecked(keeper, live, sets, fresh)
         for t in row["timings"]:
             fn = t.pop("_fn", None)
             if fn is None:
@@ -493,6 +583,10 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             t.update(_stats(t["provider"], samples[t["provider"]], t.get("compile_s")))
             t["host_launch_ms"] = timer.host_ms.get(id(fn))
             t["outside_stream_ms"] = timer.host_check(fn, sets)
+            if keeper is not None and t["provider"] in keeper.providers:
+                t["checked_calls"] = keeper.checked.get(t["provider"], 0)
+                if t["provider"] in check.failures:
+                    t["error"] = f"{timed_check.PREFIX}: {check.failures[t['provider']]}"
         grad_bytes = None
         if params.get("backward"):
             grad_bytes = sum(t.numel() * t.element_size() for t in common.iter_tensors(args) if t.requires_grad)

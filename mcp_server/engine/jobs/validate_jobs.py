@@ -19,7 +19,7 @@ import torch
 
 from mcp_server.engine import compare
 from mcp_server.engine.interp import configs as autotune_configs
-from mcp_server.engine.jobs import calls, common, derive, grad_calls, recorder, trace
+from mcp_server.engine.jobs import calls, common, derive, grad_calls, recorder, timed_check, trace
 from mcp_server.engine.runner.child import (
     JobContext,
     UsageProblem,
@@ -214,10 +214,7 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     init = _init_inputs(module) if kernelbench else []
     base_model = _instantiate(target, init, seeds[0], device) if kernelbench else None
 
-    tolerances = getattr(module, "TOLERANCES", None)
-    spec = getattr(module, "SPEC", None)
-    if tolerances is None and spec is not None and hasattr(spec, "tolerances"):
-        tolerances = {str(k).replace("torch.", ""): [v.atol, v.rtol] for k, v in spec.tolerances.items()}
+    tolerances = timed_check.module_tolerances(module)
 
     saved: dict[str, Any] = {"cases": {}, "state": None, "init": init}
     model_inits: dict[int, list[Any]] = {}

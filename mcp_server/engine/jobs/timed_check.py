@@ -1,0 +1,206 @@
+"""What bench does so that a timing is of the work validate judged: fresh input values for every timed call, and
+the outputs of timed calls, picked at random after they return, checked against the reference.
+
+Validate and bench run in different children. A candidate that does its work for the few calls validate makes
+and then skips part of it (a call counter is enough), or returns the result it kept for an input it has seen
+(the bench rotates a few input sets), would be timed doing less than it was judged on. So:
+
+- every timed call of every provider first gets new values in its floating inputs (drawn like the bench's
+  other input sets: the set's mean and spread, non-negative where the set is), outside the timed interval;
+  a result kept from an earlier call is then stale;
+- after each call returns, a draw from the operating system's random source decides whether that call is
+  checked (about one call a round); its inputs and outputs (and, timing forward + backward, the gradients and
+  the upstream gradient) are copied on the stream, after the call and before the next call's new values;
+- at the end of the round each kept call is compared with the reference run on the same inputs.
+
+The comparison is not validate's: the truth here is the reference in its own dtype, at the bench's sizes. It
+catches work left undone, results from an earlier call and a cheaper precision, not rounding: an output fails
+when NaN or infinity positions, integer values or shapes disagree beyond one element in a thousand, or when
+its relative norm distance from the reference exceeds ``CHECK_FACTOR`` times the larger of the dtype's
+validate norm floor (or the reference module's tolerance) and the errors validate measured for this candidate.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from mcp_server.engine import compare
+from mcp_server.engine.jobs.trees import flatten_outputs, map_tensors
+from mcp_server.engine.models import FindingKind
+
+# How many times the larger of the norm floor and validate's measured errors a timed output may be off.
+CHECK_FACTOR = 8.0
+# Elements whose NaN/Inf position or integer value may disagree, as a fraction of an output.
+MISMATCH_FRACTION = 1e-3
+# Calls kept for checking, at most, per provider and round.
+MAX_KEPT_PER_ROUND = 2
+# How a failed check starts the provider's error, which the parent turns back into the finding kind.
+PREFIX = FindingKind.timed_output_mismatch.value
+
+
+def module_tolerances(module: Any) -> dict[str, list[float]] | None:
+    """The (atol, rtol) per dtype name a reference module declares: ``TOLERANCES``, or its ``SPEC.tolerances``."""
+    tolerances = getattr(module, "TOLERANCES", None)
+    spec = getattr(module, "SPEC", None)
+    if tolerances is None and spec is not None and hasattr(spec, "tolerances"):
+        tolerances = {str(k).replace("torch.", ""): [v.atol, v.rtol] for k, v in spec.tolerances.items()}
+    return tolerances
+
+
+class FreshValues:
+    """New values for the floating tensors of one input set, in place and without a host sync: normal draws
+    with each tensor's mean and standard deviation as the set first had them, folded to non-negative where
+    every finite value was."""
+
+    def __init__(self, args: Any):
+        self.plan: list[tuple[torch.Tensor, float, float, bool]] = []
+        for t in _tensors(args):
+            if not t.is_floating_point() or t.numel() == 0:
+                continue
+            ref = t.detach().float()
+            finite = ref[torch.isfinite(ref)]
+            mean = finite.mean().item() if finite.numel() else 0.0
+            std = finite.std().item() if finite.numel() > 1 else 1.0
+            std = std if math.isfinite(std) and std > 0 else 1.0
+            nonneg = bool(finite.numel()) and finite.min().item() >= 0
+            self.plan.append((t, mean, std, nonneg))
+
+    def refresh(self) -> None:
+        with torch.no_grad():
+            for t, mean, std, nonneg in self.plan:
+                if t.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+                    t.normal_(mean, std)
+                    if nonneg:
+                        t.abs_()
+                else:  # fp8 and other types normal_ does not fill: draw in float32 and cast
+                    fresh = torch.randn(t.shape, device=t.device) * std + mean
+                    t.copy_(fresh.abs() if nonneg else fresh)
+
+
+def _tensors(tree: Any) -> list[torch.Tensor]:
+    out: list[torch.Tensor] = []
+    map_tensors(tree, out.append)
+    return out
+
+
+@dataclass
+class Kept:
+    """One timed call kept for checking: copies of its inputs, outputs and (forward + backward) gradients."""
+
+    provider: str
+    inputs: list[Any]
+    outputs: list[torch.Tensor]
+    upstream: list[torch.Tensor] | None = None
+
+
+@dataclass
+class Keeper:
+    """Decides, after each timed call returns, whether it is checked; holds the copies until the round ends."""
+
+    providers: set[str]
+    backward: bool = False
+    kept: list[Kept] = field(default_factory=list)
+    checked: dict[str, int] = field(default_factory=dict)
+
+    def after_call(self, provider: str, calls_in_round: int, args: list[Any], out: Any, fn: Any) -> None:
+        if provider not in self.providers:
+            return
+        if sum(k.provider == provider for k in self.kept) >= MAX_KEPT_PER_ROUND:
+            return
+        # The operating system's random source: nothing the candidate's process holds predicts the draw.
+        if secrets.randbelow(max(1, calls_in_round)) != 0:
+            return
+        self.keep(provider, args, out, fn)
+
+    def keep(self, provider: str, args: list[Any], out: Any, fn: Any) -> None:
+        inputs = map_tensors(args, lambda t: t.detach().clone().requires_grad_(t.requires_grad))
+        if self.backward:
+            outs, upstream = getattr(fn, "last", ([], None))
+            grads = [t.grad for t in _tensors(args) if t.requires_grad]
+            outputs = [o.detach().clone() for o in outs] + [
+                g.detach().clone() if g is not None else torch.zeros(0) for g in grads
+            ]
+            self.kept.append(Kept(provider, inputs, outputs, [u.clone() for u in upstream or []]))
+        else:
+            outputs = [o.detach().clone() for o in flatten_outputs(out) if isinstance(o, torch.Tensor)]
+            self.kept.append(Kept(provider, inputs, outputs))
+
+    def take(self) -> list[Kept]:
+        kept, self.kept = self.kept, []
+        for k in kept:
+            self.checked[k.provider] = self.checked.get(k.provider, 0) + 1
+        return kept
+
+
+def reference_outputs(reference: Any, kept: Kept, backward: bool) -> list[torch.Tensor]:
+    """The reference's outputs on a kept call's inputs (and, forward + backward, its gradients for the same
+    upstream gradient), in the order ``Keeper.keep`` stores the candidate's."""
+    if not backward:
+        with torch.no_grad():
+            out = reference(*kept.inputs)
+        return [o.detach() for o in flatten_outputs(out) if isinstance(o, torch.Tensor)]
+    outs = [o for o in flatten_outputs(reference(*kept.inputs)) if isinstance(o, torch.Tensor) and o.requires_grad]
+    if len(outs) != len(kept.upstream or []):
+        return [o.detach() for o in outs]
+    torch.autograd.backward(outs, kept.upstream)
+    grads = [t.grad for t in _tensors(kept.inputs) if t.requires_grad]
+    return [o.detach() for o in outs] + [g.detach() if g is not None else torch.zeros(0) for g in grads]
+
+
+def _float_distance(got: torch.Tensor, want: torch.Tensor) -> tuple[int, float, float]:
+    """(NaN/Inf positions that disagree, squared distance and squared norm of ``want`` over the positions finite
+    in both), in float64 chunks so a large output needs no output-sized float64 temporaries."""
+    g_all, w_all = got.detach().reshape(-1), want.detach().reshape(-1)
+    special, err_sq, norm_sq = 0, 0.0, 0.0
+    for lo in range(0, w_all.numel(), compare.CHUNK):
+        gd, wd = g_all[lo : lo + compare.CHUNK].double(), w_all[lo : lo + compare.CHUNK].double()
+        g_fin, w_fin = torch.isfinite(gd), torch.isfinite(wd)
+        both_nan = gd.isnan() & wd.isnan()
+        special += int((g_fin != w_fin).sum()) + int((~g_fin & ~w_fin & ~both_nan & (gd != wd)).sum())
+        both = g_fin & w_fin
+        err_sq += float(((gd - wd)[both] ** 2).sum())
+        norm_sq += float((wd[both] ** 2).sum())
+    return special, err_sq, norm_sq
+
+
+def compare_outputs(
+    got: list[torch.Tensor], want: list[torch.Tensor], overrides: dict[str, Any] | None, scale: float
+) -> str | None:
+    """None when ``got`` is the reference's ``want`` up to what a correct kernel may differ by (module doc);
+    otherwise what differs, naming the output."""
+    if len(got) != len(want):
+        return f"{len(got)} tensor outputs where the reference gives {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        what = f"output {i}" if len(want) > 1 else "the output"
+        if tuple(g.shape) != tuple(w.shape):
+            return f"{what} has shape {tuple(g.shape)} where the reference's is {tuple(w.shape)}"
+        n = w.numel()
+        if n == 0:
+            continue
+        allowed = int(MISMATCH_FRACTION * n)  # none in outputs under a thousand elements
+        if not (w.is_floating_point() or w.is_complex()):
+            wrong = int((g.to(w.dtype) != w).sum())
+            if wrong > allowed:
+                return f"{what}: {wrong} of {n} values differ from the reference's"
+            continue
+        if w.is_complex():
+            g, w = torch.view_as_real(g.to(w.dtype)), torch.view_as_real(w)
+        special, err_sq, norm_sq = _float_distance(g, w)
+        if special > allowed:
+            return f"{what}: {special} of {n} NaN/Inf positions differ from the reference's"
+        err, norm = math.sqrt(err_sq), math.sqrt(norm_sq)
+        tol = compare.tolerance_for(w.dtype, {k: tuple(v) for k, v in (overrides or {}).items()})
+        limit = CHECK_FACTOR * max(tol.norm_floor, scale)
+        rel = err / norm if norm > 0 else (0.0 if err == 0 else math.inf)
+        if rel > limit:
+            return (
+                f"{what}: relative norm distance {rel:.3g} from the reference on the same inputs, over the "
+                f"{limit:.3g} a correct kernel stays within ({CHECK_FACTOR:g}× the larger of the {w.dtype} norm "
+                f"floor and the errors validate measured)"
+            )
+    return None

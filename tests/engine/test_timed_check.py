@@ -1,0 +1,191 @@
+"""jobs.timed_check: the bench's check that timed calls did the work validate judged. Each rule has a case that
+must fail it and a twin that must pass; the GPU tests in test_bench.py run the whole check inside bench."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from mcp_server.engine.jobs import timed_check as tc
+from mcp_server.engine.jobs.bench_job import _forward_backward, _TimedCheck
+
+
+def _gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _tf32(t: torch.Tensor) -> torch.Tensor:
+    """float32 values rounded to TF32 (10 mantissa bits; ties away from zero, as the tensor cores' input cast)."""
+    bits = t.contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+def test_a_right_result_passes_and_skipped_work_fails():
+    want = torch.randn(1 << 16, generator=_gen())
+    assert tc.compare_outputs([want.clone()], [want], None, 0.0) is None
+    half = want.clone()
+    half[want.numel() // 2 :] = 0
+    problem = tc.compare_outputs([half], [want], None, 0.0)
+    assert problem and "relative norm distance" in problem
+    # Work skipped on one element in a hundred is caught as well: √0.01 = 10 % of the norm.
+    few = want.clone()
+    few[::100] = 0
+    assert tc.compare_outputs([few], [want], None, 0.0)
+
+
+def test_a_result_kept_from_other_inputs_fails():
+    want = torch.randn(4096, generator=_gen(1))
+    stale = torch.randn(4096, generator=_gen(2))
+    assert "relative norm distance" in tc.compare_outputs([stale], [want], None, 0.0)
+
+
+def test_rounding_passes_in_every_dtype_and_a_cheaper_precision_fails_in_float32():
+    x = torch.randn(256, 512, generator=_gen(3), dtype=torch.float64)
+    w = torch.randn(512, 256, generator=_gen(4), dtype=torch.float64)
+    exact = x @ w
+    # A different summation order in float32 and a bf16 result one rounding away: both pass.
+    assert tc.compare_outputs([(x.float() @ w.float())], [exact.float()], None, 0.0) is None
+    bf = exact.to(torch.bfloat16)
+    nudged = (exact * (1 + 2.0**-9)).to(torch.bfloat16)
+    assert tc.compare_outputs([nudged], [bf], None, 0.0) is None
+    # The same product from operands rounded to TF32's 10-bit mantissa, judged as float32: fails.
+    tf32 = _tf32(x.float()) @ _tf32(w.float())
+    assert "relative norm distance" in tc.compare_outputs([tf32], [exact.float()], None, 0.0)
+    # Unless the reference module allows that error, or validate measured errors of that size.
+    assert tc.compare_outputs([tf32], [exact.float()], {"float32": [1e-3, 1e-2]}, 0.0) is None
+    assert tc.compare_outputs([tf32], [exact.float()], None, 1e-3) is None
+
+
+def test_nan_positions_must_agree_up_to_one_element_in_a_thousand_of_large_outputs():
+    want = torch.randn(100_000, generator=_gen(5))
+    few = want.clone()
+    few[:100] = math.nan  # exactly one in a thousand
+    assert tc.compare_outputs([few], [want], None, 0.0) is None
+    more = want.clone()
+    more[:101] = math.nan
+    assert "NaN/Inf positions" in tc.compare_outputs([more], [want], None, 0.0)
+    # A small output, such as a scalar loss, may not lose even one value to NaN.
+    assert "NaN/Inf positions" in tc.compare_outputs([torch.tensor([math.nan])], [torch.tensor([1.0])], None, 0.0)
+    # NaN where the reference has NaN, and the same infinities, agree.
+    ref = torch.tensor([math.nan, math.inf, -math.inf, 1.0])
+    assert tc.compare_outputs([ref.clone()], [ref], None, 0.0) is None
+    flipped = torch.tensor([math.nan, -math.inf, -math.inf, 1.0])
+    assert "NaN/Inf positions" in tc.compare_outputs([flipped], [ref], None, 0.0)
+
+
+def test_integer_outputs_shapes_and_output_counts():
+    ids = torch.arange(10)
+    assert tc.compare_outputs([ids.clone()], [ids], None, 0.0) is None
+    off = ids.clone()
+    off[3] = 7
+    assert "1 of 10 values differ" in tc.compare_outputs([off], [ids], None, 0.0)
+    assert "shape (5,)" in tc.compare_outputs([ids[:5]], [ids], None, 0.0)
+    assert "1 tensor outputs where the reference gives 2" in tc.compare_outputs([ids], [ids, ids], None, 0.0)
+
+
+def test_fresh_values_change_in_place_and_keep_the_sets_kind():
+    x = torch.randn(10_000, generator=_gen(6)) * 3 + 5
+    pos = torch.rand(10_000, generator=_gen(7))
+    ids = torch.randint(0, 9, (100,), generator=_gen(8))
+    leaf = torch.randn(100, generator=_gen(9)).requires_grad_(True)
+    fp8 = torch.randn(64, generator=_gen(10)).to(torch.float8_e4m3fn)
+    fresh = tc.FreshValues([x, (pos, ids), {"w": leaf}, fp8])
+    before = [t.detach().clone() for t in (x, pos, ids, leaf, fp8)]
+    ptrs = [t.data_ptr() for t in (x, pos, ids, leaf, fp8)]
+    fresh.refresh()
+    assert [t.data_ptr() for t in (x, pos, ids, leaf, fp8)] == ptrs
+    assert not torch.equal(x, before[0]) and not torch.equal(pos, before[1])
+    assert not torch.equal(leaf.detach(), before[3])
+    assert not torch.equal(fp8.float(), before[4].float())
+    assert torch.equal(ids, before[2])  # integers (indices, flags) stay as they are
+    assert abs(x.mean().item() - 5) < 0.3 and abs(x.std().item() - 3) < 0.3
+    assert pos.min().item() >= 0  # a non-negative input stays non-negative
+    assert leaf.requires_grad
+
+
+def test_the_keeper_copies_what_it_keeps_and_keeps_at_most_two_a_round():
+    keeper = tc.Keeper({"candidate"})
+    x = torch.ones(4)
+    out = x * 2
+    keeper.after_call("eager", 1, [x], out, None)  # not a checked provider
+    for _ in range(5):
+        keeper.after_call("candidate", 1, [x], out, None)  # one call in the round: always drawn
+    assert len(keeper.kept) == tc.MAX_KEPT_PER_ROUND
+    x.zero_()
+    out.zero_()
+    assert torch.equal(keeper.kept[0].inputs[0], torch.ones(4))
+    assert torch.equal(keeper.kept[0].outputs[0], 2 * torch.ones(4))
+    assert len(keeper.take()) == 2 and keeper.checked == {"candidate": 2} and not keeper.kept
+    # One call in a round's hundred is drawn on average: 30 expected in 3000 (fewer than 6 or more than 80 has a
+    # chance under one in a million).
+    drawn = 0
+    for _ in range(3000):
+        keeper.after_call("candidate", 100, [x], out, None)
+        drawn += len(keeper.take())
+    assert 5 < drawn < 80
+
+
+def _square_reference(x):
+    return x * x
+
+
+def test_verify_fails_a_timed_call_that_skipped_work_and_passes_its_twin():
+    check = _TimedCheck(_square_reference, False, {"candidate", "lazy"}, None, 0.0)
+    keeper = check.keeper()
+    x = torch.randn(1000, generator=_gen(11))
+    keeper.keep("candidate", [x], x * x, None)
+    lazy = x * x
+    lazy[500:] = 0
+    keeper.keep("lazy", [x], lazy, None)
+    check.verify(keeper)
+    assert set(check.failures) == {"lazy"} and "relative norm distance" in check.failures["lazy"]
+    assert keeper.checked == {"candidate": 1, "lazy": 1}
+
+
+def test_forward_backward_checks_compare_the_gradients_for_the_same_upstream_gradient():
+    def honest(x):
+        return x * x
+
+    class _LazyBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * x
+
+        @staticmethod
+        def backward(ctx, dy):
+            return torch.zeros_like(dy)
+
+    for fn, fails in ((honest, False), (_LazyBackward.apply, True)):
+        check = _TimedCheck(_square_reference, True, {"candidate"}, None, 0.0)
+        keeper = check.keeper()
+        timed = _forward_backward(fn, None)
+        x = torch.randn(2000, generator=_gen(12)).requires_grad_(True)
+        out = timed(x)
+        keeper.keep("candidate", [x], out, timed)
+        kept = keeper.kept[0]
+        assert len(kept.outputs) == 2 and torch.equal(kept.upstream[0], timed.last[1][0])
+        check.verify(keeper)
+        assert ("candidate" in check.failures) is fails
+        if fails:
+            assert "output 1" in check.failures["candidate"]  # the gradient, not the forward output
+
+
+@pytest.mark.parametrize("overrides", [None, {"float32": [1e-5, 1e-5]}])
+def test_module_tolerances_come_from_tolerances_or_the_spec(overrides):
+    class Tol:
+        def __init__(self, atol, rtol):
+            self.atol, self.rtol = atol, rtol
+
+    class Spec:
+        def __init__(self):
+            self.tolerances = {torch.float32: Tol(1e-4, 2e-4)}
+
+    class Module:
+        SPEC = Spec()
+
+    if overrides is not None:
+        Module.TOLERANCES = overrides
+    got = tc.module_tolerances(Module)
+    assert got == (overrides or {"float32": [1e-4, 2e-4]})
