@@ -189,3 +189,17 @@ def test_module_tolerances_come_from_tolerances_or_the_spec(overrides):
         Module.TOLERANCES = overrides
     got = tc.module_tolerances(Module)
     assert got == (overrides or {"float32": [1e-4, 2e-4]})
+
+
+def test_a_reference_that_refuses_the_kept_values_leaves_the_call_unchecked_not_failed():
+    def picky(x):
+        if bool((x < 0).any()):
+            raise ValueError("negative values")
+        return x.sqrt()
+
+    check = _TimedCheck(picky, False, {"candidate"}, None, 0.0)
+    keeper = check.keeper()
+    x = torch.randn(100, generator=_gen(13))
+    keeper.keep("candidate", [x], torch.zeros(100), None)
+    check.verify(keeper)
+    assert not check.failures and keeper.checked == {"candidate": 0}

@@ -387,7 +387,11 @@ class _TimedCheck:
         for kept in keeper.take():
             if kept.provider in self.failures:
                 continue
-            want = timed_check.reference_outputs(self.reference, kept, self.backward)
+            try:
+                want = timed_check.reference_outputs(self.reference, kept, self.backward)
+            except Exception:  # the reference refuses these values: no truth to check this call against
+                keeper.checked[kept.provider] -= 1
+                continue
             problem = timed_check.compare_outputs(kept.outputs, want, self.overrides, self.scale)
             if problem:
                 self.failures[kept.provider] = (
