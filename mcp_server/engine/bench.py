@@ -30,6 +30,7 @@ from mcp_server.engine.models import (
     FindingKind,
     ProviderTiming,
     Severity,
+    ValidateResult,
 )
 from mcp_server.engine.resolve import resolve_inputs
 from mcp_server.engine.runner import Runner, shared_runner
@@ -182,6 +183,7 @@ def bench(
     extra_candidates: dict[str, str] | None = None,
     extra_baselines: list[str] | None = None,
     allow_torch_ops: Iterable[str] | None = (),
+    check_scale: float = 0.0,
     plot: str | None = None,
     timeout_s: float = BENCH_TIMEOUT_S,
     lock_wait_s: float = GPU_LOCK_WAIT_S,
@@ -197,6 +199,9 @@ def bench(
     ``extra_baselines``: ``path.py:function`` specs of other implementations to beat (a library the user would
     otherwise pick), timed in the same runs on the same inputs; each row then carries the candidate's speed-up
     over each one in ``speedup_vs_baselines``, labelled by :func:`baseline_labels`.
+
+    ``check_scale``: the errors a validation made apart measured (:func:`measured_error_scale`), which the check
+    of timed outputs allows several times over; the validation ``validate_first`` runs adds its own.
     """
     started = time.perf_counter()
     if mode not in ("events", "cuda-graph"):
@@ -227,8 +232,6 @@ def bench(
 
     findings: list[Finding] = []
     validation = None
-    # The scale of the errors validate measured, which the timed-output check allows CHECK_FACTOR times over.
-    check_scale = 0.0
     if validate_first and ref_spec is not None:
         from mcp_server.engine.validate import validate
 
@@ -246,9 +249,7 @@ def bench(
             cwd=cwd,
         )
         validation = verdict.summary
-        check_scale = max(
-            (e for r in verdict.rows for e in (r.rel_norm_err, r.torch_rel_norm_err) if math.isfinite(e)), default=0.0
-        )
+        check_scale = max(check_scale, measured_error_scale(verdict))
         if not verdict.ok:
             findings.append(
                 Finding(
@@ -359,6 +360,13 @@ def bench(
     if plot:
         result.plot = draw(result, plot)
     return result
+
+
+def measured_error_scale(verdict: ValidateResult) -> float:
+    """The largest relative-norm error a validation measured, the candidate's or PyTorch's own in its dtype: the
+    scale the check of timed outputs allows several times over (jobs.timed_check)."""
+    errors = (e for r in verdict.rows for e in (r.rel_norm_err, r.torch_rel_norm_err) if math.isfinite(e))
+    return max(errors, default=0.0)
 
 
 def baseline_labels(specs: list[str], *, taken: set[str] = frozenset(), cwd: Path | None = None) -> dict[str, Any]:

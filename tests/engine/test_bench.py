@@ -333,3 +333,15 @@ def test_forward_backward_timings_check_the_gradients_of_timed_calls(runner, nam
     assert (FindingKind.timed_output_mismatch in kinds(result.findings)) is not ok
     if not ok:
         assert "output 1" in cand.error  # the gradient
+
+
+def test_the_error_scale_a_validation_hands_the_timed_output_check_is_its_largest_finite_error():
+    from types import SimpleNamespace
+
+    rows = [
+        SimpleNamespace(rel_norm_err=2e-4, torch_rel_norm_err=1e-3),
+        SimpleNamespace(rel_norm_err=math.inf, torch_rel_norm_err=math.nan),
+        SimpleNamespace(rel_norm_err=5e-6, torch_rel_norm_err=0.0),
+    ]
+    assert B.measured_error_scale(SimpleNamespace(rows=rows)) == 1e-3
+    assert B.measured_error_scale(SimpleNamespace(rows=[])) == 0.0

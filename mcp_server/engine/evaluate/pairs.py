@@ -198,7 +198,7 @@ def _judge(
     result: PairResult,
     done: Callable[..., PairResult],
 ) -> PairResult:
-    from mcp_server.engine.bench import bench, honest_ms
+    from mcp_server.engine.bench import bench, honest_ms, measured_error_scale
     from mcp_server.engine.validate import validate
 
     device = probe(runner)
@@ -243,6 +243,7 @@ def _judge(
             f"{problem}:Model",
             reps=settings.reps,
             validate_first=False,
+            check_scale=measured_error_scale(verdict),
             timeout_s=settings.timeout_s,
             runner=runner,
             cwd=problem.parent,
