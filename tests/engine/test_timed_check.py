@@ -203,3 +203,18 @@ def test_a_reference_that_refuses_the_kept_values_leaves_the_call_unchecked_not_
     keeper.keep("candidate", [x], torch.zeros(100), None)
     check.verify(keeper)
     assert not check.failures and keeper.checked == {"candidate": 0}
+
+
+class _Deferred(torch.Tensor):
+    pass
+
+
+def test_a_timed_call_returning_a_tensor_subclass_fails_without_being_copied_and_a_parameter_passes():
+    check = _TimedCheck(_square_reference, False, {"candidate", "parameter"}, None, 0.0)
+    keeper = check.keeper()
+    x = torch.randn(100, generator=_gen(14))
+    keeper.keep("candidate", [x], (x * x).as_subclass(_Deferred), None)
+    keeper.keep("parameter", [x], torch.nn.Parameter(x * x, requires_grad=False), None)
+    assert keeper.kept[0].problem and not keeper.kept[0].outputs
+    check.verify(keeper)
+    assert set(check.failures) == {"candidate"} and "_Deferred (a torch.Tensor subclass" in check.failures["candidate"]

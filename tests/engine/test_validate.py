@@ -112,6 +112,7 @@ DEFECTS = [
     ("add_problem.py", "add_stale_cache.py", FindingKind.stale_cache),
     ("add_problem.py", "add_wrong_dtype.py", FindingKind.dtype_mismatch),
     ("add_problem.py", "add_wrong_shape.py", FindingKind.shape_mismatch),
+    ("add_problem.py", "add_subclass.py", FindingKind.shape_mismatch),
     ("add_problem.py", "add_nan.py", FindingKind.nan_mismatch),
     ("add_problem.py", "add_exits.py", FindingKind.crash),
     ("add_problem.py", "add_segfault.py", FindingKind.crash),
@@ -144,6 +145,16 @@ def test_validate_passes_the_correct_twins_of_the_defects(runner, fx, problem, c
 
 
 @pytest.mark.slow
+def test_a_tensor_subclass_output_is_named_and_a_reference_returning_one_is_read_as_a_plain_tensor(runner, fx):
+    # The candidate's subclass fails with its name (the parent could not even read it back before, a traceback).
+    result = validate(fx("add_problem.py", "reference"), fx("add_subclass.py", "candidate"), runner=runner)
+    assert any("torch.Tensor subclass" in f.message for f in result.findings), result.findings
+    # Its twin returning a plain tensor passes against a reference that returns a subclass or a Parameter.
+    for name in ("reference", "parameter_reference"):
+        twin = validate(fx("subclass_problem.py", name), fx("add_good.py", "candidate"), runner=runner)
+        assert twin.ok, twin.findings
+
+
 def test_the_tail_bug_hides_at_a_power_of_two_until_shapes_are_derived(runner, fx):
     ref, cand = fx("add_pow2_problem.py", "reference"), fx("add_assumes_multiple.py", "candidate")
     assert validate(ref, cand, runner=runner, derive_shapes=False).ok

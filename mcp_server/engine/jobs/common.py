@@ -27,13 +27,16 @@ from mcp_server.engine.jobs.trees import (
     check_plain,
     clone,
     flatten_outputs,
+    foreign_tensor,
     iter_tensors,
     map_tensors,
+    plain,
     storage_span,
     sync,
     tensor_digest,
     to_cpu,
     to_device,
+    type_label,
 )
 
 __all__ = [
@@ -49,10 +52,12 @@ __all__ = [
     "check_plain",
     "clone",
     "flatten_outputs",
+    "foreign_tensor",
     "install_launch_hooks",
     "iter_tensors",
     "map_tensors",
     "op_work",
+    "plain",
     "poison_value",
     "recording",
     "refill",
@@ -62,4 +67,5 @@ __all__ = [
     "tensor_digest",
     "to_cpu",
     "to_device",
+    "type_label",
 ]

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from mcp_server.engine import compare
-from mcp_server.engine.jobs.trees import flatten_outputs, map_tensors
+from mcp_server.engine.jobs.trees import flatten_outputs, foreign_tensor, map_tensors, type_label
 from mcp_server.engine.models import FindingKind
 
 # How many times the larger of the norm floor and validate's measured errors a timed output may be off.
@@ -96,6 +96,8 @@ class Kept:
     inputs: list[Any]
     outputs: list[torch.Tensor]
     upstream: list[torch.Tensor] | None = None
+    # What is wrong with the call before any comparison (a tensor subclass returned), or None.
+    problem: str | None = None
 
 
 @dataclass
@@ -118,6 +120,12 @@ class Keeper:
         self.keep(provider, args, out, fn)
 
     def keep(self, provider: str, args: list[Any], out: Any, fn: Any) -> None:
+        returned = getattr(fn, "last", ([], None))[0] if self.backward else flatten_outputs(out)
+        foreign = [o for o in returned if foreign_tensor(o)]
+        if foreign:
+            # Copying it would run its own code: the result could be made there, after the timed call.
+            self.kept.append(Kept(provider, [], [], problem=f"a timed call returned a {type_label(foreign[0])}"))
+            return
         inputs = map_tensors(args, lambda t: t.detach().clone().requires_grad_(t.requires_grad))
         if self.backward:
             outs, upstream = getattr(fn, "last", ([], None))

@@ -56,8 +56,26 @@ def to_device(tree: Any, device: str) -> Any:
     return map_tensors(tree, lambda t: t.to(device))
 
 
+def plain(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a plain ``torch.Tensor`` (a Parameter or other subclass unwrapped): the trusted parent reads what
+    children save with ``torch.load(weights_only=True)``, which refuses classes it does not know."""
+    return t if type(t) is torch.Tensor else t.as_subclass(torch.Tensor)
+
+
+def foreign_tensor(o: Any) -> bool:
+    """A ``torch.Tensor`` subclass other than ``nn.Parameter``: its methods can run code of its own whenever
+    the tensor is used, also after the call that returned it (work done outside a timed call)."""
+    return isinstance(o, torch.Tensor) and type(o) not in (torch.Tensor, torch.nn.Parameter)
+
+
+def type_label(o: Any) -> str:
+    """How a finding names the type of a returned object."""
+    name = type(o).__name__
+    return f"{name} (a torch.Tensor subclass: return plain tensors)" if foreign_tensor(o) else name
+
+
 def to_cpu(tree: Any) -> Any:
-    return map_tensors(tree, lambda t: t.detach().to("cpu"))
+    return map_tensors(tree, lambda t: plain(t.detach().to("cpu")))
 
 
 def clone(tree: Any) -> Any:

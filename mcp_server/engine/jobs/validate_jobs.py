@@ -663,15 +663,15 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         entry.update(
             status="ok",
             outputs=[
-                {"type": type(o).__name__}
+                {"type": common.type_label(o)}
                 | (
                     {
                         "shape": list(o.shape),
                         "dtype": str(o.dtype).replace("torch.", ""),
                         "device": str(o.device),
                     }
-                    if isinstance(o, torch.Tensor)
-                    else {"repr": repr(o)[:80]}
+                    if isinstance(o, torch.Tensor) and not common.foreign_tensor(o)
+                    else {"repr": object.__repr__(o)[:80]}
                 )
                 for o in first
             ],
@@ -689,7 +689,13 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         saved[key] = {
             "configs": variant_outputs,
             # Copies: an in-place candidate returns its input, which the next seed's same-address call rewrites.
-            "out": [o.detach().to("cpu", copy=True) if isinstance(o, torch.Tensor) else None for o in first],
+            # A tensor subclass other than a Parameter is judged as what it is, not a tensor (common.foreign_tensor).
+            "out": [
+                common.plain(o.detach().to("cpu", copy=True))
+                if isinstance(o, torch.Tensor) and not common.foreign_tensor(o)
+                else None
+                for o in first
+            ],
             "out2": [common.to_cpu(o) if isinstance(o, torch.Tensor) else None for o in runs[1]]
             if len(runs) > 1
             else None,
