@@ -38,6 +38,7 @@ from mcp_server.engine.models import (
     BadElement,
     CaseReport,
     ComparisonRow,
+    Failure,
     Finding,
     FindingKind,
     OpUse,
@@ -175,7 +176,13 @@ def validate(
                     continue
                 raise _reference_failure(ref_out, ref_spec)
             ref_meta = ref_out.result or {}
-            ref_data = torch.load(ref_out.path("reference.pt"), weights_only=True, map_location="cpu")
+            try:
+                ref_data = torch.load(ref_out.path("reference.pt"), weights_only=True, map_location="cpu")
+            except Exception as exc:  # what the child saved holds something a safe load refuses
+                raise UsageError(
+                    f"The reference {ref_spec}'s results could not be read back safely ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0][:300]}). Make it return tensors and Python numbers."
+                ) from None
         break
     # The reference's files are gone before the candidate starts.
 
@@ -226,8 +233,16 @@ def validate(
         if (job_dir / "progress.txt").exists():
             progress = (job_dir / "progress.txt").read_text()
         cand_data = None
-        if cand_out.failure is None:
-            cand_data = torch.load(cand_out.path("candidate.pt"), weights_only=True, map_location="cpu")
+        failure = cand_out.failure
+        if failure is None:
+            try:
+                cand_data = torch.load(cand_out.path("candidate.pt"), weights_only=True, map_location="cpu")
+            except Exception as exc:  # what the child saved holds something a safe load refuses
+                failure = Failure(
+                    kind=FindingKind.exception,
+                    message=f"the candidate's results could not be read back safely ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0][:300]}): return plain tensors and Python numbers",
+                )
         judge = _Judge(
             ref_meta,
             ref_data,
@@ -238,8 +253,8 @@ def validate(
             device,
             refusals_ok,
         )
-        if cand_out.failure is not None:
-            judge.whole_job_failed(cand_out.failure, progress)
+        if failure is not None:
+            judge.whole_job_failed(failure, progress)
         else:
             judge.run()
             trust_findings += evidence.run_findings(

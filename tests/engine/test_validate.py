@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 import torch
 
@@ -304,3 +306,28 @@ def test_declared_refusals_on_listed_cases_are_warnings_only_when_allowed(runner
     assert FindingKind.exception in kinds(strict)  # 1000 is not a multiple of 256: refused on a listed case
     lenient = validate(ref, cand, runner=runner, derive_shapes=False, refusals_ok=True)
     assert lenient.ok and FindingKind.unsupported_shape in kinds(lenient, Severity.warning)
+
+
+def test_results_a_safe_load_refuses_are_a_failure_or_a_usage_error_never_a_traceback(runner, fx, monkeypatch):
+    import mcp_server.engine.validate as V
+
+    real_load = torch.load
+
+    def refuse(name):
+        def load(path, *args, **kwargs):
+            if str(path).endswith(name):
+                raise pickle.UnpicklingError("Weights only load failed: Unsupported global: GLOBAL x.Y")
+            return real_load(path, *args, **kwargs)
+
+        return load
+
+    monkeypatch.setattr(V.torch, "load", refuse("candidate.pt"))
+    result = validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner)
+    assert not result.ok
+    assert any("could not be read back safely" in f.message for f in result.findings), result.findings
+    monkeypatch.setattr(V.torch, "load", refuse("reference.pt"))
+    with pytest.raises(UsageError, match="results could not be read back safely"):
+        validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner)
+    # The twin: the same files read with the real load pass.
+    monkeypatch.setattr(V.torch, "load", real_load)
+    assert validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner).ok
