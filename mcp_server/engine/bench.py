@@ -408,6 +408,7 @@ def _row(raw: dict[str, Any], peaks: DevicePeaks, baselines: list[str] | None = 
                     error=t["error"],
                     compile_s=t.get("compile_s"),
                     checked_calls=t.get("checked_calls"),
+                    check_margin=t.get("check_margin"),
                 )
             )
         else:

@@ -322,6 +322,11 @@ class ProviderTiming(BaseModel):
     checked_calls: int | None = Field(
         None, description="events mode: timed calls whose outputs were checked against the reference (random picks)"
     )
+    check_margin: float | None = Field(
+        None,
+        description="the checked outputs' largest relative-norm distance from the reference, as a fraction of the "
+        "limit (over 1 fails)",
+    )
     error: str | None = None
 
 

@@ -141,6 +141,8 @@ def test_verify_fails_a_timed_call_that_skipped_work_and_passes_its_twin():
     keeper.keep("lazy", [x], lazy, None)
     check.verify(keeper)
     assert set(check.failures) == {"lazy"} and "relative norm distance" in check.failures["lazy"]
+    # How close each came to its limit: the right one at 0, the lazy one past 1.
+    assert check.margins["candidate"] == 0.0 and check.margins["lazy"] > 1
     assert keeper.checked == {"candidate": 1, "lazy": 1}
 
 

@@ -375,6 +375,8 @@ class _TimedCheck:
         self.overrides = overrides
         self.scale = scale
         self.failures: dict[str, str] = {}
+        # Per provider, the largest distance of a checked output from the reference, as a fraction of its limit.
+        self.margins: dict[str, float] = {}
 
     def keeper(self) -> timed_check.Keeper | None:
         return timed_check.Keeper(self.providers, self.backward) if self.providers else None
@@ -395,7 +397,9 @@ class _TimedCheck:
             except Exception:  # the reference refuses these values: no truth to check this call against
                 keeper.checked[kept.provider] -= 1
                 continue
-            problem = timed_check.compare_outputs(kept.outputs, want, self.overrides, self.scale)
+            margins: list[float] = []
+            problem = timed_check.compare_outputs(kept.outputs, want, self.overrides, self.scale, margins)
+            self.margins[kept.provider] = max([self.margins.get(kept.provider, 0.0), *margins])
             if problem:
                 self.failures[kept.provider] = (
                     f"a timed call's result is not the reference's on the same inputs — {problem}. The timing "
@@ -592,6 +596,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             t["outside_stream_ms"] = timer.host_check(fn, sets)
             if keeper is not None and t["provider"] in keeper.providers:
                 t["checked_calls"] = keeper.checked.get(t["provider"], 0)
+                t["check_margin"] = check.margins.get(t["provider"])
                 if t["provider"] in check.failures:
                     t["error"] = f"{timed_check.PREFIX}: {check.failures[t['provider']]}"
         grad_bytes = None

@@ -177,10 +177,15 @@ def _float_distance(got: torch.Tensor, want: torch.Tensor) -> tuple[int, float, 
 
 
 def compare_outputs(
-    got: list[torch.Tensor], want: list[torch.Tensor], overrides: dict[str, Any] | None, scale: float
+    got: list[torch.Tensor],
+    want: list[torch.Tensor],
+    overrides: dict[str, Any] | None,
+    scale: float,
+    margins: list[float] | None = None,
 ) -> str | None:
     """None when ``got`` is the reference's ``want`` up to what a correct kernel may differ by (module doc);
-    otherwise what differs, naming the output."""
+    otherwise what differs, naming the output. ``margins`` collects each floating output's relative norm
+    distance as a fraction of its limit (how close a passing kernel came)."""
     if len(got) != len(want):
         return f"{len(got)} tensor outputs where the reference gives {len(want)}"
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
@@ -205,6 +210,8 @@ def compare_outputs(
         tol = compare.tolerance_for(w.dtype, {k: tuple(v) for k, v in (overrides or {}).items()})
         limit = CHECK_FACTOR * max(tol.norm_floor, scale)
         rel = err / norm if norm > 0 else (0.0 if err == 0 else math.inf)
+        if margins is not None:
+            margins.append(rel / limit)
         if rel > limit:
             return (
                 f"{what}: relative norm distance {rel:.3g} from the reference on the same inputs, over the "
