@@ -363,9 +363,12 @@ def bench(
 
 
 def measured_error_scale(verdict: ValidateResult) -> float:
-    """The largest relative-norm error a validation measured, the candidate's or PyTorch's own in its dtype: the
-    scale the check of timed outputs allows several times over (jobs.timed_check)."""
-    errors = (e for r in verdict.rows for e in (r.rel_norm_err, r.torch_rel_norm_err) if math.isfinite(e))
+    """The largest relative-norm error a validation measured, PyTorch's own in its dtype or the candidate's on an
+    output it passed (a failed output's error would excuse anything): the scale the check of timed outputs
+    allows several times over (jobs.timed_check)."""
+    errors = (
+        e for r in verdict.rows for e in (r.torch_rel_norm_err, r.rel_norm_err if r.ok else 0.0) if math.isfinite(e)
+    )
     return max(errors, default=0.0)
 
 

@@ -181,7 +181,7 @@ def validate(
             except Exception as exc:  # what the child saved holds something a safe load refuses
                 raise UsageError(
                     f"The reference {ref_spec}'s results could not be read back safely ({type(exc).__name__}: "
-                    f"{str(exc).splitlines()[0][:300]}). Make it return tensors and Python numbers."
+                    f"{(str(exc).splitlines() or [''])[0][:300]}). Make it return tensors and Python numbers."
                 ) from None
         break
     # The reference's files are gone before the candidate starts.
@@ -241,7 +241,7 @@ def validate(
                 failure = Failure(
                     kind=FindingKind.exception,
                     message=f"the candidate's results could not be read back safely ({type(exc).__name__}: "
-                    f"{str(exc).splitlines()[0][:300]}): return plain tensors and Python numbers",
+                    f"{(str(exc).splitlines() or [''])[0][:300]}): return plain tensors and Python numbers",
                 )
         judge = _Judge(
             ref_meta,

@@ -339,9 +339,16 @@ def test_the_error_scale_a_validation_hands_the_timed_output_check_is_its_larges
     from types import SimpleNamespace
 
     rows = [
-        SimpleNamespace(rel_norm_err=2e-4, torch_rel_norm_err=1e-3),
-        SimpleNamespace(rel_norm_err=math.inf, torch_rel_norm_err=math.nan),
-        SimpleNamespace(rel_norm_err=5e-6, torch_rel_norm_err=0.0),
+        SimpleNamespace(ok=True, rel_norm_err=2e-4, torch_rel_norm_err=1e-3),
+        SimpleNamespace(ok=True, rel_norm_err=math.inf, torch_rel_norm_err=math.nan),
+        SimpleNamespace(ok=True, rel_norm_err=5e-6, torch_rel_norm_err=0.0),
     ]
     assert B.measured_error_scale(SimpleNamespace(rows=rows)) == 1e-3
+    # A failed output's error (a bench forced past a failing validation) excuses nothing; its twin passed counts.
+    wrong = SimpleNamespace(ok=False, rel_norm_err=0.5, torch_rel_norm_err=1e-3)
+    assert B.measured_error_scale(SimpleNamespace(rows=[wrong])) == 1e-3
+    assert (
+        B.measured_error_scale(SimpleNamespace(rows=[SimpleNamespace(ok=True, rel_norm_err=0.5, torch_rel_norm_err=0)]))
+        == 0.5
+    )
     assert B.measured_error_scale(SimpleNamespace(rows=[])) == 0.0
