@@ -151,21 +151,26 @@ def _looks_like_index(t: torch.Tensor, old: int) -> bool:
     return hi < old and hi >= old - 1 - max(1, old // 8)
 
 
+def value_stats(t: torch.Tensor) -> tuple[float, float, bool]:
+    """(mean, standard deviation, all non-negative) of the finite values of a floating tensor: what fresh values
+    that resemble it are drawn with (a normal draw, folded to non-negative where every value was)."""
+    ref = t.detach().float()
+    finite = ref[torch.isfinite(ref)] if ref.numel() else ref
+    mean = finite.mean().item() if finite.numel() else 0.0
+    std = finite.std().item() if finite.numel() > 1 else 1.0
+    std = std if math.isfinite(std) and std > 0 else 1.0
+    return mean, std, bool(finite.numel()) and finite.min().item() >= 0
+
+
 def refill(t: torch.Tensor, shape: list[int], old: int, new: int) -> torch.Tensor:
     """A random tensor of ``shape`` that resembles ``t`` (range, sign, dtype, index-like values)."""
     device, dtype = t.device, t.dtype
     if dtype == torch.bool:
         return torch.rand(shape, device=device) < 0.5
     if dtype.is_floating_point or dtype.is_complex:
-        ref = t.float()
-        finite = ref[torch.isfinite(ref)] if ref.numel() else ref
-        mean = finite.mean().item() if finite.numel() else 0.0
-        std = finite.std().item() if finite.numel() > 1 else 1.0
-        std = std if math.isfinite(std) and std > 0 else 1.0
+        mean, std, nonneg = value_stats(t)
         fresh = torch.randn(shape, device=device) * std + mean
-        if finite.numel() and finite.min().item() >= 0:
-            fresh = fresh.abs()
-        return fresh.to(dtype)
+        return (fresh.abs() if nonneg else fresh).to(dtype)
     if _looks_like_index(t, old):
         return _reindex(t, shape, new)
     if t.numel() == 0:

@@ -30,7 +30,9 @@ from typing import Any
 import torch
 
 from mcp_server.engine import compare
-from mcp_server.engine.jobs.trees import flatten_outputs, foreign_tensor, map_tensors, type_label
+from mcp_server.engine.jobs import grad_calls
+from mcp_server.engine.jobs.derive import value_stats
+from mcp_server.engine.jobs.trees import flatten_outputs, foreign_tensor, iter_tensors, map_tensors, type_label
 from mcp_server.engine.models import FindingKind
 
 # How many times the larger of the norm floor and validate's measured errors a timed output may be off.
@@ -58,17 +60,7 @@ class FreshValues:
     every finite value was."""
 
     def __init__(self, args: Any):
-        self.plan: list[tuple[torch.Tensor, float, float, bool]] = []
-        for t in _tensors(args):
-            if not t.is_floating_point() or t.numel() == 0:
-                continue
-            ref = t.detach().float()
-            finite = ref[torch.isfinite(ref)]
-            mean = finite.mean().item() if finite.numel() else 0.0
-            std = finite.std().item() if finite.numel() > 1 else 1.0
-            std = std if math.isfinite(std) and std > 0 else 1.0
-            nonneg = bool(finite.numel()) and finite.min().item() >= 0
-            self.plan.append((t, mean, std, nonneg))
+        self.plan = [(t, *value_stats(t)) for t in iter_tensors(args) if t.is_floating_point() and t.numel()]
 
     def refresh(self) -> None:
         with torch.no_grad():
@@ -80,12 +72,6 @@ class FreshValues:
                 else:  # fp8 and other types normal_ does not fill: draw in float32 and cast
                     fresh = torch.randn(t.shape, device=t.device) * std + mean
                     t.copy_(fresh.abs() if nonneg else fresh)
-
-
-def _tensors(tree: Any) -> list[torch.Tensor]:
-    out: list[torch.Tensor] = []
-    map_tensors(tree, out.append)
-    return out
 
 
 @dataclass
@@ -120,29 +106,31 @@ class Keeper:
         self.keep(provider, args, out, fn)
 
     def keep(self, provider: str, args: list[Any], out: Any, fn: Any) -> None:
-        returned = getattr(fn, "last", ([], None))[0] if self.backward else flatten_outputs(out)
+        # Forward + backward: the wrapper's outputs that take gradients and the upstream gradient it used.
+        returned, upstream = getattr(fn, "last", ([], None)) if self.backward else (flatten_outputs(out), None)
         foreign = [o for o in returned if foreign_tensor(o)]
         if foreign:
             # Copying it would run its own code: the result could be made there, after the timed call.
             self.kept.append(Kept(provider, [], [], problem=f"a timed call returned a {type_label(foreign[0])}"))
             return
         inputs = map_tensors(args, lambda t: t.detach().clone().requires_grad_(t.requires_grad))
-        if self.backward:
-            outs, upstream = getattr(fn, "last", ([], None))
-            grads = [t.grad for t in _tensors(args) if t.requires_grad]
-            outputs = [o.detach().clone() for o in outs] + [
-                g.detach().clone() if g is not None else torch.zeros(0) for g in grads
-            ]
-            self.kept.append(Kept(provider, inputs, outputs, [u.clone() for u in upstream or []]))
-        else:
-            outputs = [o.detach().clone() for o in flatten_outputs(out) if isinstance(o, torch.Tensor)]
+        outputs = [o.detach().clone() for o in returned if isinstance(o, torch.Tensor)]
+        if not self.backward:
             self.kept.append(Kept(provider, inputs, outputs))
+            return
+        grads = [g.detach().clone() if g is not None else torch.zeros(0) for g in _grads(args)]
+        self.kept.append(Kept(provider, inputs, outputs + grads, [u.clone() for u in upstream or []]))
 
     def take(self) -> list[Kept]:
         kept, self.kept = self.kept, []
         for k in kept:
             self.checked[k.provider] = self.checked.get(k.provider, 0) + 1
         return kept
+
+
+def _grads(args: list[Any]) -> list[torch.Tensor | None]:
+    """The gradients the last backward left on ``args``' leaves, in ``grad_calls.grad_leaves`` order."""
+    return [t.grad for t in grad_calls.grad_leaves(args)]
 
 
 def reference_outputs(reference: Any, kept: Kept, backward: bool) -> list[torch.Tensor]:
@@ -152,12 +140,12 @@ def reference_outputs(reference: Any, kept: Kept, backward: bool) -> list[torch.
         with torch.no_grad():
             out = reference(*kept.inputs)
         return [o.detach() for o in flatten_outputs(out) if isinstance(o, torch.Tensor)]
-    outs = [o for o in flatten_outputs(reference(*kept.inputs)) if isinstance(o, torch.Tensor) and o.requires_grad]
-    if len(outs) != len(kept.upstream or []):
-        return [o.detach() for o in outs]
-    torch.autograd.backward(outs, kept.upstream)
-    grads = [t.grad for t in _tensors(kept.inputs) if t.requires_grad]
-    return [o.detach() for o in outs] + [g.detach() if g is not None else torch.zeros(0) for g in grads]
+    if not kept.upstream:  # the candidate's call had no output that takes gradients
+        outs = [o for o in flatten_outputs(reference(*kept.inputs)) if isinstance(o, torch.Tensor)]
+        return [o.detach() for o in outs if o.requires_grad]
+    out, grads, _ = grad_calls.backward(reference, kept.inputs, [], kept.upstream, reference=False)
+    outs = [o.detach() for o in out if isinstance(o, torch.Tensor) and o.requires_grad]
+    return outs + [g if g is not None else torch.zeros(0) for g in grads or []]
 
 
 def _float_distance(got: torch.Tensor, want: torch.Tensor) -> tuple[int, float, float]:
