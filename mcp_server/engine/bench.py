@@ -333,11 +333,7 @@ def bench(
     rows = [_row(r, peaks, list(baseline_specs)) for r in raw.get("rows", [])]
     findings.extend(flags(rows))
     candidate_errors = [t.error for r in rows for t in r.timings if t.provider == "candidate" and t.error]
-    for err in candidate_errors:
-        kind = FindingKind.exception
-        if err.startswith(FindingKind.timed_output_mismatch.value + ":"):
-            kind, err = FindingKind.timed_output_mismatch, err.split(":", 1)[1].strip()
-        findings.append(Finding(kind=kind, severity=Severity.error, message=err))
+    findings.extend(error_finding(err) for err in candidate_errors)
     result = BenchResult(
         ok=not candidate_errors and bool(rows),
         device=device.device,
@@ -360,6 +356,16 @@ def bench(
     if plot:
         result.plot = draw(result, plot)
     return result
+
+
+def error_finding(error: str) -> Finding:
+    """The finding for a provider's timing error, which the child writes as ``kind: message`` (an exception's
+    kind, or the timed-output check's); an error of no known kind is an ``exception``."""
+    head, sep, rest = error.partition(":")
+    kinds = {k.value: k for k in FindingKind}
+    if sep and head.strip() in kinds:
+        return Finding(kind=kinds[head.strip()], severity=Severity.error, message=rest.strip())
+    return Finding(kind=FindingKind.exception, severity=Severity.error, message=error)
 
 
 def measured_error_scale(verdict: ValidateResult) -> float:

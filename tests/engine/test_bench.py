@@ -352,3 +352,13 @@ def test_the_error_scale_a_validation_hands_the_timed_output_check_is_its_larges
         == 0.5
     )
     assert B.measured_error_scale(SimpleNamespace(rows=[])) == 0.0
+
+
+def test_a_timing_error_keeps_the_kind_the_child_wrote_and_an_unknown_one_is_an_exception():
+    assert B.error_finding("timed_output_mismatch: a timed call's result is not the reference's").kind == (
+        FindingKind.timed_output_mismatch
+    )
+    oom = B.error_finding("oom: CUDA out of memory")
+    assert oom.kind == FindingKind.oom and oom.message == "CUDA out of memory"
+    plain = B.error_finding("ValueError: shapes differ")
+    assert plain.kind == FindingKind.exception and plain.message == "ValueError: shapes differ"
