@@ -184,6 +184,7 @@ def bench(
     extra_baselines: list[str] | None = None,
     allow_torch_ops: Iterable[str] | None = (),
     check_scale: float = 0.0,
+    validated_torch_share: float | None = None,
     plot: str | None = None,
     timeout_s: float = BENCH_TIMEOUT_S,
     lock_wait_s: float = GPU_LOCK_WAIT_S,
@@ -202,6 +203,10 @@ def bench(
 
     ``check_scale``: the errors a validation made apart measured (:func:`measured_error_scale`), which the check
     of timed outputs allows several times over; the validation ``validate_first`` runs adds its own.
+
+    ``validated_torch_share``: the largest share of the reference's torch work a validation made apart saw the
+    candidate run in torch (``ValidateResult.torch_share``); every timed call is recorded and may run that plus
+    validate's warning level (jobs.timed_ops). The validation ``validate_first`` runs sets it.
     """
     started = time.perf_counter()
     if mode not in ("events", "cuda-graph"):
@@ -250,6 +255,7 @@ def bench(
         )
         validation = verdict.summary
         check_scale = max(check_scale, measured_error_scale(verdict))
+        validated_torch_share = verdict.torch_share
         if not verdict.ok:
             findings.append(
                 Finding(
@@ -297,6 +303,8 @@ def bench(
                 # Extra candidates have their timed outputs checked like the candidate; baselines do not.
                 "checked": [label for label in extras if label not in baseline_specs],
                 "check_scale": check_scale,
+                "allow_torch_ops": [op for op in allow_torch_ops or () if op],
+                "validated_torch_share": validated_torch_share,
             },
             timeout_s=timeout_s,
             env=device.job_env(),
@@ -418,6 +426,7 @@ def _row(raw: dict[str, Any], peaks: DevicePeaks, baselines: list[str] | None = 
                     compile_s=t.get("compile_s"),
                     checked_calls=t.get("checked_calls"),
                     check_margin=t.get("check_margin"),
+                    torch_share=t.get("torch_share"),
                 )
             )
         else:

@@ -228,6 +228,11 @@ class ValidateResult(ToolResult):
     rows: list[ComparisonRow]
     kernels_launched: list[str] = Field(default_factory=list)
     torch_ops: list[OpUse] = Field(default_factory=list)
+    torch_share: float = Field(
+        0.0,
+        description="the largest share of the reference's own torch work the candidate's counted torch ops did in "
+        "one call (bench allows its timed calls this much plus a margin)",
+    )
     reference_precision: str = "float64"
     weights: str | None = Field(None, description="KernelBench: how the candidate's weights were set")
     backward_checked: bool = False
@@ -326,6 +331,11 @@ class ProviderTiming(BaseModel):
         None,
         description="the checked outputs' largest relative-norm distance from the reference, as a fraction of the "
         "limit (over 1 fails)",
+    )
+    torch_share: float | None = Field(
+        None,
+        description="candidates: the largest share of the reference's own torch work a timed call ran in torch "
+        "compute ops (every timed call is recorded)",
     )
     error: str | None = None
 

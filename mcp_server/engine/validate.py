@@ -33,6 +33,7 @@ from mcp_server.engine.dims import check_dims, dims_env, parse_dims
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.interp.configs import judge_configs
 from mcp_server.engine.jobs import registry
+from mcp_server.engine.jobs.recorder import TORCH_WORK_ERROR, TORCH_WORK_WARNING
 from mcp_server.engine.jobs.trees import flat_bytes
 from mcp_server.engine.models import (
     BadElement,
@@ -53,9 +54,6 @@ from mcp_server.engine.trust import evidence
 FIRST_SEED = 1234
 # With refusals_ok, these exceptions mean "this shape is not supported", not "this kernel is wrong".
 REFUSALS = ("ValueError", "NotImplementedError")
-# torch work of the candidate relative to the reference's own torch work.
-TORCH_WORK_ERROR = 0.5
-TORCH_WORK_WARNING = 0.1
 MAX_FINDINGS_PER_KIND = 6
 
 
@@ -277,6 +275,7 @@ def validate(
         rows=judge.rows,
         kernels_launched=sorted(judge.launches),
         torch_ops=[OpUse(op=k, calls=int(v[0]), work=v[1]) for k, v in sorted(judge.torch_ops.items())],
+        torch_share=judge.torch_share,
         reference_precision=ref_meta.get("precision", "float64"),
         weights=(cand_out.result or {}).get("weights") if ref_meta.get("kernelbench") else None,
         backward_checked=backward,
@@ -315,6 +314,8 @@ class _Judge:
         self.case_reports: list[CaseReport] = []
         self.launches: set[str] = set()
         self.torch_ops: dict[str, list[float]] = {}
+        # The largest share of the reference's torch work the candidate's counted torch ops did in one call.
+        self.torch_share = 0.0
 
     # -- helpers -----------------------------------------------------------------------------------
     def add(
@@ -561,6 +562,7 @@ class _Judge:
             outputs = ref_case.get("outputs") or []
             ref_work = float(sum(_prod(o["shape"]) for o in outputs)) or 1.0
         ratio = cand_work / ref_work
+        self.torch_share = max(self.torch_share, ratio)
         top = sorted(counted.items(), key=lambda kv: -kv[1]["work"])[:4]
         listing = ", ".join(f"aten.{k} ×{v['calls']}" for k, v in top)
         if ratio >= TORCH_WORK_ERROR:

@@ -310,9 +310,38 @@ def test_the_twin_that_always_does_its_work_is_timed_with_its_timed_calls_checke
     assert FindingKind.timed_output_mismatch not in kinds(result.findings)
     for row in result.rows:
         cand = _candidate_timing(row)
-        assert not cand.error and cand.checked_calls >= 1
-        # The baselines are timed on the same fresh values but not checked.
-        assert all(t.checked_calls is None for t in row.timings if t.provider != "candidate")
+        assert not cand.error and cand.checked_calls >= 1 and cand.torch_share == 0.0
+        # The baselines are timed on the same fresh values but not checked, nor their torch ops recorded.
+        assert all(t.checked_calls is None and t.torch_share is None for t in row.timings if t.provider != "candidate")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["events", "cuda-graph"])
+def test_a_candidate_that_hands_its_timed_calls_to_pytorch_is_not_timed(runner, mode):
+    cheat, problem = f"{FX / 'bench' / 'late_cheats.py'}:library_later", f"{FX / 'bench' / 'add_problem.py'}:reference"
+    result = B.bench(cheat, problem, runner=runner, reps=50, mode=mode)
+    # Validate saw Triton do the work; the timed calls (recorded every one, or at capture) ran torch.add.
+    assert result.validation.startswith("PASS"), result.validation
+    assert not result.ok
+    found = [f for f in result.findings if f.kind == FindingKind.torch_compute]
+    assert found and "aten.add ×1" in found[0].message and "100%" in found[0].message, result.findings
+    for row in result.rows:
+        cand = _candidate_timing(row)
+        assert cand.error and cand.error.startswith("torch_compute") and cand.torch_share == pytest.approx(1.0)
+        assert row.speedup_vs_eager is None
+
+
+@pytest.mark.gpu
+def test_torch_work_the_user_allows_is_timed(runner):
+    result = B.bench(
+        f"{FX / 'bench' / 'late_cheats.py'}:library_later",
+        f"{FX / 'bench' / 'add_problem.py'}:reference",
+        runner=runner,
+        reps=30,
+        allow_torch_ops=["aten.add"],
+    )
+    assert result.ok, result.findings
+    assert all(_candidate_timing(row).torch_share == 0.0 for row in result.rows)
 
 
 @pytest.mark.gpu

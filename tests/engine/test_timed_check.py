@@ -58,6 +58,22 @@ def test_rounding_passes_in_every_dtype_and_a_cheaper_precision_fails_in_float32
     assert tc.compare_outputs([tf32], [exact.float()], None, 1e-3) is None
 
 
+def test_a_bf16_gemm_from_e4m3_operands_fails_and_the_same_gemm_summed_in_another_order_passes():
+    x = torch.randn(512, 1024, generator=_gen(11)).to(torch.bfloat16).float()
+    w = torch.randn(1024, 512, generator=_gen(12)).to(torch.bfloat16).float()
+    want = (x @ w).to(torch.bfloat16)  # the reference in its own dtype
+    halves = (x[:, :512] @ w[:512] + x[:, 512:] @ w[512:]).to(torch.bfloat16)
+    margins: list[float] = []
+    assert tc.compare_outputs([halves], [want], None, 0.0, margins) is None
+    assert margins[0] < 0.1
+    e4m3 = (x.to(torch.float8_e4m3fn).float() @ w.to(torch.float8_e4m3fn).float()).to(torch.bfloat16)
+    problem = tc.compare_outputs([e4m3], [want], None, 0.0)
+    assert problem and "relative norm distance" in problem
+    # Where validate measured the candidate at that error it is the scale, and the same output passes.
+    rel = float((e4m3.double() - want.double()).norm() / want.double().norm())
+    assert tc.compare_outputs([e4m3], [want], None, rel) is None
+
+
 def test_nan_positions_must_agree_up_to_one_element_in_a_thousand_of_large_outputs():
     want = torch.randn(100_000, generator=_gen(5))
     few = want.clone()

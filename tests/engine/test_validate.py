@@ -146,6 +146,21 @@ def test_validate_passes_the_correct_twins_of_the_defects(runner, fx, problem, c
     assert result.ok, [f.message for f in result.findings]
 
 
+def test_the_largest_torch_share_is_reported_for_bench_to_hold_timed_calls_to(runner, fx):
+    # torch.add does all of the reference's work: the share is 1, an error; allowed, it is not counted at all.
+    fallback = validate(fx("add_problem.py", "reference"), fx("add_torch_fallback.py", "candidate"), runner=runner)
+    assert not fallback.ok and fallback.torch_share == pytest.approx(1.0)
+    allowed = validate(
+        fx("add_problem.py", "reference"),
+        fx("add_torch_fallback.py", "candidate"),
+        allow_torch_ops=("aten.add",),
+        runner=runner,
+    )
+    assert allowed.torch_share == 0.0
+    honest = validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner)
+    assert honest.ok and honest.torch_share == 0.0
+
+
 @pytest.mark.slow
 def test_a_tensor_subclass_output_is_named_and_a_reference_returning_one_is_read_as_a_plain_tensor(runner, fx):
     # The candidate's subclass fails with its name (the parent could not even read it back before, a traceback).

@@ -82,11 +82,17 @@ def test_a_failing_attempt_is_recorded_with_the_reason_and_does_not_advance(db, 
 def test_stage2_times_the_candidate_and_the_best_stage1_attempt_in_the_same_submission(db, write):
     start("axpy", REFERENCE, ledger=db)
     stage1 = write("stage1.py")
-    tools = FakeTools(benches={"stage1.py": timed(1.0), "stage2.py": timed(2.0, compile_factor=1.5)})
+    checked = validation()
+    tools = FakeTools(
+        validations={"stage2.py": checked},
+        benches={"stage1.py": timed(1.0), "stage2.py": timed(2.0, compile_factor=1.5)},
+    )
     submit("axpy", stage1, 1, ledger=db, evidence=tools.fns())
     assert ("bench", stage1) not in tools.calls  # stage 1 needs no timing
     result = submit("axpy", write("stage2.py", AUTOTUNED_KERNEL), 2, ledger=db, evidence=tools.fns())
     assert ("bench", stage1) in tools.calls
+    # The candidate's bench checks its timed calls against the validation just made; the baseline's has none.
+    assert tools.bench_validations["stage2.py"] is checked and tools.bench_validations["stage1.py"] is None
     assert result.ok, result.verdict.reasons
     assert [s.speedup_vs_stage1 for s in result.speeds] == [2.0, 2.0]
     row = status(ledger=db).conversions[0]
@@ -225,6 +231,32 @@ def test_a_file_edited_while_it_is_checked_is_not_recorded(db, write):
     with pytest.raises(UsageError, match="changed while it was being checked"):
         submit("axpy", spec, 1, ledger=db, evidence=fns)
     assert status(ledger=db).conversions[0].attempts == 0
+
+
+def test_the_real_bench_is_handed_the_validations_error_scale_torch_share_and_allowed_ops(monkeypatch):
+    import mcp_server.engine.bench as bench_module
+    from mcp_server.engine.models import ComparisonRow
+    from mcp_server.engine.stages.evidence import real_evidence
+
+    seen: dict = {}
+
+    def fake_bench(candidate, reference=None, **kwargs):
+        seen.clear()
+        seen.update(kwargs)
+        return "timed"
+
+    monkeypatch.setattr(bench_module, "bench", fake_bench)
+    fns = real_evidence(runner=None, allow_torch_ops=("aten.mm",))
+    checked = validation()
+    checked.torch_share = 0.25
+    row = {"case": "c", "seed": 1, "output": "out0", "shape": [4], "dtype": "float16", "ok": True, "numel": 4}
+    checked.rows = [ComparisonRow(**row, rel_norm_err=3e-3, torch_rel_norm_err=1e-3)]
+    assert fns.bench(reference="r.py:f", candidate="c.py:f", inputs=None, validation=checked) == "timed"
+    assert seen["validated_torch_share"] == 0.25 and seen["check_scale"] == 3e-3
+    assert seen["allow_torch_ops"] == ("aten.mm",) and seen["validate_first"] is False
+    # A baseline has no validation at hand: bench then applies its defaults.
+    fns.bench(reference="r.py:f", candidate="c.py:f", inputs=None, validation=None)
+    assert "validated_torch_share" not in seen and "check_scale" not in seen
 
 
 def test_the_real_tools_get_only_the_options_their_signatures_accept():

@@ -244,6 +244,8 @@ def _judge(
             reps=settings.reps,
             validate_first=False,
             check_scale=measured_error_scale(verdict),
+            validated_torch_share=verdict.torch_share,
+            allow_torch_ops=settings.allow_torch_ops,
             timeout_s=settings.timeout_s,
             runner=runner,
             cwd=problem.parent,

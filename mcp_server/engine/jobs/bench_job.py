@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from mcp_server.engine.inputs import looks_like_type_list, materialise, parse_type_list
-from mcp_server.engine.jobs import calls, common, recorder, timed_check
+from mcp_server.engine.jobs import calls, common, recorder, timed_check, timed_ops
 from mcp_server.engine.runner.child import (
     JobContext,
     UsageProblem,
@@ -262,6 +262,7 @@ class _Timer:
         fresh: list[timed_check.FreshValues] | None = None,
         keeper: timed_check.Keeper | None = None,
         provider: str = "",
+        audit: timed_ops.OpAudit | None = None,
     ) -> list[float]:
         """n calls enqueued behind a GPU-side sleep, so each starts the moment the GPU is free: the events
         then measure the GPU's time, not the Python launch path (which is measured apart, as host_launch_ms).
@@ -292,7 +293,12 @@ class _Timer:
                     aside_s += time.perf_counter() - t0
                 self.do_flush()
                 starts[i].record()
-                out = fn(*args)
+                if audit is not None and audit.covers(provider):
+                    with audit.call(provider) as cost:
+                        out = fn(*args)
+                    aside_s += cost[0]
+                else:
+                    out = fn(*args)
                 _join_launch_streams()
                 ends[i].record()
                 if keeper is not None:
@@ -340,7 +346,17 @@ class _Timer:
         baseline = gap(lambda i: self.tiny.add_(1.0))
         return max(0.0, gap(lambda i: fn(*sets[i % len(sets)])) - baseline)
 
-    def graph_round(self, fn: Any, sets: list[list[Any]], n: int, replays: int) -> list[float]:
+    def graph_round(
+        self,
+        fn: Any,
+        sets: list[list[Any]],
+        n: int,
+        replays: int,
+        provider: str = "",
+        audit: timed_ops.OpAudit | None = None,
+    ) -> list[float]:
+        """n calls captured once (each after an L2 flush) and replayed; the torch ops a covered provider runs are
+        recorded at capture, which is everything its replays run."""
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         graph = torch.cuda.CUDAGraph()
@@ -351,7 +367,11 @@ class _Timer:
         with torch.cuda.graph(graph):
             for i in range(n):
                 self.do_flush()
-                fn(*sets[i % len(sets)])
+                if audit is not None and audit.covers(provider):
+                    with audit.call(provider):
+                        fn(*sets[i % len(sets)])
+                else:
+                    fn(*sets[i % len(sets)])
         flush = self.flush_ms()
         samples = []
         for _ in range(replays):
@@ -377,6 +397,10 @@ class _TimedCheck:
         self.failures: dict[str, str] = {}
         # Per provider, the largest distance of a checked output from the reference, as a fraction of its limit.
         self.margins: dict[str, float] = {}
+
+    def start_case(self) -> None:
+        """Margins are per case (a failure stays: the provider's timings are not reported from then on)."""
+        self.margins = {}
 
     def keeper(self) -> timed_check.Keeper | None:
         return timed_check.Keeper(self.providers, self.backward) if self.providers else None
@@ -535,6 +559,15 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         timed_check.module_tolerances(ref_module) if ref_module is not None else None,
         float(params.get("check_scale") or 0.0),
     )
+    audit = timed_ops.OpAudit(
+        {"candidate", *(params.get("checked") or [])},
+        {op.split(".")[-1] for op in params.get("allow_torch_ops") or ()},
+        timed_ops.share_limit(params.get("validated_torch_share")),
+    )
+    audit.calibrate("cuda")
+    ref_call = None
+    if reference is not None:
+        ref_call = _forward_backward(reference, params.get("grad_inputs")) if params.get("backward") else reference
     rows = []
     total_steps = len(cases) * len(providers)
     step = 0
@@ -552,6 +585,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         row: dict[str, Any] = {"case": label, "timings": [], "input_sets": n_sets}
         # Roofline model: the user's functions, else inputs read once + outputs written once.
         out_bytes = 0
+        out_numel = 0
         for name, fn in providers:
             step += 1
             ctx.progress(step - 1, total_steps, f"{label}: {name} (compile + warm-up)")
@@ -559,6 +593,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 out, first_s = _first_call(fn, args)
                 if name == "candidate":
                     out_bytes = sum(t.numel() * t.element_size() for t in common.iter_tensors(out))
+                    out_numel = sum(t.numel() for t in common.iter_tensors(out))
                 # Warm-up: a few calls over every set, untimed.
                 for i in range(max(3, len(sets))):
                     fn(*sets[i % len(sets)])
@@ -571,6 +606,8 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 if is_sticky_cuda_error(exc):
                     raise
         live = [t for t in row["timings"] if "_fn" in t]
+        audit.start_case(ref_call, sets[0], float(out_numel))
+        check.start_case()
         samples: dict[str, list[float]] = {t["provider"]: [] for t in live}
         per_round = max(3, reps // ROUNDS)
         fresh = [timed_check.FreshValues(s) for s in sets] if mode == "events" else None
@@ -579,10 +616,12 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             order = live[rnd % len(live) :] + live[: rnd % len(live)] if live else []
             for t in order:
                 if mode == "cuda-graph":
-                    samples[t["provider"]].extend(timer.graph_round(t["_fn"], sets, per_round, 3))
+                    samples[t["provider"]].extend(timer.graph_round(t["_fn"], sets, per_round, 3, t["provider"], audit))
                 else:
                     samples[t["provider"]].extend(
-                        timer.events_round(t["_fn"], sets, per_round, rnd * per_round, fresh, keeper, t["provider"])
+                        timer.events_round(
+                            t["_fn"], sets, per_round, rnd * per_round, fresh, keeper, t["provider"], audit
+                        )
                     )
                     check.verify(keeper)
         if keeper is not None and fresh is not None:
@@ -599,6 +638,9 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 t["check_margin"] = check.margins.get(t["provider"])
                 if t["provider"] in check.failures:
                     t["error"] = f"{timed_check.PREFIX}: {check.failures[t['provider']]}"
+            if audit.covers(t["provider"]):
+                t["torch_share"] = audit.worst.get(t["provider"], 0.0)
+                t["error"] = t.get("error") or audit.error(t["provider"])
         grad_bytes = None
         if params.get("backward"):
             grad_bytes = sum(t.numel() * t.element_size() for t in common.iter_tensors(args) if t.requires_grad)

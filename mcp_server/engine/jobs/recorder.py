@@ -108,6 +108,10 @@ MOVEMENT_OPS = ALLOC_OPS | {
     "_pin_memory",
     "set_data",
 }
+# The candidate's counted torch work in one call, as a share of the reference's own: validate's error and warning
+# levels (bench allows its timed calls the validation's share plus the warning level, jobs.timed_ops).
+TORCH_WORK_ERROR = 0.5
+TORCH_WORK_WARNING = 0.1
 # The ops a kernel is usually written to replace; their work is counted in FLOPs.
 MATMUL_OPS = {"mm", "bmm", "addmm", "addmv", "mv", "matmul", "baddbmm", "addbmm", "dot", "vdot", "linear"}
 
@@ -220,6 +224,8 @@ def op_work(name: str, args: tuple[Any, ...], out: Any) -> float:
 class Record:
     launches: list[str] = field(default_factory=list)
     ops: dict[str, list[float]] = field(default_factory=dict)  # name -> [calls, work]
+    # Every op the mode saw, counted or not (what the recorder's host cost scales with).
+    dispatched: int = 0
 
     @property
     def torch_work(self) -> float:
@@ -250,6 +256,7 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         out = func(*args, **(kwargs or {}))
+        self.record.dispatched += 1
         if _in_triton():
             return out
         name = func.overloadpacket.__name__

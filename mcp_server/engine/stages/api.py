@@ -386,7 +386,7 @@ def submit(
             ev.baseline_attempt = baseline.number if baseline else None
             if validation.ok and validation.device != INTERPRETER_DEVICE:
                 try:
-                    ev.bench = fns.bench(reference=ref, candidate=str(spec), inputs=inputs)
+                    ev.bench = fns.bench(reference=ref, candidate=str(spec), inputs=inputs, validation=validation)
                 except EnvironmentUnavailable as exc:
                     ev.bench_unavailable = str(exc)
                 except UsageError as exc:
@@ -394,7 +394,9 @@ def submit(
                 if ev.bench is not None and ev.bench.device != INTERPRETER_DEVICE and baseline is not None:
                     base_spec, note = _materialise(led, baseline)
                     try:
-                        ev.baseline_bench = fns.bench(reference=ref, candidate=base_spec, inputs=inputs)
+                        ev.baseline_bench = fns.bench(
+                            reference=ref, candidate=base_spec, inputs=inputs, validation=None
+                        )
                     except (EnvironmentUnavailable, UsageError) as exc:
                         ev.baseline_unavailable = f"{exc}{f' ({note})' if note else ''}"
         if stage == 3:

@@ -4,7 +4,9 @@
 and ``inputs`` (a spec or None):
 
 - ``validate(...) -> ValidateResult``; raises ``UsageError`` on misuse.
-- ``bench(...) -> BenchResult``; raises ``EnvironmentUnavailable`` where nothing can be timed.
+- ``bench(..., validation=...) -> BenchResult``; raises ``EnvironmentUnavailable`` where nothing can be timed.
+  ``validation`` is the ``ValidateResult`` the ledger has just made for this file (None for a baseline): the
+  bench's checks of its timed calls allow the errors and the torch work that validation measured.
 - ``audit(...) -> report`` with ``findings`` whose items have a ``severity``; raises ``AuditUnavailable``
   (or ``ImportError``) when no audit exists here. Only error findings matter to the gate.
 
@@ -49,20 +51,32 @@ def real_evidence(runner: Any = None, allow_torch_ops: tuple[str, ...] = ()) -> 
     """The engine's validate, bench and audit, sharing ``runner`` (default: the process-wide one).
 
     ``allow_torch_ops``: torch ops the candidate may use for real work (e.g. ``mm`` for cuBLAS GEMMs), passed to
-    every correctness check that judges it (the validation and the audit's correctness runs)."""
+    every check that judges it (the validation, the bench's record of its timed calls and the audit's correctness
+    runs)."""
 
     def validate(*, reference: str, candidate: str, inputs: str | None) -> ValidateResult:
         from mcp_server.engine.validate import validate as run
 
         return run(reference, candidate, inputs=inputs, runner=runner, allow_torch_ops=allow_torch_ops)
 
-    def bench(*, reference: str, candidate: str, inputs: str | None) -> BenchResult:
+    def bench(
+        *, reference: str, candidate: str, inputs: str | None, validation: ValidateResult | None = None
+    ) -> BenchResult:
         try:
             from mcp_server.engine.bench import bench as run
+            from mcp_server.engine.bench import measured_error_scale
         except ImportError as exc:
             raise EnvironmentUnavailable(f"bench is not available in this installation ({exc})") from None
         # The ledger has just validated this very file (and the baseline passed its own validation): no repeat.
-        options = {"inputs": inputs, "runner": runner, "validate_first": False}
+        options: dict[str, Any] = {
+            "inputs": inputs,
+            "runner": runner,
+            "validate_first": False,
+            "allow_torch_ops": allow_torch_ops,
+        }
+        if validation is not None:
+            options["check_scale"] = measured_error_scale(validation)
+            options["validated_torch_share"] = validation.torch_share
         return run(candidate, reference, **_supported(run, options))
 
     def audit(*, reference: str, candidate: str, inputs: str | None) -> Any:
