@@ -72,11 +72,13 @@ def measure(name: str, dtype: str, backward: bool, folder: Path, runner: Runner)
                 "checked_calls": cand.checked_calls,
                 "torch_share": cand.torch_share,
                 "candidate_ms": honest_ms(cand),
+                "candidate_p20_p80_ms": [cand.p20_ms, cand.p80_ms],
                 "host_launch_ms": cand.host_launch_ms,
             }
             if plain is not None and not plain.error:
                 entry |= {
                     "plain_ms": honest_ms(plain),
+                    "plain_p20_p80_ms": [plain.p20_ms, plain.p80_ms],
                     "plain_host_launch_ms": plain.host_launch_ms,
                     "recorded_over_plain": honest_ms(cand) / honest_ms(plain),
                 }

@@ -235,6 +235,7 @@ def render_bench(result: BenchResult) -> str:
         )
     if result.plot:
         out.append(f"plot: {result.plot}")
+    out.extend(f"note: {note}" for note in result.notes)
     out.append(findings_block(result.findings))
     out.append(f"({result.seconds:.1f} s)")
     return "\n".join(out)

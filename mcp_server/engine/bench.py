@@ -357,6 +357,7 @@ def bench(
         validation=validation,
         baselines={label: str(spec) for label, spec in baseline_specs.items()},
         rows=rows,
+        notes=list(raw.get("notes") or []),
         seconds=round(time.perf_counter() - started, 3),
         queued_s=round(lock.waited_s, 3),
     )
@@ -514,8 +515,8 @@ def flags(rows: list[BenchRow]) -> list[Finding]:
                 add(
                     FindingKind.timer_disagreement,
                     row.case,
-                    f"{t.provider}: the host waits {t.outside_stream_ms:.4f} ms per call beyond the CUDA events' "
-                    f"{t.median_ms:.4f} ms — work left on another stream; the reported time includes it",
+                    f"{t.provider}: the GPU stays busy {t.outside_stream_ms:.4f} ms per call after the CUDA events' "
+                    f"{t.median_ms:.4f} ms end — work left on another stream; the reported time includes it",
                 )
         if cand.host_launch_ms is not None and cand.host_launch_ms > honest_ms(cand):
             out.append(

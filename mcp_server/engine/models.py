@@ -320,12 +320,14 @@ class ProviderTiming(BaseModel):
     spread: float = Field(description="(p80 − p20) / median")
     host_launch_ms: float | None = Field(None, description="host time to launch one call (Python + driver)")
     outside_stream_ms: float | None = Field(
-        None, description="per call, host-clock time beyond the CUDA events (work on other streams); ~0 normally"
+        None,
+        description="per call, how long the device stays busy after the CUDA end event completes (work on other "
+        "streams); ~0 normally",
     )
     samples: int
     compile_s: float | None = Field(None, description="first call (compilation, autotuning), excluded from timing")
     checked_calls: int | None = Field(
-        None, description="events mode: timed calls whose outputs were checked against the reference (random picks)"
+        None, description="timed calls whose outputs were checked against the reference (random picks)"
     )
     check_margin: float | None = Field(
         None,
@@ -374,6 +376,7 @@ class BenchResult(ToolResult):
     )
     rows: list[BenchRow]
     plot: str | None = Field(None, description="path of the PNG plot, when asked for")
+    notes: list[str] = Field(default_factory=list, description="what this run could not check, and why")
     seconds: float = 0.0
     queued_s: float = Field(0.0, description="time spent waiting for the GPU lock")
     summary: str = ""

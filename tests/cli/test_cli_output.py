@@ -138,3 +138,16 @@ def test_docs_search_renders_markdown_in_text_and_stays_raw_in_json(capsys, tmp_
     code, out, _ = run(capsys, "docs", "search", "tl.load", "mask", "-k", "3", "--json")
     hits = json.loads(out)["hits"]
     assert code == 0 and any("```" in h["snippet"] or "**" in h["snippet"] for h in hits)
+
+
+def test_bench_prints_what_its_run_could_not_check():
+    from mcp_server.cli.render import render_bench
+    from mcp_server.engine.models import BenchResult
+
+    result = BenchResult(
+        ok=True, device="d", findings=[], candidate="c.py:f", reference="r.py:g", mode="cuda-graph", l2_flush=True,
+        input_sets=2, reps=10, rows=[], notes=["no timed output was checked: the problem writes its inputs"],
+    )  # fmt: skip
+    assert "note: no timed output was checked: the problem writes its inputs" in render_bench(result).splitlines()
+    result.notes = []
+    assert "note:" not in render_bench(result)

@@ -274,6 +274,27 @@ def test_a_side_stream_candidate_is_timed_honestly(runner):
 
 
 @pytest.mark.gpu
+def test_work_left_on_a_stream_nothing_waits_for_is_added_and_flagged_and_a_plain_call_has_none(runner):
+    def run(name):
+        return B.bench(
+            f"{FX / 'bench' / 'side_stream.py'}:{name}",
+            f"{FX / 'bench' / 'add_problem.py'}:reference",
+            runner=runner,
+            reps=30,
+            baselines=False,
+            validate_first=False,
+        )
+
+    busy, plain = run("busy_side_stream"), run("same_stream")
+    assert FindingKind.timer_disagreement in kinds(busy.findings)
+    for side, same in zip(busy.rows, plain.rows, strict=True):
+        # About 0.5 ms of sleep on the side stream after each call's end event.
+        assert _candidate_timing(side).outside_stream_ms > 0.2
+        assert _candidate_timing(same).outside_stream_ms < 0.01
+    assert FindingKind.timer_disagreement not in kinds(plain.findings)
+
+
+@pytest.mark.gpu
 def test_a_failing_candidate_is_not_timed(runner):
     result = B.bench(
         f"{FX / 'validate' / 'add_unwritten.py'}:candidate",
@@ -289,10 +310,11 @@ def _candidate_timing(row):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["skips_half_later", "caches_later"])
-def test_a_candidate_that_does_its_work_only_for_validates_calls_is_not_timed(runner, name):
+@pytest.mark.parametrize("mode", ["events", "cuda-graph"])
+@pytest.mark.parametrize("name", ["skips_half_later", "caches_later", "counts_on_the_gpu"])
+def test_a_candidate_that_does_its_work_only_for_validates_calls_is_not_timed(runner, name, mode):
     cheat, problem = f"{FX / 'bench' / 'late_cheats.py'}:{name}", f"{FX / 'bench' / 'add_problem.py'}:reference"
-    result = B.bench(cheat, problem, runner=runner, reps=50)
+    result = B.bench(cheat, problem, runner=runner, reps=50, mode=mode)
     # Validate saw only calls that did the work; the timed calls, checked at random, did not.
     assert result.validation.startswith("PASS"), result.validation
     assert not result.ok
@@ -313,6 +335,54 @@ def test_the_twin_that_always_does_its_work_is_timed_with_its_timed_calls_checke
         assert not cand.error and cand.checked_calls >= 1 and cand.torch_share == 0.0
         # The baselines are timed on the same fresh values but not checked, nor their torch ops recorded.
         assert all(t.checked_calls is None and t.torch_share is None for t in row.timings if t.provider != "candidate")
+
+
+@pytest.mark.gpu
+def test_cuda_graph_timings_check_a_captured_call_after_a_replay(runner):
+    result = B.bench(
+        f"{FX / 'bench' / 'late_cheats.py'}:honest",
+        f"{FX / 'bench' / 'add_problem.py'}:reference",
+        runner=runner,
+        reps=50,
+        mode="cuda-graph",
+    )
+    assert result.ok, result.findings
+    for row in result.rows:
+        cand = _candidate_timing(row)
+        assert not cand.error and cand.checked_calls >= 5 and cand.check_margin < 0.1  # one a round
+
+
+def _inplace_bench(runner, name: str, mode: str) -> BenchResult:
+    result = B.bench(
+        f"{FX / 'bench' / 'inplace_cheats.py'}:{name}",
+        f"{FX / 'bench' / 'inplace_problem.py'}:reference",
+        runner=runner,
+        reps=50,
+        mode=mode,
+    )
+    assert result.validation.startswith("PASS"), result.validation
+    return result
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("name", "ok"), [("honest", True), ("skips_half_later", False)])
+def test_an_in_place_update_is_checked_on_the_inputs_it_was_given(runner, name, ok):
+    # The reference writes its first input: a check that copied the inputs after the call would apply the update
+    # twice and fail the right kernel.
+    result = _inplace_bench(runner, name, "events")
+    assert result.ok is ok, result.findings
+    assert all(_candidate_timing(row).checked_calls >= 1 for row in result.rows)
+    assert (FindingKind.timed_output_mismatch in kinds(result.findings)) is not ok
+    assert not result.notes
+
+
+@pytest.mark.gpu
+def test_cuda_graph_mode_says_it_checks_no_output_of_a_problem_that_writes_its_inputs(runner):
+    # A captured call's outputs are its inputs, which the calls after it in the same replay rewrite.
+    result = _inplace_bench(runner, "honest", "cuda-graph")
+    assert result.ok, result.findings
+    assert all(_candidate_timing(row).checked_calls == 0 for row in result.rows)
+    assert result.notes and "writes its inputs" in result.notes[0]
 
 
 @pytest.mark.gpu

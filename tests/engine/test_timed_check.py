@@ -236,3 +236,58 @@ def test_a_timed_call_returning_a_tensor_subclass_fails_without_being_copied_and
     assert keeper.kept[0].problem and not keeper.kept[0].outputs
     check.verify(keeper)
     assert set(check.failures) == {"candidate"} and "_Deferred (a torch.Tensor subclass" in check.failures["candidate"]
+
+
+def _step_reference(param, grad):
+    param.sub_(0.1 * grad)
+    return param
+
+
+def test_a_problem_that_writes_its_inputs_is_told_apart_from_one_that_does_not():
+    p, g = torch.randn(100, generator=_gen(20)), torch.randn(100, generator=_gen(21))
+    before = p.clone()
+    assert tc.writes_inputs(_step_reference, [p, g])
+    assert torch.equal(p, before)  # judged on copies
+    assert not tc.writes_inputs(_square_reference, [p])
+
+    def broken(x):
+        raise RuntimeError("the eager baseline reports this")
+
+    assert not tc.writes_inputs(broken, [p])
+
+
+def test_an_in_place_update_is_checked_on_its_inputs_as_they_were_before_the_call():
+    check = _TimedCheck(_step_reference, False, {"candidate"}, None, 0.0)
+    for before_call, fails in ((True, False), (False, True)):
+        keeper = check.keeper()
+        keeper.before = before_call
+        p, g = torch.randn(4096, generator=_gen(22)), torch.randn(4096, generator=_gen(23))
+        copied = keeper.inputs_before("candidate", [p, g])
+        assert (copied is not None) is before_call
+        out = _step_reference(p, g)  # the candidate updates p in place, rightly
+        keeper.keep("candidate", [p, g], out, None, copied)
+        check.failures.clear()
+        check.verify(keeper)
+        # Copied after the call, the inputs already hold the update: the reference would apply it twice.
+        assert ("candidate" in check.failures) is fails
+    assert keeper.inputs_before("eager", [p, g]) is None  # baselines are not checked
+
+
+def test_a_held_call_is_copied_when_stored_so_a_replay_that_rewrites_it_is_what_is_checked():
+    check = _TimedCheck(_square_reference, False, {"candidate"}, None, 0.0)
+    keeper = check.keeper()
+    x = torch.randn(1000, generator=_gen(24))
+    out = torch.empty_like(x)
+    held = keeper.hold([x], out, None)  # at capture: nothing computed yet
+    x.copy_(torch.randn(1000, generator=_gen(25)))  # the replay's new values ...
+    torch.mul(x, x, out=out)  # ... and what the replay wrote
+    keeper.store("candidate", held)
+    x.zero_()
+    out.zero_()  # the next replay cannot change what was kept
+    check.verify(keeper)
+    assert not check.failures and keeper.checked == {"candidate": 1}
+    stale = keeper.hold([x], torch.ones_like(x), None)  # a replay that never rewrote its output
+    x.copy_(torch.randn(1000, generator=_gen(26)))
+    keeper.store("candidate", stale)
+    check.verify(keeper)
+    assert "relative norm distance" in check.failures["candidate"]

@@ -11,12 +11,13 @@ Method (one child, one GPU, the GPU lock held by the parent):
   each bracketed by CUDA events: the events measure the GPU's time, not Python's launch path, which is
   measured apart (host_launch_ms). Providers are interleaved in rounds whose order rotates, so drift
   (clocks, temperature) hits every provider alike.
-- A host-clock check: a few calls bracketed by a device-wide synchronize. When the host waits longer than
-  the events say (beyond what an empty operation shows), the call left work on another stream; that time
-  is added to the reported figure and the disagreement is flagged.
-- In events mode the outputs of timed calls picked at random after they return are checked against the reference
-  on the same inputs (jobs.timed_check): a candidate that skips work or returns a kept result once validate's
-  calls are over gets its timing replaced by a ``timed_output_mismatch`` error.
+- A host-clock check: a few calls whose end event is waited for, then the whole device. When the device stays
+  busy after the end event (beyond what an empty operation shows), the call left work on another stream; that
+  time is added to the reported figure and the disagreement is flagged.
+- The outputs of timed calls picked at random are checked against the reference on the same inputs
+  (jobs.timed_check): a candidate that skips work or returns a kept result once validate's calls are over gets
+  its timing replaced by a ``timed_output_mismatch`` error. Every timed call of a candidate is recorded by the
+  torch op recorder (jobs.timed_ops): one that hands its work to PyTorch gets a ``torch_compute`` error.
 - CUDA-graph mode captures [flush, call] × n per round and times replays, which takes launch overhead out
   for microsecond kernels; a flush-only graph's time is subtracted.
 """
@@ -24,6 +25,7 @@ Method (one child, one GPU, the GPU lock held by the parent):
 from __future__ import annotations
 
 import math
+import secrets
 import statistics
 import time
 from typing import Any
@@ -42,6 +44,10 @@ from mcp_server.engine.runner.child import (
 )
 
 ROUNDS = 5
+GRAPH_WRITES_INPUTS = (
+    "no timed output was checked: the problem writes its inputs, so in CUDA-graph mode a captured call's outputs are "
+    "inputs that the calls after it in the same replay rewrite (events mode checks them)"
+)
 # The longest GPU-side sleep a timing round starts with (ms).
 _MAX_SLEEP_MS = 2000.0
 
@@ -287,9 +293,11 @@ class _Timer:
             for i in range(n):
                 which = (offset + i) % len(sets)
                 args = sets[which]
+                before = None
                 if fresh is not None:
                     t0 = time.perf_counter()
                     fresh[which].refresh()
+                    before = keeper.inputs_before(provider, args) if keeper is not None else None
                     aside_s += time.perf_counter() - t0
                 self.do_flush()
                 starts[i].record()
@@ -303,7 +311,7 @@ class _Timer:
                 ends[i].record()
                 if keeper is not None:
                     t0 = time.perf_counter()
-                    keeper.after_call(provider, n, args, out, fn)
+                    keeper.after_call(provider, n, args, out, fn, before)
                     aside_s += time.perf_counter() - t0
                 del out
             enqueue_ms = (time.perf_counter() - host0) * 1e3
@@ -325,26 +333,31 @@ class _Timer:
         return times
 
     def host_check(self, fn: Any, sets: list[list[Any]], k: int = 7) -> float:
-        """Per call, how much longer the host waits (across a device-wide sync) than the events say, beyond what
-        an empty operation shows: ~0, unless the call leaves work on another stream."""
+        """Per call, how long a device-wide sync still waits once the call's end event has completed, beyond what an
+        empty operation shows: ~0, unless the call leaves work on a stream the end event does not wait for.
 
-        def gap(call: Any) -> float:
-            gaps = []
+        Measured from the end event's completion, not from the call's start: a host slower than the GPU (Python, the
+        threads autograd runs a backward on) delays the events as much as the work, so it adds nothing here. (Host
+        time minus event time, measured from the call's start, read 20–40 µs of such delay as outside work on
+        forward + backward calls of 60–120 µs.)"""
+
+        def tail(call: Any) -> float:
+            tails = []
             for i in range(k):
                 self.do_flush()
                 torch.cuda.synchronize()
-                start, end = _events()
-                t0 = time.perf_counter()
-                start.record()
+                end = torch.cuda.Event()
                 call(i)
                 _join_launch_streams()
                 end.record()
+                end.synchronize()
+                t0 = time.perf_counter()
                 torch.cuda.synchronize()
-                gaps.append((time.perf_counter() - t0) * 1e3 - start.elapsed_time(end))
-            return statistics.median(gaps)
+                tails.append((time.perf_counter() - t0) * 1e3)
+            return statistics.median(tails)
 
-        baseline = gap(lambda i: self.tiny.add_(1.0))
-        return max(0.0, gap(lambda i: fn(*sets[i % len(sets)])) - baseline)
+        baseline = tail(lambda i: self.tiny.add_(1.0))
+        return max(0.0, tail(lambda i: fn(*sets[i % len(sets)])) - baseline)
 
     def graph_round(
         self,
@@ -354,9 +367,21 @@ class _Timer:
         replays: int,
         provider: str = "",
         audit: timed_ops.OpAudit | None = None,
+        fresh: list[timed_check.FreshValues] | None = None,
+        keeper: timed_check.Keeper | None = None,
     ) -> list[float]:
         """n calls captured once (each after an L2 flush) and replayed; the torch ops a covered provider runs are
-        recorded at capture, which is everything its replays run."""
+        recorded at capture, which is everything its replays run.
+
+        Every replay first gets new values in every input set (outside the timed interval). For a checked provider
+        one captured call and one replay are drawn (``secrets``): the call's outputs are held by reference from
+        capture on, and copied after that replay, when they hold what it computed from that replay's values. (Not
+        for a problem that writes its inputs: its outputs are inputs that later calls of the replay rewrite; the
+        caller passes no keeper then.)"""
+        checked = keeper is not None and provider in keeper.providers
+        pick = secrets.randbelow(n) if checked else -1
+        pick_replay = secrets.randbelow(replays) if checked else -1
+        held = None
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         graph = torch.cuda.CUDAGraph()
@@ -367,21 +392,29 @@ class _Timer:
         with torch.cuda.graph(graph):
             for i in range(n):
                 self.do_flush()
+                args = sets[i % len(sets)]
                 if audit is not None and audit.covers(provider):
                     with audit.call(provider):
-                        fn(*sets[i % len(sets)])
+                        out = fn(*args)
                 else:
-                    fn(*sets[i % len(sets)])
+                    out = fn(*args)
+                if i == pick and keeper is not None:
+                    held = keeper.hold(args, out, fn)
+                del out
         flush = self.flush_ms()
         samples = []
-        for _ in range(replays):
+        for r in range(replays):
+            for f in fresh or ():
+                f.refresh()
             start, end = _events()
             start.record()
             graph.replay()
             end.record()
             torch.cuda.synchronize()
             samples.append(max(0.0, start.elapsed_time(end) / n - flush))
-        del graph
+            if r == pick_replay and held is not None and keeper is not None:
+                keeper.store(provider, held)
+        del graph, held
         return samples
 
 
@@ -446,8 +479,9 @@ class _TimedCheck:
             name = t["provider"]
             if name in keeper.providers and not keeper.checked.get(name):
                 fresh[0].refresh()
+                before = keeper.inputs_before(name, sets[0])
                 out = t["_fn"](*sets[0])
-                keeper.keep(name, sets[0], out, t["_fn"])
+                keeper.keep(name, sets[0], out, t["_fn"], before)
                 self.verify(keeper)
 
 
@@ -569,6 +603,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     if reference is not None:
         ref_call = _forward_backward(reference, params.get("grad_inputs")) if params.get("backward") else reference
     rows = []
+    notes: set[str] = set()
     total_steps = len(cases) * len(providers)
     step = 0
     for label, args in cases:
@@ -610,21 +645,29 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         check.start_case()
         samples: dict[str, list[float]] = {t["provider"]: [] for t in live}
         per_round = max(3, reps // ROUNDS)
-        fresh = [timed_check.FreshValues(s) for s in sets] if mode == "events" else None
-        keeper = check.keeper() if mode == "events" else None
+        fresh = [timed_check.FreshValues(s) for s in sets]
+        keeper = check.keeper()
+        if keeper is not None and reference is not None:
+            keeper.before = timed_check.writes_inputs(reference, sets[0])
+        graph_keeper = keeper
+        if mode == "cuda-graph" and keeper is not None and keeper.before:
+            graph_keeper = None
+            notes.add(GRAPH_WRITES_INPUTS)
         for rnd in range(ROUNDS):
             order = live[rnd % len(live) :] + live[: rnd % len(live)] if live else []
             for t in order:
                 if mode == "cuda-graph":
-                    samples[t["provider"]].extend(timer.graph_round(t["_fn"], sets, per_round, 3, t["provider"], audit))
+                    samples[t["provider"]].extend(
+                        timer.graph_round(t["_fn"], sets, per_round, 3, t["provider"], audit, fresh, graph_keeper)
+                    )
                 else:
                     samples[t["provider"]].extend(
                         timer.events_round(
                             t["_fn"], sets, per_round, rnd * per_round, fresh, keeper, t["provider"], audit
                         )
                     )
-                    check.verify(keeper)
-        if keeper is not None and fresh is not None:
+                check.verify(keeper)
+        if keeper is not None and (mode == "events" or graph_keeper is not None):
             check.cover_unchecked(keeper, live, sets, fresh)
         for t in row["timings"]:
             fn = t.pop("_fn", None)
@@ -657,6 +700,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         "l2_bytes": timer_l2(props),
         "reps": reps,
         "kernelbench": kernelbench,
+        "notes": sorted(notes),
     }
 
 

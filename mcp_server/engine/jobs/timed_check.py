@@ -89,6 +89,16 @@ class Kept:
 
 
 @dataclass
+class Held:
+    """A call's inputs, returned tensors, gradients and upstream gradient, by reference (not yet copied)."""
+
+    args: list[Any]
+    returned: list[Any]
+    grads: list[torch.Tensor | None]
+    upstream: list[torch.Tensor] | None
+
+
+@dataclass
 class Keeper:
     """Decides, after each timed call returns, whether it is checked; holds the copies until the round ends."""
 
@@ -96,8 +106,19 @@ class Keeper:
     backward: bool = False
     kept: list[Kept] = field(default_factory=list)
     checked: dict[str, int] = field(default_factory=dict)
+    # The problem writes its inputs (``writes_inputs``): a call's inputs are copied before it runs, since after it
+    # they hold what it wrote. Otherwise they are copied after the call, and only for the calls kept.
+    before: bool = False
 
-    def after_call(self, provider: str, calls_in_round: int, args: list[Any], out: Any, fn: Any) -> None:
+    def inputs_before(self, provider: str, args: list[Any]) -> list[Any] | None:
+        """A copy of a call's inputs made before it runs, where the problem writes them; else None."""
+        if not self.before or provider not in self.providers:
+            return None
+        return _copy_inputs(args)
+
+    def after_call(
+        self, provider: str, calls_in_round: int, args: list[Any], out: Any, fn: Any, before: list[Any] | None = None
+    ) -> None:
         if provider not in self.providers:
             return
         if sum(k.provider == provider for k in self.kept) >= MAX_KEPT_PER_ROUND:
@@ -105,29 +126,57 @@ class Keeper:
         # The operating system's random source: nothing the candidate's process holds predicts the draw.
         if secrets.randbelow(max(1, calls_in_round)) != 0:
             return
-        self.keep(provider, args, out, fn)
+        self.keep(provider, args, out, fn, before)
 
-    def keep(self, provider: str, args: list[Any], out: Any, fn: Any) -> None:
+    def keep(self, provider: str, args: list[Any], out: Any, fn: Any, before: list[Any] | None = None) -> None:
+        """Keep the call that just returned ``out`` (``before``: its inputs as ``inputs_before`` copied them)."""
+        self.store(provider, self.hold(args, out, fn), before)
+
+    def hold(self, args: list[Any], out: Any, fn: Any) -> Held:
+        """What a check of the call that just returned needs, by reference: CUDA-graph mode holds a captured call
+        this way and copies it after the replay that rewrote it."""
+        if not self.backward:
+            return Held(args, flatten_outputs(out), [], None)
         # Forward + backward: the wrapper's outputs that take gradients and the upstream gradient it used.
-        returned, upstream = getattr(fn, "last", ([], None)) if self.backward else (flatten_outputs(out), None)
-        foreign = [o for o in returned if foreign_tensor(o)]
+        returned, upstream = getattr(fn, "last", ([], None))
+        return Held(args, list(returned), _grads(args), upstream)
+
+    def store(self, provider: str, held: Held, before: list[Any] | None = None) -> None:
+        foreign = [o for o in held.returned if foreign_tensor(o)]
         if foreign:
             # Copying it would run its own code: the result could be made there, after the timed call.
             self.kept.append(Kept(provider, [], [], problem=f"a timed call returned a {type_label(foreign[0])}"))
             return
-        inputs = map_tensors(args, lambda t: t.detach().clone().requires_grad_(t.requires_grad))
-        outputs = [o.detach().clone() for o in returned if isinstance(o, torch.Tensor)]
+        inputs = before if before is not None else _copy_inputs(held.args)
+        outputs = [o.detach().clone() for o in held.returned if isinstance(o, torch.Tensor)]
         if not self.backward:
             self.kept.append(Kept(provider, inputs, outputs))
             return
-        grads = [g.detach().clone() if g is not None else torch.zeros(0) for g in _grads(args)]
-        self.kept.append(Kept(provider, inputs, outputs + grads, [u.clone() for u in upstream or []]))
+        grads = [g.detach().clone() if g is not None else torch.zeros(0) for g in held.grads]
+        self.kept.append(Kept(provider, inputs, outputs + grads, [u.clone() for u in held.upstream or []]))
 
     def take(self) -> list[Kept]:
         kept, self.kept = self.kept, []
         for k in kept:
             self.checked[k.provider] = self.checked.get(k.provider, 0) + 1
         return kept
+
+
+def _copy_inputs(args: list[Any]) -> list[Any]:
+    return map_tensors(args, lambda t: t.detach().clone().requires_grad_(t.requires_grad))
+
+
+def writes_inputs(reference: Any, args: list[Any]) -> bool:
+    """Whether the reference changes its input tensors (an optimizer step, an in-place update), run once on copies.
+    A reference that fails here is taken not to (its eager baseline reports the failure)."""
+    copies = map_tensors(args, lambda t: t.detach().clone())
+    originals = list(iter_tensors(map_tensors(copies, lambda t: t.clone())))
+    try:
+        with torch.no_grad():
+            reference(*copies)
+    except Exception:
+        return False
+    return any(not torch.equal(a, b) for a, b in zip(iter_tensors(copies), originals, strict=True))
 
 
 def _grads(args: list[Any]) -> list[torch.Tensor | None]:
