@@ -36,6 +36,7 @@ def _errors(findings) -> set[str]:
         ("kills_parents.py", "process_escape"),
         ("kills_everything.py", "process_escape"),
         ("leaks.py", "evasion"),
+        ("other_gpu_code.py", "evasion"),
     ],
 )
 def test_the_scan_names_each_way_out(attack, kind):
@@ -70,6 +71,43 @@ def test_numpy_alone_is_a_warning_and_numpy_arithmetic_an_error(tmp_path):
     look = scan.scan(tmp_path / "look.py")
     assert [(f.kind.value, f.severity.value) for f in look] == [("host_compute", "warning")]
     assert "host_compute" in _errors(scan.scan(tmp_path / "calc.py"))
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import cupy as cp\n",
+        "from numba import cuda\n",
+        "import numba.cuda\n",
+        "from cuda.bindings import driver\n",
+        "from cuda import cudart\n",
+        "import jax.numpy as jnp\n",
+        "import warp as wp\n",
+        "from torch.utils.cpp_extension import load_inline\n",
+        "import torch\nf = torch.cuda.jiterator._create_jit_fn('template <typename T> T f(T x) { return x; }')\n",
+        "import importlib\ncp = importlib.import_module('cupy')\n",
+        "import torch\ntorch.ops.load_library('ops.so')\n",
+    ],
+)
+def test_gpu_code_outside_triton_and_torch_ops_is_evasion(tmp_path, source):
+    (tmp_path / "cand.py").write_text(source)
+    found = scan.scan(tmp_path / "cand.py")
+    assert "evasion" in _errors(found), found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import numba\n",  # CPU numba: host work, judged as such elsewhere
+        "import torch\ns = torch.cuda.Stream()\ntorch.cuda.synchronize()\n",
+        "import cutlass_helpers\n",  # a module of the user's own, not NVIDIA's cutlass
+        "from triton.experimental import gluon\n",
+        "import torch\ntorch.ops.aten.mm\n",
+    ],
+)
+def test_triton_gluon_torch_cuda_streams_and_lookalike_names_are_not(tmp_path, source):
+    (tmp_path / "cand.py").write_text(source)
+    assert "evasion" not in _errors(scan.scan(tmp_path / "cand.py"))
 
 
 def test_setting_torch_flags_is_fine_but_patching_triton_is_evasion(tmp_path):

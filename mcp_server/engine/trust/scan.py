@@ -69,6 +69,18 @@ NAME_RULES: tuple[Rule, ...] = (
     ),
     _rule(r"^(sys|threading)\.(settrace|setprofile)$|^sys\.monitoring", EV, E, "installs a trace/profile hook"),
     _rule(r"^(ctypes|_ctypes|cffi)\b", EV, E, "calls native code directly (ctypes/cffi)"),
+    _rule(r"^torch\.(ops|classes)\.load_library$", EV, E, "loads a native library"),
+    # GPU code that is neither a Triton kernel nor a torch op: validate's CUDA trace sees its kernels, but bench's
+    # timed calls run without the trace, and the op recorder does not see them.
+    _rule(
+        r"^(cupy|cupyx|pycuda|jax|jaxlib|tensorflow|warp|tilelang|tvm|cutlass|cutlass_cppgen|cuda_bindings)\b"
+        r"|^numba\.cuda\b|^cuda\.(bindings|core|cuda|cudart|nvrtc)\b|^torch\.utils\.cpp_extension\b"
+        r"|^torch\.cuda\.jiterator\b",
+        EV,
+        E,
+        "runs GPU code that is neither Triton nor a torch op, where the op recorder cannot see it (bench's timed "
+        "calls would time that library)",
+    ),
     _rule(r"^mcp_server\b", EV, E, "imports the judge's own package"),
     _rule(r"^gc\.get_(objects|referrers|referents)$", EV, W, "walks the interpreter's objects"),
     _rule(r"^(sys\._getframe|inspect\.(currentframe|stack|getouterframes))$", EV, W, "reads its caller's frames"),
