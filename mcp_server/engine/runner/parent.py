@@ -40,7 +40,8 @@ MAX_RESULT_BYTES = 64 * 1024 * 1024
 _READY_TIMEOUT_S = 180.0
 # After SIGTERM to a job's supervisor, how long it has to sweep its tree before the group is SIGKILLed.
 _TERM_GRACE_S = 5.0
-# A fork server that dies after living this long is restarted at once (one that dies sooner is broken).
+# A fork server that dies after living this long, or after forking a job, is restarted at once; one that dies
+# sooner without having forked one is broken, and the next job's start reports why.
 _RESTART_MIN_LIFE_S = 5.0
 # The unprivileged uid/gid jobs run as when every file they need is readable by others ("nobody").
 SANDBOX_UID = 65534
@@ -252,6 +253,7 @@ class _ForkServer:
 
     def _read_events(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
+        forked = False  # it started a job: a working server, whatever killed it later
         for raw in proc.stdout:
             try:
                 event = json.loads(raw)
@@ -266,6 +268,7 @@ class _ForkServer:
             if pending is None:
                 continue
             if kind == "started":
+                forked = True
                 pending.pid = event["pid"]
                 pending.started.set()
             elif kind == "exited":
@@ -287,7 +290,7 @@ class _ForkServer:
                 pending.started.set()
                 pending.exited.set()
         # It died under us (not closed by us): start a fresh one now, so the next job does not wait for it.
-        if self.proc is proc and lived > _RESTART_MIN_LIFE_S:
+        if self.proc is proc and (lived > _RESTART_MIN_LIFE_S or forked):
             threading.Thread(target=self._restart_quietly, daemon=True).start()
 
     def _restart_quietly(self) -> None:
