@@ -461,3 +461,19 @@ def test_a_timing_error_keeps_the_kind_the_child_wrote_and_an_unknown_one_is_an_
     assert oom.kind == FindingKind.oom and oom.message == "CUDA out of memory"
     plain = B.error_finding("ValueError: shapes differ")
     assert plain.kind == FindingKind.exception and plain.message == "ValueError: shapes differ"
+
+
+@pytest.mark.gpu
+def test_a_candidate_that_slows_the_baselines_pytorch_gains_nothing_and_is_named(runner):
+    result = B.bench(
+        f"{FX / 'bench' / 'sabotage.py'}:candidate",
+        f"{FX / 'bench' / 'add_problem.py'}:reference",
+        runner=runner,
+        reps=30,
+    )
+    assert result.validation.startswith("PASS"), result.validation
+    assert result.ok, result.findings
+    assert result.notes and "torch.Tensor.__add__ (replaced)" in result.notes[0]
+    for row in result.rows:
+        # An add against eager's add: about 1×, where the millisecond the module adds to `x + y` would give 100×.
+        assert row.speedup_vs_eager < 3, row

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from mcp_server.engine.inputs import looks_like_type_list, materialise, parse_type_list
-from mcp_server.engine.jobs import calls, common, recorder, timed_check, timed_ops
+from mcp_server.engine.jobs import calls, common, recorder, shared_state, timed_check, timed_ops
 from mcp_server.engine.runner.child import (
     JobContext,
     UsageProblem,
@@ -421,8 +421,18 @@ class _Timer:
 class _TimedCheck:
     """The timed-output check of one bench (jobs.timed_check): which providers it covers, and what failed."""
 
-    def __init__(self, reference: Any, backward: bool, providers: set[str], overrides: Any, scale: float):
+    def __init__(
+        self,
+        reference: Any,
+        backward: bool,
+        providers: set[str],
+        overrides: Any,
+        scale: float,
+        switch: shared_state.Switch | None = None,
+    ):
         self.reference = reference
+        # The reference runs under its own PyTorch state, not the candidate's (jobs.shared_state).
+        self.switch = switch
         self.backward = backward
         self.providers = providers if reference is not None else set()
         self.overrides = overrides
@@ -443,6 +453,8 @@ class _TimedCheck:
         disagreement per provider is kept."""
         if keeper is None:
             return
+        if self.switch is not None:
+            self.switch.to("reference")
         for kept in keeper.take():
             if kept.provider in self.failures:
                 continue
@@ -478,6 +490,8 @@ class _TimedCheck:
         for t in live:
             name = t["provider"]
             if name in keeper.providers and not keeper.checked.get(name):
+                if self.switch is not None:
+                    self.switch.to("candidate")
                 fresh[0].refresh()
                 before = keeper.inputs_before(name, sets[0])
                 out = t["_fn"](*sets[0])
@@ -534,31 +548,39 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         raise UsageProblem("bench needs a CUDA GPU; interpreter timings are meaningless")
     common.install_launch_hooks()
     recorder.LAUNCH_STREAMS = set()
-    cand_module = load_module(params["candidate"]["path"], ctx.user_files)
-    candidate = resolve(cand_module, params["candidate"]["name"])
-    if calls.is_kernel(candidate):
-        calls.check_candidate(candidate, [], params["candidate"]["name"], cand_module)
+    # The candidate's code runs under its own PyTorch state, the reference's and the baselines' under theirs.
+    checked = {"candidate", *(params.get("checked") or [])}
+    switch = shared_state.Switch()
     reference = ref_module = None
     if params.get("reference"):
         ref_module = load_module(params["reference"]["path"], ctx.user_files)
         reference = resolve(ref_module, params["reference"]["name"])
+    switch.to("candidate")
+    cand_module = load_module(params["candidate"]["path"], ctx.user_files)
+    candidate = resolve(cand_module, params["candidate"]["name"])
+    if calls.is_kernel(candidate):
+        calls.check_candidate(candidate, [], params["candidate"]["name"], cand_module)
     kernelbench = isinstance(reference, type) and issubclass(reference, torch.nn.Module)
     if kernelbench:
         init = list(ref_module.get_init_inputs()) if hasattr(ref_module, "get_init_inputs") else []
+        switch.to("reference")
         torch.manual_seed(1234)
         reference = reference(*init).cuda()
+        weights = reference.state_dict()
+        switch.to("candidate")
         torch.manual_seed(1234)
         candidate = candidate(*init).cuda()
-        state = reference.state_dict()
-        if set(state) == set(candidate.state_dict()):
-            candidate.load_state_dict(state)
+        if set(weights) == set(candidate.state_dict()):
+            candidate.load_state_dict(weights)
     elif isinstance(candidate, type) and issubclass(candidate, torch.nn.Module):
         raise UsageProblem("The candidate is an nn.Module class; give the KernelBench problem file as the reference.")
 
+    switch.to("reference")
     torch.manual_seed(0)
     cases = bench_cases(params, ref_module or cand_module, ctx)
     if cases:
         name = params["candidate"]["name"]
+        switch.to("candidate")
         calls.check_candidate(
             candidate.forward if kernelbench else candidate,
             list(cases[0][1]),
@@ -566,11 +588,14 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             cand_module,
             what="the benchmark's",
         )
+    switch.to("reference")
     props = torch.cuda.get_device_properties(0)
     timer = _Timer(int(getattr(props, "L2_cache_size", 50 << 20)), params.get("l2_flush", True))
     providers: list[tuple[str, Any]] = [("candidate", candidate)]
     for name, spec in (params.get("extra_candidates") or {}).items():
+        switch.to("candidate" if name in checked else "reference")
         providers.append((name, resolve(load_module(spec["path"], ctx.user_files), spec["name"])))
+    switch.to("reference")
     compiled = None
     if reference is not None and params.get("baselines", True):
         providers.append(("eager", reference))
@@ -589,12 +614,13 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     check = _TimedCheck(
         reference,
         bool(params.get("backward")),
-        {"candidate", *(params.get("checked") or [])},
+        checked,
         timed_check.module_tolerances(ref_module) if ref_module is not None else None,
         float(params.get("check_scale") or 0.0),
+        switch,
     )
     audit = timed_ops.OpAudit(
-        {"candidate", *(params.get("checked") or [])},
+        checked,
         {op.split(".")[-1] for op in params.get("allow_torch_ops") or ()},
         timed_ops.share_limit(params.get("validated_torch_share")),
     )
@@ -624,6 +650,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         for name, fn in providers:
             step += 1
             ctx.progress(step - 1, total_steps, f"{label}: {name} (compile + warm-up)")
+            switch.to("candidate" if name in checked else "reference")
             try:
                 out, first_s = _first_call(fn, args)
                 if name == "candidate":
@@ -641,6 +668,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 if is_sticky_cuda_error(exc):
                     raise
         live = [t for t in row["timings"] if "_fn" in t]
+        switch.to("reference")
         audit.start_case(ref_call, sets[0], float(out_numel))
         check.start_case()
         samples: dict[str, list[float]] = {t["provider"]: [] for t in live}
@@ -656,6 +684,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         for rnd in range(ROUNDS):
             order = live[rnd % len(live) :] + live[: rnd % len(live)] if live else []
             for t in order:
+                switch.to("candidate" if t["provider"] in checked else "reference")
                 if mode == "cuda-graph":
                     samples[t["provider"]].extend(
                         timer.graph_round(t["_fn"], sets, per_round, 3, t["provider"], audit, fresh, graph_keeper)
@@ -675,7 +704,9 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 continue
             t.update(_stats(t["provider"], samples[t["provider"]], t.get("compile_s")))
             t["host_launch_ms"] = timer.host_ms.get(id(fn))
+            switch.to("candidate" if t["provider"] in checked else "reference")
             t["outside_stream_ms"] = timer.host_check(fn, sets)
+            switch.to("reference")
             if keeper is not None and t["provider"] in keeper.providers:
                 t["checked_calls"] = keeper.checked.get(t["provider"], 0)
                 t["check_margin"] = check.margins.get(t["provider"])
@@ -700,8 +731,21 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         "l2_bytes": timer_l2(props),
         "reps": reps,
         "kernelbench": kernelbench,
-        "notes": sorted(notes),
+        "notes": sorted(notes) + _state_notes(switch),
     }
+
+
+def _state_notes(switch: shared_state.Switch) -> list[str]:
+    """What the candidate changed in the PyTorch state it shares with the baselines, which ran without it."""
+    switch.to("reference")
+    if not switch.changed:
+        return []
+    names = sorted(switch.changed)
+    listed = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return [
+        f"the candidate changes PyTorch state it shares with the baselines ({listed}): the baselines and the "
+        "reference's checks ran with the state from before its code ran, the candidate with its own"
+    ]
 
 
 def timer_l2(props: Any) -> int:

@@ -1,0 +1,207 @@
+"""PyTorch state that the candidate shares with the baselines and the reference inside the bench child.
+
+The candidate runs in the process that also times the eager and torch.compile baselines (and any peer) and runs
+the reference for the checks of timed outputs. Through PyTorch's global settings (cuDNN off, SDPA's fast backends
+disabled, another float32 matmul precision or default dtype, dynamo's or inductor's config) or by replacing a torch
+function (``torch.nn.functional.scaled_dot_product_attention``, ``torch.nn.Conv2d.forward``, ``torch.Tensor.__add__``)
+it could slow every baseline down, or change what the reference computes. The static scan flags the plain ways
+of doing so; a computed attribute name or a call that flips a backend is not plain.
+
+So bench keeps two states: the reference's, as it was before any candidate code ran, and the candidate's, as the
+candidate last left it. Baselines and reference calls run under the first, the candidate's calls under the second,
+and whatever the candidate changed is reported. A switch costs a few milliseconds (some 4000 attribute lookups,
+twice), once per provider and round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+_MISSING = object()
+
+
+def _flag(owner: Any, name: str) -> tuple[Any, Any]:
+    return (lambda: getattr(owner, name)), (lambda value: setattr(owner, name, value))
+
+
+def _deterministic() -> tuple[bool, bool]:
+    return torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+
+
+def _settings() -> dict[str, tuple[Any, Any]]:
+    """name → (get, set) for the global switches of PyTorch that change what or how fast a torch op computes."""
+    cuda, cudnn = torch.backends.cuda, torch.backends.cudnn
+    # In the order they are put back: the precision that sets every backend's first, then each backend's own
+    # (newer builds), then the older flags (a build that has both raises when they are read mixed).
+    out: dict[str, tuple[Any, Any]] = {
+        "torch.float32_matmul_precision": (torch.get_float32_matmul_precision, torch.set_float32_matmul_precision)
+    }
+    for name in ("backends", "backends.cuda.matmul", "backends.cudnn", "backends.cudnn.conv", "backends.cudnn.rnn"):
+        owner: Any = torch
+        for part in name.split("."):
+            owner = getattr(owner, part, None)
+        if owner is not None and hasattr(owner, "fp32_precision"):
+            out[f"torch.{name}.fp32_precision"] = _flag(owner, "fp32_precision")
+    out |= {
+        f"torch.backends.cudnn.{flag}": _flag(cudnn, flag)
+        for flag in ("enabled", "benchmark", "deterministic", "allow_tf32")
+    }
+    out |= {
+        f"torch.backends.cuda.matmul.{flag}": _flag(cuda.matmul, flag)
+        for flag in ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction")
+        if hasattr(cuda.matmul, flag)
+    }
+    out["torch.default_dtype"] = (torch.get_default_dtype, torch.set_default_dtype)
+    out["torch.deterministic_algorithms"] = (
+        _deterministic,
+        lambda v: torch.use_deterministic_algorithms(v[0], warn_only=v[1]),
+    )
+    out["torch.grad_enabled"] = (torch.is_grad_enabled, torch.set_grad_enabled)
+    for backend in ("flash", "mem_efficient", "math", "cudnn"):
+        get, put = getattr(cuda, f"{backend}_sdp_enabled", None), getattr(cuda, f"enable_{backend}_sdp", None)
+        if get is not None and put is not None:
+            out[f"torch.backends.cuda.{backend}_sdp"] = (get, put)
+    return out
+
+
+def _config_modules() -> dict[str, Any]:
+    """dynamo's and inductor's config modules, where they are already imported (importing them costs seconds)."""
+    import sys
+
+    names = ("torch._dynamo.config", "torch._inductor.config")
+    return {name: sys.modules[name] for name in names if name in sys.modules}
+
+
+def _namespaces() -> list[tuple[str, Any]]:
+    """Where the torch functions a reference calls live: torch and its functional modules, Tensor's methods, and
+    every nn.Module class's own methods."""
+    import torch.nn.functional as F
+
+    spaces: list[tuple[str, Any]] = [
+        ("torch", torch),
+        ("torch.nn.functional", F),
+        ("torch.linalg", torch.linalg),
+        ("torch.fft", torch.fft),
+        ("torch.special", torch.special),
+        ("torch.Tensor", torch.Tensor),
+    ]
+    for name in dir(torch.nn):
+        cls = getattr(torch.nn, name, None)
+        if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
+            spaces.append((f"torch.nn.{name}", cls))
+    return spaces
+
+
+@dataclass
+class State:
+    """Settings, config entries and the functions of the watched namespaces; a delta holds only some of them."""
+
+    settings: dict[str, Any] = field(default_factory=dict)
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # (namespace, attribute) → (namespace object, the attribute's object)
+    functions: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
+
+    def names(self) -> list[str]:
+        out = list(self.settings)
+        out += [f"{module}.{key}" for module, config in self.configs.items() for key in config]
+        out += [f"{label}.{attr} (replaced)" for label, attr in self.functions]
+        return out
+
+
+def capture() -> State:
+    settings = {}
+    for name, (get, _) in _settings().items():
+        try:
+            settings[name] = get()
+        except Exception:  # a switch this build lacks
+            continue
+    configs = {name: module.get_config_copy() for name, module in _config_modules().items()}
+    functions = {}
+    for label, space in _namespaces():
+        for attr, obj in list(vars(space).items()):
+            if callable(obj) or isinstance(obj, (staticmethod, classmethod, property)):
+                functions[(label, attr)] = (space, obj)
+    return State(settings, configs, functions)
+
+
+def delta(before: State, after: State) -> State:
+    """What ``after`` changed from ``before``: settings and config entries with other values, functions replaced,
+    and methods added to a class (they shadow what it inherits, as ``torch.Tensor.__add__`` does ``TensorBase``'s)."""
+    out = State()
+    out.settings = {k: v for k, v in after.settings.items() if before.settings.get(k, _MISSING) != v}
+    for module, config in after.configs.items():
+        old = before.configs.get(module, {})
+        changed = {k: v for k, v in config.items() if k in old and old[k] != v}
+        if changed:
+            out.configs[module] = changed
+    for key, (space, obj) in after.functions.items():
+        was = before.functions.get(key)
+        if (was is not None and was[1] is not obj) or (was is None and isinstance(space, type)):
+            out.functions[key] = (space, obj)
+    return out
+
+
+def apply(state: State, full: bool = False) -> None:
+    """Set each setting, config entry and function ``state`` holds where it differs now. ``full`` (a captured
+    state, not a delta): also remove what was added to a watched class since."""
+    switches = _settings()
+    for name, value in state.settings.items():
+        get, put = switches[name]
+        try:
+            if get() != value:
+                put(value)
+        except Exception:
+            continue
+    for name, module in _config_modules().items():
+        now = module.get_config_copy()
+        for key, value in state.configs.get(name, {}).items():
+            if key in now and now[key] != value:
+                setattr(module, key, value)
+    for (_, attr), (space, obj) in state.functions.items():
+        if vars(space).get(attr, _MISSING) is not obj:
+            setattr(space, attr, obj)
+    if full:
+        # Only in classes the state knows: a class that shows up later (a lazy import) keeps what it has.
+        known = {label for label, _ in state.functions}
+        for label, space in _namespaces():
+            if isinstance(space, type) and label in known:
+                for attr in [a for a in vars(space) if (label, a) not in state.functions]:
+                    if callable(vars(space)[attr]):
+                        delattr(space, attr)
+
+
+@dataclass
+class Switch:
+    """Which of the two states the process is in. ``to("reference")`` before a baseline or a reference call,
+    ``to("candidate")`` before the candidate's code.
+
+    The reference's state is taken again each time the candidate gets the process (torch changes its own state
+    too: dynamo wraps ``torch.manual_seed`` and ``nn.Module.__init__`` when it loads), and the candidate's is kept
+    as what it changed (a delta), applied over it. ``changed`` names everything the candidate changed."""
+
+    changes: State = field(default_factory=State)
+    current: str = "reference"
+    changed: set[str] = field(default_factory=set)
+    _reference: State | None = None
+    _entered: State | None = None
+
+    def to(self, who: str) -> None:
+        if who == self.current:
+            return
+        if who == "candidate":
+            self._reference = capture()
+            apply(self.changes)
+            self._entered = capture()
+        else:
+            assert self._reference is not None and self._entered is not None
+            new = delta(self._entered, capture())
+            self.changed.update(new.names())
+            self.changes.settings.update(new.settings)
+            for module, config in new.configs.items():
+                self.changes.configs.setdefault(module, {}).update(config)
+            self.changes.functions.update(new.functions)
+            apply(self._reference, full=True)
+        self.current = who

@@ -1,0 +1,107 @@
+"""jobs.shared_state: inside the bench child the baselines and the reference run under PyTorch's state as it was
+before the candidate's code ran, and the candidate under the state it made. The switch runs here on the CPU; every
+test puts the process's state back as it found it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mcp_server.engine.jobs import shared_state as ss
+
+
+@pytest.fixture
+def pristine():
+    before = ss.capture()
+    yield before
+    ss.apply(before, full=True)
+
+
+def _slow_add(self, other):
+    return torch.sub(self, -other)
+
+
+def test_the_baselines_get_the_state_from_before_the_candidate_and_the_candidate_gets_its_own(pristine):
+    switch = ss.Switch()
+    switch.to("candidate")
+    # What a candidate could do to the baselines: switch a backend off, another precision, replace functions
+    # (one through a computed name, which the static scan cannot read; one a method added to Tensor, which
+    # shadows the one it inherits).
+    torch.backends.cudnn.enabled = False
+    torch.backends.cuda.enable_flash_sdp(False)
+    torch.set_default_dtype(torch.float64)
+    getattr(torch, "Ten" + "sor").__add__ = _slow_add
+    torch.nn.functional.gelu = torch.nn.functional.relu
+    switch.to("reference")
+    assert torch.backends.cudnn.enabled and torch.backends.cuda.flash_sdp_enabled()
+    assert torch.get_default_dtype() == torch.float32
+    assert (
+        "__add__" not in vars(torch.Tensor)
+        and torch.nn.functional.gelu is pristine.functions[("torch.nn.functional", "gelu")][1]
+    )
+    assert {
+        "torch.backends.cudnn.enabled",
+        "torch.backends.cuda.flash_sdp",
+        "torch.default_dtype",
+        "torch.Tensor.__add__ (replaced)",
+        "torch.nn.functional.gelu (replaced)",
+    } <= switch.changed
+    switch.to("candidate")  # the candidate's calls see what it set
+    assert not torch.backends.cudnn.enabled and torch.get_default_dtype() == torch.float64
+    assert vars(torch.Tensor)["__add__"] is _slow_add and torch.nn.functional.gelu is torch.nn.functional.relu
+    switch.to("reference")
+    assert torch.backends.cudnn.enabled and "__add__" not in vars(torch.Tensor)
+
+
+def test_changes_made_while_the_reference_runs_are_kept_for_both(pristine):
+    # torch changes its own state too (dynamo wraps torch.manual_seed when it loads): not the candidate's doing.
+    switch = ss.Switch()
+    switch.to("candidate")
+    torch.backends.cudnn.benchmark = not torch.backends.cudnn.benchmark
+    switch.to("reference")
+    wrapped = lambda *a, **k: pristine.functions[("torch", "manual_seed")][1](*a, **k)
+    torch.manual_seed = wrapped
+    switch.to("candidate")
+    assert torch.manual_seed is wrapped
+    assert torch.backends.cudnn.benchmark is not pristine.settings["torch.backends.cudnn.benchmark"]
+    switch.to("reference")
+    assert torch.manual_seed is wrapped and "torch.manual_seed (replaced)" not in switch.changed
+    assert torch.backends.cudnn.benchmark is pristine.settings["torch.backends.cudnn.benchmark"]
+
+
+def test_config_entries_of_dynamo_are_put_back(pristine):
+    import torch._dynamo.config as dynamo_config
+
+    switch = ss.Switch()
+    before = dynamo_config.cache_size_limit
+    switch.to("candidate")
+    dynamo_config.cache_size_limit = 1  # every recompile of the compile baseline would fall back to eager
+    switch.to("reference")
+    assert dynamo_config.cache_size_limit == before
+    # Newer builds keep it as recompile_limit, of which cache_size_limit is an alias.
+    assert switch.changed & {"torch._dynamo.config.cache_size_limit", "torch._dynamo.config.recompile_limit"}
+    switch.to("candidate")
+    assert dynamo_config.cache_size_limit == 1
+    switch.to("reference")
+
+
+def test_a_candidate_that_changes_nothing_is_reported_as_changing_nothing(pristine):
+    switch = ss.Switch()
+    for _ in range(3):
+        switch.to("candidate")
+        torch.ones(4) + torch.ones(4)
+        switch.to("reference")
+    assert switch.changed == set()
+    assert ss.delta(pristine, ss.capture()).names() == []
+
+
+def test_a_class_that_appears_later_keeps_its_methods(pristine):
+    # A lazily imported class is new to the state: putting the state back must not strip it.
+    switch = ss.Switch()
+    switch.to("candidate")
+    torch.nn.LaterModule = type("LaterModule", (torch.nn.Module,), {"forward": lambda self, x: x})
+    try:
+        switch.to("reference")
+        assert "forward" in vars(torch.nn.LaterModule)
+    finally:
+        del torch.nn.LaterModule
