@@ -217,6 +217,11 @@ def test_one_bench_at_a_time_per_gpu_and_the_second_is_told_it_queues(tmp_path, 
     assert messages and "queued" in messages[0] and "pid" in messages[0]
 
 
+def _fixture_bench(runner, candidate: str, problem: str = "add_problem.py", **options) -> BenchResult:
+    """Bench ``candidate`` (``file.py:function`` in fixtures/bench) against the reference of ``problem`` there."""
+    return B.bench(f"{FX / 'bench' / candidate}", f"{FX / 'bench' / problem}:reference", runner=runner, **options)
+
+
 def _validated_bench(runner, candidate: str, problem: str, reps: int) -> BenchResult:
     """Bench ``candidate`` against the reference of ``fixtures/bench/problem`` after validating it, which passes."""
     result = B.bench(candidate, f"{FX / 'bench' / problem}:reference", runner=runner, reps=reps)
@@ -276,10 +281,9 @@ def test_a_side_stream_candidate_is_timed_honestly(runner):
 @pytest.mark.gpu
 def test_work_left_on_a_stream_nothing_waits_for_is_added_and_flagged_and_a_plain_call_has_none(runner):
     def run(name):
-        return B.bench(
-            f"{FX / 'bench' / 'side_stream.py'}:{name}",
-            f"{FX / 'bench' / 'add_problem.py'}:reference",
-            runner=runner,
+        return _fixture_bench(
+            runner,
+            f"side_stream.py:{name}",
             reps=30,
             baselines=False,
             validate_first=False,
@@ -339,10 +343,9 @@ def test_the_twin_that_always_does_its_work_is_timed_with_its_timed_calls_checke
 
 @pytest.mark.gpu
 def test_cuda_graph_timings_check_a_captured_call_after_a_replay(runner):
-    result = B.bench(
-        f"{FX / 'bench' / 'late_cheats.py'}:honest",
-        f"{FX / 'bench' / 'add_problem.py'}:reference",
-        runner=runner,
+    result = _fixture_bench(
+        runner,
+        "late_cheats.py:honest",
         reps=50,
         mode="cuda-graph",
     )
@@ -353,10 +356,10 @@ def test_cuda_graph_timings_check_a_captured_call_after_a_replay(runner):
 
 
 def _inplace_bench(runner, name: str, mode: str) -> BenchResult:
-    result = B.bench(
-        f"{FX / 'bench' / 'inplace_cheats.py'}:{name}",
-        f"{FX / 'bench' / 'inplace_problem.py'}:reference",
-        runner=runner,
+    result = _fixture_bench(
+        runner,
+        f"inplace_cheats.py:{name}",
+        "inplace_problem.py",
         reps=50,
         mode=mode,
     )
@@ -403,10 +406,9 @@ def test_a_candidate_that_hands_its_timed_calls_to_pytorch_is_not_timed(runner, 
 
 @pytest.mark.gpu
 def test_torch_work_the_user_allows_is_timed(runner):
-    result = B.bench(
-        f"{FX / 'bench' / 'late_cheats.py'}:library_later",
-        f"{FX / 'bench' / 'add_problem.py'}:reference",
-        runner=runner,
+    result = _fixture_bench(
+        runner,
+        "late_cheats.py:library_later",
         reps=30,
         allow_torch_ops=["aten.add"],
     )
@@ -417,10 +419,10 @@ def test_torch_work_the_user_allows_is_timed(runner):
 @pytest.mark.gpu
 @pytest.mark.parametrize(("name", "ok"), [("lazy_backward", False), ("honest", True)])
 def test_forward_backward_timings_check_the_gradients_of_timed_calls(runner, name, ok):
-    result = B.bench(
-        f"{FX / 'bench' / 'square_cheats.py'}:{name}",
-        f"{FX / 'bench' / 'square_problem.py'}:reference",
-        runner=runner,
+    result = _fixture_bench(
+        runner,
+        f"square_cheats.py:{name}",
+        "square_problem.py",
         reps=30,
         backward=True,
     )
@@ -465,10 +467,9 @@ def test_a_timing_error_keeps_the_kind_the_child_wrote_and_an_unknown_one_is_an_
 
 @pytest.mark.gpu
 def test_a_candidate_that_slows_the_baselines_pytorch_gains_nothing_and_is_named(runner):
-    result = B.bench(
-        f"{FX / 'bench' / 'sabotage.py'}:candidate",
-        f"{FX / 'bench' / 'add_problem.py'}:reference",
-        runner=runner,
+    result = _fixture_bench(
+        runner,
+        "sabotage.py:candidate",
         reps=30,
     )
     assert result.validation.startswith("PASS"), result.validation
