@@ -291,3 +291,17 @@ def test_a_held_call_is_copied_when_stored_so_a_replay_that_rewrites_it_is_what_
     keeper.store("candidate", stale)
     check.verify(keeper)
     assert "relative norm distance" in check.failures["candidate"]
+
+
+def test_writing_inputs_is_told_by_their_bits_in_any_dtype():
+    def keeps(x):
+        return x.clone()
+
+    def writes(x):
+        x.zero_()
+        return x
+
+    for t in (torch.tensor([math.nan, 1.0]), torch.randn(8).to(torch.float8_e4m3fn), torch.tensor(3.0)):
+        assert not tc.writes_inputs(keeps, [t])  # NaN unchanged is unchanged; fp8 and 0-d compare too
+    assert tc.writes_inputs(writes, [torch.randn(8)])
+    assert tc.writes_inputs(writes, [torch.randn(8).to(torch.float8_e4m3fn)])

@@ -176,7 +176,12 @@ def writes_inputs(reference: Any, args: list[Any]) -> bool:
             reference(*copies)
     except Exception:
         return False
-    return any(not torch.equal(a, b) for a, b in zip(iter_tensors(copies), originals, strict=True))
+    return any(not torch.equal(_bits(a), _bits(b)) for a, b in zip(iter_tensors(copies), originals, strict=True))
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's bytes, on its device: equal bits are equal values of any dtype, NaN and fp8 included."""
+    return t.detach().reshape(-1).contiguous().view(torch.uint8)
 
 
 def _grads(args: list[Any]) -> list[torch.Tensor | None]:
