@@ -516,7 +516,8 @@ def flags(rows: list[BenchRow]) -> list[Finding]:
                     FindingKind.timer_disagreement,
                     row.case,
                     f"{t.provider}: the GPU stays busy {t.outside_stream_ms:.4f} ms per call after its end event "
-                    f"({t.median_ms:.4f} ms by the events) — work left on another stream; the reported time includes it",
+                    f"({t.median_ms:.4f} ms by the events) — work left on another stream; the reported time "
+                    "includes it",
                 )
         if cand.host_launch_ms is not None and cand.host_launch_ms > honest_ms(cand):
             out.append(
