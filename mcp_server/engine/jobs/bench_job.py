@@ -24,6 +24,7 @@ Method (one child, one GPU, the GPU lock held by the parent):
 
 from __future__ import annotations
 
+import importlib
 import math
 import secrets
 import statistics
@@ -555,6 +556,10 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     if params.get("reference"):
         ref_module = load_module(params["reference"]["path"], ctx.user_files)
         reference = resolve(ref_module, params["reference"]["name"])
+        if params.get("baselines", True) and params.get("compile_baseline", True):
+            # Loaded for the compile baseline anyway; before the candidate's code, so that what it wraps when it
+            # loads (torch.manual_seed, nn.Module.__init__) is the reference's state, not a change of the candidate's.
+            importlib.import_module("torch._dynamo")
     switch.to("candidate")
     cand_module = load_module(params["candidate"]["path"], ctx.user_files)
     candidate = resolve(cand_module, params["candidate"]["name"])
