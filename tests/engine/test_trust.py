@@ -110,6 +110,28 @@ def test_triton_gluon_torch_cuda_streams_and_lookalike_names_are_not(tmp_path, s
     assert "evasion" not in _errors(scan.scan(tmp_path / "cand.py"))
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import sys\njob = sys.modules['mcp_' + 'server.engine.jobs.bench_job']\n",
+        "import importlib\njob = importlib.import_module('mcp_' + 'server')\n",
+        "job = __import__('mcp_' + 'server')\n",
+        "import gc\ntimers = [o for o in gc.get_objects() if type(o).__name__ == '_Timer']\n",
+        "import sys\ncaller = sys._getframe(1)\n",
+        "def f(tb):\n    return tb.tb_frame.f_back.f_locals\n",
+        "classes = object.__subclasses__()\n",
+        "def f(fn):\n    return fn.__globals__\n",
+        "import torch\ntorch.cuda.Event.elapsed_time = lambda self, end: 1e-3\n",  # bench's own timer
+        "import time\ntime.perf_counter = lambda: 0.0\n",
+        "import torch.nn.functional as F\nF.scaled_dot_product_attention = print\n",
+    ],
+)
+def test_reaching_the_judges_objects_in_the_process_is_evasion(tmp_path, source):
+    # Bench times the candidate in the process it runs in: its timer, its checks and its results are objects there.
+    (tmp_path / "cand.py").write_text(source)
+    assert "evasion" in _errors(scan.scan(tmp_path / "cand.py")), scan.scan(tmp_path / "cand.py")
+
+
 def test_setting_torch_flags_is_fine_but_patching_triton_is_evasion(tmp_path):
     (tmp_path / "flags.py").write_text("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n")
     (tmp_path / "patch.py").write_text("import triton\ntriton.runtime.jit.JITFunction.run = print\n")

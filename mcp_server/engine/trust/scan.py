@@ -82,8 +82,10 @@ NAME_RULES: tuple[Rule, ...] = (
         "calls would time that library)",
     ),
     _rule(r"^mcp_server\b", EV, E, "imports the judge's own package"),
-    _rule(r"^gc\.get_(objects|referrers|referents)$", EV, W, "walks the interpreter's objects"),
-    _rule(r"^(sys\._getframe|inspect\.(currentframe|stack|getouterframes))$", EV, W, "reads its caller's frames"),
+    # Ways to reach the judge's own objects in the process (bench times the candidate in the process it runs in).
+    _rule(r"^gc\.get_(objects|referrers|referents)$", EV, E, "walks the interpreter's objects"),
+    _rule(r"^(sys\._getframe|inspect\.(currentframe|stack|getouterframes))$", EV, E, "reads its caller's frames"),
+    _rule(r"^sys\.modules$", EV, E, "reaches loaded modules by name (the judge's own among them)"),
     _rule(r"^(runpy|importlib\.util\.spec_from_file_location|importlib\.machinery)\b", EV, W, "imports a file by path"),
     _rule(r"^(subprocess|multiprocessing|torch\.multiprocessing|pty)\b", PROC, E, "starts processes"),
     _rule(r"^concurrent\.futures\.ProcessPoolExecutor$|^asyncio\.create_subprocess", PROC, E, "starts processes"),
@@ -110,7 +112,11 @@ STRING_RULES: tuple[Rule, ...] = (
     ),
 )
 # Monkeypatching these is tampering; setting flags elsewhere in torch (torch.backends.…) is fine.
-PATCH_ERROR = re.compile(r"^(triton\.(runtime|compiler|language)|torch\.(_C|Tensor|utils|ops|library|_ops|nn))\b")
+# Anything in torch (the baselines run it, and bench times with torch.cuda's events) and the modules bench's own
+# timing and statistics use.
+PATCH_ERROR = re.compile(
+    r"^(triton\.(runtime|compiler|language|testing)|torch|time|statistics|math|secrets|builtins)\b"
+)
 PATCH_WARN = re.compile(r"^(torch|triton|builtins|numpy|sys)\b")
 PATCH_OK = re.compile(r"^torch\.(backends|_dynamo\.config|_inductor\.config)\b")
 # numpy calls that are not arithmetic (conversions and constructors).
@@ -251,7 +257,9 @@ class _Scanner(ast.NodeVisitor):
         if dotted is not None:
             self.check_name(node, dotted)
         if node.attr in FRAME_ATTRS:
-            self.hit(node, EV, Severity.warning, f"`.{node.attr}` reads another frame's variables")
+            self.hit(node, EV, E, f"`.{node.attr}` reads another frame's variables")
+        if node.attr in ("__subclasses__", "__globals__"):
+            self.hit(node, EV, E, f"`.{node.attr}` reaches classes or module globals the candidate was not given")
         # Report the outermost chain only.
         inner = node.value
         while isinstance(inner, ast.Attribute):
@@ -282,7 +290,7 @@ class _Scanner(ast.NodeVisitor):
         if dotted is None or PATCH_OK.search(dotted):
             return
         if PATCH_ERROR.search(dotted):
-            self.hit(target, EV, E, f"assigns `{dotted}`: patches torch/triton internals the judge relies on")
+            self.hit(target, EV, E, f"assigns `{dotted}`: patches torch, triton or Python internals the judge uses")
         elif PATCH_WARN.search(dotted):
             self.hit(target, EV, W, f"assigns `{dotted}`: patches a library")
 
@@ -317,8 +325,8 @@ class _Scanner(ast.NodeVisitor):
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 self.check_name(node, arg.value)
                 self.check_reference_import(node, arg.value, 0)
-            elif name != "__import__":
-                self.hit(node, EV, W, "imports a module whose name is computed")
+            else:
+                self.hit(node, EV, E, "imports a module whose name is computed (the judge's own could be one)")
         reads = name in OPEN_CALLS or (isinstance(func, ast.Attribute) and func.attr in READ_METHODS)
         if reads and name != "os.open" and not name.startswith(("torch.", "triton.", "tl.")):
             self.hit(node, REF, W, f"`{name or func.attr}()` reads a file at run time")
