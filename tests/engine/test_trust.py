@@ -124,6 +124,8 @@ def test_triton_gluon_torch_cuda_streams_and_lookalike_names_are_not(tmp_path, s
         "import torch\ntorch.cuda.Event.elapsed_time = lambda self, end: 1e-3\n",  # bench's own timer
         "import time\ntime.perf_counter = lambda: 0.0\n",
         "import torch.nn.functional as F\nF.scaled_dot_product_attention = print\n",
+        # A literal string given to exec is read as code too.
+        'exec(\'import sys\\njob = sys.modules["mcp_" + "server"]\')\n',
     ],
 )
 def test_reaching_the_judges_objects_in_the_process_is_evasion(tmp_path, source):

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from mcp_server.engine.inputs import looks_like_type_list, materialise, parse_type_list
-from mcp_server.engine.jobs import calls, common, recorder, shared_state, timed_check, timed_ops
+from mcp_server.engine.jobs import calls, common, integrity, recorder, shared_state, timed_check, timed_ops
 from mcp_server.engine.runner.child import (
     JobContext,
     UsageProblem,
@@ -560,6 +560,8 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             # Loaded for the compile baseline anyway; before the candidate's code, so that what it wraps when it
             # loads (torch.manual_seed, nn.Module.__init__) is the reference's state, not a change of the candidate's.
             importlib.import_module("torch._dynamo")
+    # The judge's own code and the library functions its timing uses, as they are before any candidate code runs.
+    switch.guard = integrity.Guard()
     switch.to("candidate")
     cand_module = load_module(params["candidate"]["path"], ctx.user_files)
     candidate = resolve(cand_module, params["candidate"]["name"])
@@ -729,6 +731,9 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         ctx.progress(step, total_steps, f"{label}: done")
         del sets
         torch.cuda.empty_cache()
+    notes_out = sorted(notes) + _state_notes(switch)
+    if switch.guard.replaced:
+        _refuse_all(rows, checked, switch.guard.replaced)
     return {
         "rows": rows,
         "device": torch.cuda.get_device_name(),
@@ -736,8 +741,21 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         "l2_bytes": timer_l2(props),
         "reps": reps,
         "kernelbench": kernelbench,
-        "notes": sorted(notes) + _state_notes(switch),
+        "notes": notes_out,
     }
+
+
+def _refuse_all(rows: list[dict[str, Any]], checked: set[str], replaced: list[str]) -> None:
+    """Every timing of the candidate (and extra candidates) is refused: while their code ran, the judge's own code
+    (its timer, its checks, or a library function they go through) was replaced."""
+    listed = ", ".join(replaced[:6]) + (f" and {len(replaced) - 6} more" if len(replaced) > 6 else "")
+    for row in rows:
+        for t in row["timings"]:
+            if t["provider"] in checked:
+                t["error"] = (
+                    f"evasion: the candidate's code replaced the judge's own code in the process while it ran "
+                    f"({listed}); no timing of it is reported"
+                )
 
 
 def _state_notes(switch: shared_state.Switch) -> list[str]:

@@ -185,6 +185,8 @@ class Switch:
     changes: State = field(default_factory=State)
     current: str = "reference"
     changed: set[str] = field(default_factory=set)
+    # Looked at each time the candidate hands the process back (jobs.integrity): the judge's own code.
+    guard: Any = None
     _reference: State | None = None
     _entered: State | None = None
 
@@ -204,4 +206,6 @@ class Switch:
                 self.changes.configs.setdefault(module, {}).update(config)
             self.changes.functions.update(new.functions)
             apply(self._reference, full=True)
+            if self.guard is not None:
+                self.guard.check()
         self.current = who

@@ -303,14 +303,34 @@ class _Scanner(ast.NodeVisitor):
         self._check_patch(node.target)
         self.generic_visit(node)
 
+    def _scan_source(self, node: ast.AST, code: str) -> None:
+        """Code given to exec/eval/compile as a literal string is read like the file's own, its findings at the
+        call's line."""
+        try:
+            tree = parse_python(code, "<exec string>")
+        except SyntaxError:
+            self.hit(node, EV, W, "runs a string that does not parse as Python")
+            return
+        for inner in ast.walk(tree):
+            for attr in ("lineno", "end_lineno"):
+                if hasattr(inner, attr):
+                    setattr(inner, attr, getattr(node, attr, None))
+            if hasattr(inner, "col_offset"):
+                inner.col_offset = getattr(node, "col_offset", 0)
+        self.visit(tree)
+
     # -- calls -------------------------------------------------------------------------------------
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         dotted = self.dotted(func) if isinstance(func, ast.Attribute | ast.Name) else None
         name = dotted or ""
         literal = bool(node.args) and isinstance(node.args[0], ast.Constant)
-        if isinstance(func, ast.Name) and func.id in ("exec", "eval", "compile") and not literal:
-            self.hit(node, EV, W, f"`{func.id}()` runs code the scan cannot read")
+        if isinstance(func, ast.Name) and func.id in ("exec", "eval", "compile"):
+            code = node.args[0].value if literal else None  # type: ignore[union-attr]
+            if not isinstance(code, str):
+                self.hit(node, EV, W, f"`{func.id}()` runs code the scan cannot read")
+            else:
+                self._scan_source(node, code)
         if name in ("getattr", "setattr", "delattr") and len(node.args) >= 2:
             target = self.dotted(node.args[0]) or ""
             attr = node.args[1]

@@ -1,0 +1,70 @@
+"""The judge's own code in a child where user code runs: what the candidate replaced there, and putting it back.
+
+Bench times the candidate in the process the candidate runs in, with the judge's timer, checks and result writer
+beside it. The static scan refuses the plain ways to reach them (importing ``mcp_server``, ``sys.modules``, frames,
+object walks, assigning into ``torch``, ``time`` or ``builtins``); code run through ``exec`` of a computed string is
+not plain. So before any user code is imported the child takes the identity of every attribute of the judge's
+modules and classes, and of the library modules and classes its timing and results go through; it looks again
+after the candidate's code has run. Whatever was replaced or removed is put back, and the candidate's timings are
+refused. (Code in the same process can always undo a check in that process; this one makes the route long.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any
+
+_MISSING = object()
+# Library modules the timer, the statistics and the result writer use.
+LIBRARY_MODULES = ("builtins", "time", "math", "statistics", "secrets", "json", "os", "pathlib", "torch.cuda")
+
+
+def _spaces() -> list[tuple[str, Any]]:
+    spaces: list[tuple[str, Any]] = []
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "mcp_server" or name.startswith("mcp_server.") or name in LIBRARY_MODULES):
+            continue
+        spaces.append((name, module))
+        for attr, obj in list(vars(module).items()):
+            # The module's own classes (and torch.cuda's Event, Stream, CUDAGraph…), not those it imported.
+            owner = getattr(obj, "__module__", None) if isinstance(obj, type) else None
+            if owner in (name, f"{name}.streams", f"{name}.graphs"):
+                spaces.append((f"{name}.{attr}", obj))
+    import pathlib
+
+    spaces.append(("pathlib.Path", pathlib.Path))
+    return spaces
+
+
+def _watched(label: str, attr: str, obj: Any) -> bool:
+    """Code and the judge's constants: functions, classes, descriptors, and UPPER_CASE numbers and strings of the
+    judge's modules (a limit like ``CHECK_FACTOR``). Other values are state the judge itself changes as it runs."""
+    if callable(obj) or isinstance(obj, (staticmethod, classmethod, property)):
+        return True
+    judge = label == "mcp_server" or label.startswith("mcp_server.")
+    return judge and attr.isupper() and isinstance(obj, (int, float, str, tuple, frozenset))
+
+
+class Guard:
+    """Identities taken now; ``check`` names what differs later and puts it back."""
+
+    def __init__(self) -> None:
+        self.snapshot: dict[tuple[str, str], tuple[Any, Any]] = {}
+        for label, space in _spaces():
+            for attr, obj in list(vars(space).items()):
+                if _watched(label, attr, obj):
+                    self.snapshot[(label, attr)] = (space, obj)
+        self.replaced: list[str] = []
+
+    def check(self) -> list[str]:
+        """What was replaced or removed since the snapshot (also kept in ``replaced``), each put back."""
+        found = []
+        for (label, attr), (space, obj) in self.snapshot.items():
+            if vars(space).get(attr, _MISSING) is obj:
+                continue
+            found.append(f"{label}.{attr}")
+            with contextlib.suppress(AttributeError, TypeError):  # a read-only slot: left as it is, and named
+                setattr(space, attr, obj)
+        self.replaced += [name for name in found if name not in self.replaced]
+        return found

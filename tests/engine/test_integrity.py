@@ -1,0 +1,57 @@
+"""jobs.integrity: in the bench child, what the candidate's code replaced of the judge's own code is named, put back
+and costs the candidate its timings. Run here on the CPU, in this process; each test puts back what it changed."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from mcp_server.engine.jobs import bench_job, integrity, recorder, shared_state, timed_check
+
+
+def test_the_judge_running_as_it_does_changes_nothing_the_guard_watches():
+    guard = integrity.Guard()
+    with recorder.recording():
+        torch.ones(4) + 1
+    recorder.AUTOTUNE_NOTES.append("a note")  # state the judge changes itself is not watched
+    recorder.AUTOTUNE_NOTES.pop()
+    timed_check.compare_outputs([torch.ones(8)], [torch.ones(8)], None, 0.0)
+    assert guard.check() == [] and guard.replaced == []
+
+
+def test_code_run_through_exec_that_replaces_the_judges_code_is_named_and_put_back():
+    guard = integrity.Guard()
+    events_round, dumps = bench_job._Timer.events_round, json.dumps
+    # What the static scan cannot read: a computed module name, run through exec.
+    exec(
+        "import sys\n"
+        "job = sys.modules['mcp_' + 'server.engine.jobs.bench_job']\n"
+        "job._Timer.events_round = lambda *a, **k: [1e-3]\n"
+        "sys.modules['mcp_' + 'server.engine.jobs.timed_check'].CHECK_FACTOR = 1e9\n"
+        "import json\njson.dumps = lambda *a, **k: '{}'\n"
+    )
+    found = guard.check()
+    assert set(found) == {
+        "mcp_server.engine.jobs.bench_job._Timer.events_round",
+        "mcp_server.engine.jobs.timed_check.CHECK_FACTOR",
+        "json.dumps",
+    }
+    assert bench_job._Timer.events_round is events_round and json.dumps is dumps and timed_check.CHECK_FACTOR == 4.0
+    assert guard.check() == [] and len(guard.replaced) == 3  # put back once, remembered
+
+
+def test_the_switch_looks_each_time_the_candidate_hands_the_process_back_and_all_its_timings_are_refused():
+    switch = shared_state.Switch()
+    switch.guard = integrity.Guard()
+    switch.to("candidate")
+    original = timed_check.compare_outputs
+    timed_check.compare_outputs = lambda *a, **k: None  # a check that passes everything
+    switch.to("reference")
+    assert timed_check.compare_outputs is original
+    assert switch.guard.replaced == ["mcp_server.engine.jobs.timed_check.compare_outputs"]
+    rows = [{"timings": [{"provider": "candidate"}, {"provider": "stage1"}, {"provider": "eager"}]}]
+    bench_job._refuse_all(rows, {"candidate", "stage1"}, switch.guard.replaced)
+    errors = [t.get("error") for t in rows[0]["timings"]]
+    assert errors[0].startswith("evasion: ") and "compare_outputs" in errors[0] and errors[1] == errors[0]
+    assert errors[2] is None  # the baselines' timings stand
