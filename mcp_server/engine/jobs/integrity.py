@@ -47,15 +47,21 @@ def _watched(label: str, attr: str, obj: Any) -> bool:
 
 
 class Guard:
-    """Identities taken now; ``check`` names what differs later and puts it back."""
+    """Identities taken now (and again by ``retake``); ``check`` names what differs later and puts it back."""
 
     def __init__(self) -> None:
         self.snapshot: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self.replaced: list[str] = []
+        self.retake()
+
+    def retake(self) -> None:
+        """Take the identities again: done each time the candidate gets the process, so that what torch itself
+        changes meanwhile (compiling the baseline, say) is not taken for the candidate's doing."""
+        self.snapshot = {}
         for label, space in _spaces():
             for attr, obj in list(vars(space).items()):
                 if _watched(label, attr, obj):
                     self.snapshot[(label, attr)] = (space, obj)
-        self.replaced: list[str] = []
 
     def check(self) -> list[str]:
         """What was replaced or removed since the snapshot (also kept in ``replaced``), each put back."""

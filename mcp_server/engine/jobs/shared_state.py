@@ -185,7 +185,8 @@ class Switch:
     changes: State = field(default_factory=State)
     current: str = "reference"
     changed: set[str] = field(default_factory=set)
-    # Looked at each time the candidate hands the process back (jobs.integrity): the judge's own code.
+    # Taken each time the candidate gets the process and looked at when it hands it back (jobs.integrity): the
+    # judge's own code.
     guard: Any = None
     _reference: State | None = None
     _entered: State | None = None
@@ -194,6 +195,8 @@ class Switch:
         if who == self.current:
             return
         if who == "candidate":
+            if self.guard is not None:
+                self.guard.retake()
             self._reference = capture()
             apply(self.changes)
             self._entered = capture()
