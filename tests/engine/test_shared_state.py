@@ -105,3 +105,16 @@ def test_a_class_that_appears_later_keeps_its_methods(pristine):
         assert "forward" in vars(torch.nn.LaterModule)
     finally:
         del torch.nn.LaterModule
+
+
+def test_each_provider_runs_under_its_sides_state(pristine):
+    switch = ss.Switch(candidates={"candidate", "stage1"})
+    switch.run_as("stage1")
+    assert switch.current == "candidate"
+    torch.backends.cudnn.enabled = False
+    for baseline in ("eager", "compile", "liger"):
+        switch.run_as(baseline)
+        assert switch.current == "reference" and torch.backends.cudnn.enabled
+    switch.run_as("candidate")
+    assert not torch.backends.cudnn.enabled
+    switch.to("reference")

@@ -135,3 +135,13 @@ def test_the_recorders_host_cost_is_measured_per_dispatched_op():
             torch.empty(1)
     assert cost[0] == pytest.approx(10 * audit.op_cost_s)
     assert not audit.covers("eager")
+
+
+def test_run_records_only_the_providers_the_audit_covers():
+    audit = _audit(to.share_limit(0.0))
+    x, y = _args()
+    out, _ = to.run(audit, "eager", torch.add, [x, y])  # a baseline: not recorded
+    assert torch.equal(out, x + y) and "eager" not in audit.worst
+    out, cost = to.run(audit, "candidate", torch.add, [x, y])
+    assert torch.equal(out, x + y) and audit.worst["candidate"] == pytest.approx(1.0) and cost >= 0.0
+    assert to.run(None, "candidate", torch.add, [x, y])[1] == 0.0

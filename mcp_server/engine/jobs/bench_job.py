@@ -302,12 +302,8 @@ class _Timer:
                     aside_s += time.perf_counter() - t0
                 self.do_flush()
                 starts[i].record()
-                if audit is not None and audit.covers(provider):
-                    with audit.call(provider) as cost:
-                        out = fn(*args)
-                    aside_s += cost[0]
-                else:
-                    out = fn(*args)
+                out, cost_s = timed_ops.run(audit, provider, fn, args)
+                aside_s += cost_s
                 _join_launch_streams()
                 ends[i].record()
                 if keeper is not None:
@@ -394,11 +390,7 @@ class _Timer:
             for i in range(n):
                 self.do_flush()
                 args = sets[i % len(sets)]
-                if audit is not None and audit.covers(provider):
-                    with audit.call(provider):
-                        out = fn(*args)
-                else:
-                    out = fn(*args)
+                out, _ = timed_ops.run(audit, provider, fn, args)
                 if i == pick and keeper is not None:
                     held = keeper.hold(args, out, fn)
                 del out
@@ -551,7 +543,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     recorder.LAUNCH_STREAMS = set()
     # The candidate's code runs under its own PyTorch state, the reference's and the baselines' under theirs.
     checked = {"candidate", *(params.get("checked") or [])}
-    switch = shared_state.Switch()
+    switch = shared_state.Switch(candidates=checked)
     reference = ref_module = None
     if params.get("reference"):
         ref_module = load_module(params["reference"]["path"], ctx.user_files)
@@ -600,7 +592,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     timer = _Timer(int(getattr(props, "L2_cache_size", 50 << 20)), params.get("l2_flush", True))
     providers: list[tuple[str, Any]] = [("candidate", candidate)]
     for name, spec in (params.get("extra_candidates") or {}).items():
-        switch.to("candidate" if name in checked else "reference")
+        switch.run_as(name)
         providers.append((name, resolve(load_module(spec["path"], ctx.user_files), spec["name"])))
     switch.to("reference")
     compiled = None
@@ -657,7 +649,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         for name, fn in providers:
             step += 1
             ctx.progress(step - 1, total_steps, f"{label}: {name} (compile + warm-up)")
-            switch.to("candidate" if name in checked else "reference")
+            switch.run_as(name)
             try:
                 out, first_s = _first_call(fn, args)
                 if name == "candidate":
@@ -691,7 +683,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         for rnd in range(ROUNDS):
             order = live[rnd % len(live) :] + live[: rnd % len(live)] if live else []
             for t in order:
-                switch.to("candidate" if t["provider"] in checked else "reference")
+                switch.run_as(t["provider"])
                 if mode == "cuda-graph":
                     samples[t["provider"]].extend(
                         timer.graph_round(t["_fn"], sets, per_round, 3, t["provider"], audit, fresh, graph_keeper)
@@ -711,7 +703,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 continue
             t.update(_stats(t["provider"], samples[t["provider"]], t.get("compile_s")))
             t["host_launch_ms"] = timer.host_ms.get(id(fn))
-            switch.to("candidate" if t["provider"] in checked else "reference")
+            switch.run_as(t["provider"])
             t["outside_stream_ms"] = timer.host_check(fn, sets)
             switch.to("reference")
             if keeper is not None and t["provider"] in keeper.providers:

@@ -182,6 +182,8 @@ class Switch:
     too: dynamo wraps ``torch.manual_seed`` and ``nn.Module.__init__`` when it loads), and the candidate's is kept
     as what it changed (a delta), applied over it. ``changed`` names everything the candidate changed."""
 
+    # The providers whose code is the candidate's (the candidate, extra candidates); all others are baselines.
+    candidates: set[str] = field(default_factory=set)
     changes: State = field(default_factory=State)
     current: str = "reference"
     changed: set[str] = field(default_factory=set)
@@ -190,6 +192,10 @@ class Switch:
     guard: Any = None
     _reference: State | None = None
     _entered: State | None = None
+
+    def run_as(self, provider: str) -> None:
+        """The state ``provider``'s code runs under: the candidate's for a candidate, else the reference's."""
+        self.to("candidate" if provider in self.candidates else "reference")
 
     def to(self, who: str) -> None:
         if who == self.current:

@@ -126,3 +126,12 @@ class OpAudit:
             "be PyTorch's or a library's speed, not the kernel's (pass allow_torch_ops for an op you mean to keep "
             "in torch)"
         )
+
+
+def run(audit: OpAudit | None, provider: str, fn: Any, args: list[Any]) -> tuple[Any, float]:
+    """``fn(*args)``, recorded when ``audit`` covers ``provider``: its output, and the recorder's host cost (s)."""
+    if audit is None or not audit.covers(provider):
+        return fn(*args), 0.0
+    with audit.call(provider) as cost:
+        out = fn(*args)
+    return out, cost[0]
