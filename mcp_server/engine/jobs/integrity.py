@@ -37,10 +37,42 @@ def _spaces() -> list[tuple[str, Any]]:
     return spaces
 
 
+Identities = dict[tuple[str, str], tuple[Any, Any]]
+
+
+def is_code(obj: Any) -> bool:
+    """A function, class, callable or descriptor: what replacing changes behaviour, not state."""
+    return callable(obj) or isinstance(obj, (staticmethod, classmethod, property))
+
+
+def identities(spaces: list[tuple[str, Any]], keep: Any) -> Identities:
+    """(label, attribute) → (namespace, the attribute's object), for each attribute of ``spaces`` that ``keep(label,
+    attr, obj)`` accepts."""
+    out: Identities = {}
+    for label, space in spaces:
+        for attr, obj in list(vars(space).items()):
+            if keep(label, attr, obj):
+                out[(label, attr)] = (space, obj)
+    return out
+
+
+def put_back(ids: Identities) -> list[str]:
+    """Set every attribute of ``ids`` that is another object now (or gone) back to its object there; the names of
+    those put back (a read-only slot is named and left as it is)."""
+    found = []
+    for (label, attr), (space, obj) in ids.items():
+        if vars(space).get(attr, _MISSING) is obj:
+            continue
+        found.append(f"{label}.{attr}")
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(space, attr, obj)
+    return found
+
+
 def _watched(label: str, attr: str, obj: Any) -> bool:
     """Code and the judge's constants: functions, classes, descriptors, and UPPER_CASE numbers and strings of the
     judge's modules (a limit like ``CHECK_FACTOR``). Other values are state the judge itself changes as it runs."""
-    if callable(obj) or isinstance(obj, (staticmethod, classmethod, property)):
+    if is_code(obj):
         return True
     judge = label == "mcp_server" or label.startswith("mcp_server.")
     return judge and attr.isupper() and isinstance(obj, (int, float, str, tuple, frozenset))
@@ -50,27 +82,17 @@ class Guard:
     """Identities taken now (and again by ``retake``); ``check`` names what differs later and puts it back."""
 
     def __init__(self) -> None:
-        self.snapshot: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self.snapshot: Identities = {}
         self.replaced: list[str] = []
         self.retake()
 
     def retake(self) -> None:
         """Take the identities again: done each time the candidate gets the process, so that what torch itself
         changes meanwhile (compiling the baseline, say) is not taken for the candidate's doing."""
-        self.snapshot = {}
-        for label, space in _spaces():
-            for attr, obj in list(vars(space).items()):
-                if _watched(label, attr, obj):
-                    self.snapshot[(label, attr)] = (space, obj)
+        self.snapshot = identities(_spaces(), _watched)
 
     def check(self) -> list[str]:
         """What was replaced or removed since the snapshot (also kept in ``replaced``), each put back."""
-        found = []
-        for (label, attr), (space, obj) in self.snapshot.items():
-            if vars(space).get(attr, _MISSING) is obj:
-                continue
-            found.append(f"{label}.{attr}")
-            with contextlib.suppress(AttributeError, TypeError):  # a read-only slot: left as it is, and named
-                setattr(space, attr, obj)
+        found = put_back(self.snapshot)
         self.replaced += [name for name in found if name not in self.replaced]
         return found

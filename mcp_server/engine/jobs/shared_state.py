@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from mcp_server.engine.jobs import integrity
+
 _MISSING = object()
 
 
@@ -101,8 +103,7 @@ class State:
 
     settings: dict[str, Any] = field(default_factory=dict)
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # (namespace, attribute) → (namespace object, the attribute's object)
-    functions: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
+    functions: integrity.Identities = field(default_factory=dict)
 
     def names(self) -> list[str]:
         out = list(self.settings)
@@ -119,11 +120,7 @@ def capture() -> State:
         except Exception:  # a switch this build lacks
             continue
     configs = {name: module.get_config_copy() for name, module in _config_modules().items()}
-    functions = {}
-    for label, space in _namespaces():
-        for attr, obj in list(vars(space).items()):
-            if callable(obj) or isinstance(obj, (staticmethod, classmethod, property)):
-                functions[(label, attr)] = (space, obj)
+    functions = integrity.identities(_namespaces(), lambda label, attr, obj: integrity.is_code(obj))
     return State(settings, configs, functions)
 
 
@@ -160,9 +157,7 @@ def apply(state: State, full: bool = False) -> None:
         for key, value in state.configs.get(name, {}).items():
             if key in now and now[key] != value:
                 setattr(module, key, value)
-    for (_, attr), (space, obj) in state.functions.items():
-        if vars(space).get(attr, _MISSING) is not obj:
-            setattr(space, attr, obj)
+    integrity.put_back(state.functions)
     if full:
         # Only in classes the state knows: a class that shows up later (a lazy import) keeps what it has.
         known = {label for label, _ in state.functions}
