@@ -32,7 +32,14 @@ import torch
 from mcp_server.engine import compare
 from mcp_server.engine.jobs import grad_calls
 from mcp_server.engine.jobs.derive import value_stats
-from mcp_server.engine.jobs.trees import flatten_outputs, foreign_tensor, iter_tensors, map_tensors, type_label
+from mcp_server.engine.jobs.trees import (
+    flat_bytes,
+    flatten_outputs,
+    foreign_tensor,
+    iter_tensors,
+    map_tensors,
+    type_label,
+)
 from mcp_server.engine.models import FindingKind
 
 # How many times the larger of the norm floor and validate's measured errors a timed output may be off. On an H200
@@ -176,12 +183,11 @@ def writes_inputs(reference: Any, args: list[Any]) -> bool:
             reference(*copies)
     except Exception:
         return False
-    return any(not torch.equal(_bits(a), _bits(b)) for a, b in zip(iter_tensors(copies), originals, strict=True))
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    """The tensor's bytes, on its device: equal bits are equal values of any dtype, NaN and fp8 included."""
-    return t.detach().reshape(-1).contiguous().view(torch.uint8)
+    # Compared bit for bit on their device: NaN, fp8 and 0-d inputs included.
+    return any(
+        not torch.equal(flat_bytes(a, on_device=True), flat_bytes(b, on_device=True))
+        for a, b in zip(iter_tensors(copies), originals, strict=True)
+    )
 
 
 def _grads(args: list[Any]) -> list[torch.Tensor | None]:

@@ -99,10 +99,11 @@ def flatten_outputs(out: Any) -> list[Any]:
     return [out]
 
 
-def flat_bytes(t: torch.Tensor) -> torch.Tensor:
-    """``t``'s elements as one row of bytes on the CPU, whatever its strides. (``contiguous()`` keeps a stride
-    other than 1 on a one-element tensor, such as the slice ``x[::2][:1]``, and a byte view then refuses it.)"""
-    flat = t.detach().to("cpu").reshape(-1)
+def flat_bytes(t: torch.Tensor, on_device: bool = False) -> torch.Tensor:
+    """``t``'s elements as one row of bytes on the CPU (or where ``t`` is), whatever its strides. (``contiguous()``
+    keeps a stride other than 1 on a one-element tensor, such as the slice ``x[::2][:1]``, and a byte view then
+    refuses it.)"""
+    flat = (t.detach() if on_device else t.detach().to("cpu")).reshape(-1)
     if flat.numel() and flat.stride(-1) != 1:
         flat = flat.clone(memory_format=torch.contiguous_format)
     return flat.view(torch.uint8)
