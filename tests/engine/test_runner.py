@@ -149,3 +149,31 @@ def test_sandbox_settings_come_from_the_environment_and_bad_ones_name_the_fix(mo
     monkeypatch.setenv("PTT_JOB_MEMORY_GB", "lots")
     with pytest.raises(UsageError, match="PTT_JOB_MEMORY_GB"):
         SandboxPolicy.from_env()
+
+
+@pytest.mark.parametrize(("forked", "restarted"), [(True, True), (False, False)])
+def test_a_young_dead_fork_server_is_restarted_only_if_it_had_forked_a_job(tmp_path, monkeypatch, forked, restarted):
+    # Killed right after forking a job (an attack on its parents), it is a working server: start the next one now.
+    # One that dies before forking any is broken: a restart loop would only repeat that.
+    import json
+    import threading
+
+    from mcp_server.engine.runner import parent
+
+    class DeadServer:
+        def __init__(self, events):
+            self.stdout = [json.dumps(e).encode() + b"\n" for e in events]
+
+        def wait(self, timeout=None):
+            return -9
+
+    events = [{"event": "ready"}] + ([{"event": "started", "id": 1, "pid": 12345}] if forked else [])
+    server = parent._ForkServer(True, tmp_path / "server.log")
+    server.pending[1] = parent._Pending(1)
+    server.proc = proc = DeadServer(events)
+    server.started_at = parent.time.monotonic()  # it lived well under _RESTART_MIN_LIFE_S
+    calls = threading.Event()
+    monkeypatch.setattr(server, "_restart_quietly", calls.set)
+    server._read_events(proc)
+    assert calls.wait(2.0 if restarted else 0.2) is restarted
+    assert server.pending[1].exited.is_set()  # the job on it is failed either way
