@@ -4,11 +4,11 @@
                                            [--rounds 9] [--out FILE.json]
 
 bf16, at the bench shapes (``--shapes``: only these). Providers: stage 3 as shipped; its one-block kernel at
-several warp counts, masked (as before) and unmasked (EVEN); for RMSNorm and the softmax forward also with x read
-a second time from L2 (RELOAD); SwiGLU's forward (stage 2, its only stage) at its larger autotuning configs;
-the softmax backward's one-block kernel alike (against Liger's backward, timed as autograd.grad over a kept
-graph); torch.compile of the reference (forwards; one compile per shape, static shapes; its chosen launch config
-recorded); Liger-Kernel where installed.
+several warp counts, masked (as before) and unmasked (EVEN); for RMSNorm, LayerNorm and the softmax forward also
+with x read a second time from L2 (RELOAD), and LayerNorm with two rows per program; SwiGLU's forward (stage 2,
+its only stage) at its larger autotuning configs; the softmax backward's one-block kernel alike (against Liger's
+backward, timed as autograd.grad over a kept graph); torch.compile of the reference (forwards; one compile per
+shape, static shapes; its chosen launch config recorded); Liger-Kernel where installed.
 Each variant's output is checked against PyTorch first. Timer: CUDA events around each call, L2 flushed before it
 by reading a buffer twice its size, calls queued behind a GPU sleep; per provider the median of 60 calls, the
 figure the median over interleaved rounds (each round in a rotated order).
@@ -137,11 +137,16 @@ def layernorm_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
         fns["liger"] = lambda: lf.liger_layer_norm(x, w, b, 1e-5)
     kernels = {}
     for warps in (4, 8, 16):
-        for even in (False, True):
-            name = f"w{warps}" + (" unmasked" if even else "")
-            kernels[name] = lambda warps=warps, even=even: ln._layernorm_fwd_kernel[(m,)](
-                *args, BLOCK_N=n, ROWS=1, EVEN=even, num_warps=warps
+        for even, reload in ((False, False), (True, False), (True, True)):
+            name = f"w{warps}" + (" unmasked" if even else "") + (" reload" if reload else "")
+            kernels[name] = lambda warps=warps, even=even, reload=reload: ln._layernorm_fwd_kernel[(m,)](
+                *args, BLOCK_N=n, ROWS=1, EVEN=even, RELOAD=reload, num_warps=warps
             )
+    # Two rows per program (32 values per thread at 16 warps): more bytes in flight per program.
+    for warps in (8, 16):
+        kernels[f"r2 w{warps} unmasked"] = lambda warps=warps: ln._layernorm_fwd_kernel[(m // 2,)](
+            *args, BLOCK_N=n, ROWS=2, EVEN=True, num_warps=warps
+        )
     return _measure(timer, fns, kernels, y, want, rounds) | {"inductor": inductor_configs()}
 
 

@@ -14,7 +14,8 @@ Programs → data (x viewed as ``[M, N]`` rows):
   memory while this one is reduced).
 - stage 3: no autotuner. While rows fit the register budget, stage 2's kernels with tiles picked by
   rule (``_fwd_plan``, ``_bwd_plan``), so every shape gets one fixed config and a launch costs one JIT
-  dispatch; the forward drops its masks where the tiles cover the rows exactly (``EVEN``). Past the
+  dispatch; the forward drops its masks where the tiles cover the rows exactly (``EVEN``), and from 8192
+  columns reads x a second time, from L2, rather than holding it across the reductions (``RELOAD``). Past the
   budget, looped kernels. Forward: persistent programs, per row pass 1 streams chunks merging per-chunk
   mean and M2 (Chan et al.), pass 2 writes y. Backward: a looped per-row kernel
   computes ``mean(g·x̂)`` and ``mean(g)``, then a 2-D grid of (row group, column chunk) programs writes
@@ -58,11 +59,16 @@ MIN_BLOCK_N = rows_plan.MIN_BLOCK_N
 # Stages 1-2 backward programs per SM: two resident programs let one's reductions overlap the other's
 # loads, while keeping the partial buffer at 2·132·N·4 B per tensor (4.3 MB at N = 4096, L2-resident).
 BWD_PROGS_PER_SM = 2
-# Stage 3's forward tile: 16 fp32 values per thread, rows stacked up to 4096 values per program. On the H100
-# (results/h100/row_kernels_sweep_norms.json, bf16, unmasked tiles, the overflow guard's second reductions
-# skipped unless needed): 4096×4096 at 8 warps 22.9 µs against 23.2 at 4; 16384×8192 at 16 warps 178.1 µs
-# against 179.1 at 8.
+# Stage 3's forward tile: 16 fp32 values per thread, rows stacked up to 4096 values per program; from 8192
+# columns 64 values per thread (4 warps at 8192, ptxas -v sm_90 bf16: 95 registers, five programs per SM) with x
+# read a second time from L2 (RELOAD) rather than held across the two reductions. On the H200
+# (results/h200/row_kernels_sweep.json, bf16, unmasked tiles): 16384×8192 127.4 µs against 143.2 at 16 warps
+# holding x and 131.8 at 4 warps holding it; 4096×8192 34.9 against 38.6; 4096×4096 at 8 warps 19.9 µs, 20.0 at
+# 4 with RELOAD. On the H100 (results/h100/row_kernels_sweep_norms.json, without RELOAD) the warp counts were
+# within 1.6 % of each other at 8192 columns.
 _FWD_VALUES_PER_THREAD = 16
+_FWD_WIDE_VALUES_PER_THREAD = 64
+_FWD_RELOAD_MIN_COLS = 8192
 _FWD_MIN_TILE = 4096
 # Stage 3's backward tile: one row, 16 fp32 values per thread for each row-sized value. ptxas -v
 # (sm_90, bf16, STAGES 2): 4096 columns at 8 warps 121 registers (two programs per SM fit), 8192 at 16
@@ -145,16 +151,19 @@ def _layernorm_fwd_kernel(
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     EVEN: tl.constexpr = False,
+    RELOAD: tl.constexpr = False,
 ):
     # Program i owns rows [i·ROWS, (i+1)·ROWS), whole rows in one [ROWS, BLOCK_N] tile. EVEN: the tiles cover
-    # the rows exactly (n_cols == BLOCK_N, ROWS divides n_rows), so nothing is masked.
+    # the rows exactly (n_cols == BLOCK_N, ROWS divides n_rows), so nothing is masked. RELOAD: x is read a second
+    # time for the output, from L2 (kept there by the first read's hint), instead of staying live in registers.
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < n_rows
     col_ok = cols < n_cols
     mask = None if EVEN else row_ok[:, None] & col_ok[None, :]
     # 0 is neutral for the sum; padded columns are zeroed again after centring.
-    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=None if EVEN else 0.0).to(
+    x_tile = x_ptr + rows[:, None] * x_row_stride + cols[None, :]
+    x = tl.load(x_tile, mask=mask, other=None if EVEN else 0.0, eviction_policy="evict_last" if RELOAD else "").to(
         tl.float32
     )
     # Where a plain sum overflows (rows of values near the fp32 maximum), the statistic comes from the same sum
@@ -171,6 +180,9 @@ def _layernorm_fwd_kernel(
         rstd = _rstd(ss, tl.sum(xcs * xcs, axis=1), n_cols, eps)
     w = tl.load(w_ptr + cols, mask=None if EVEN else col_ok, other=None if EVEN else 0.0).to(tl.float32)
     b = tl.load(b_ptr + cols, mask=None if EVEN else col_ok, other=None if EVEN else 0.0).to(tl.float32)
+    if RELOAD:
+        x = tl.load(x_tile, mask=mask, other=None if EVEN else 0.0, eviction_policy="evict_first").to(tl.float32)
+        xc = x - mean[:, None]
     y = xc * rstd[:, None] * w[None, :] + b[None, :]
     tl.store(y_ptr + rows[:, None] * y_row_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     tl.store(mean_ptr + rows, mean, mask=None if EVEN else row_ok)
@@ -435,10 +447,10 @@ def _block_n(n_cols: int) -> int:
 @functools.lru_cache(maxsize=1024)
 def _fwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[tuple[int], dict[str, int]]:
     """Stage 3's forward tile for a shape: (grid, launch meta). Cached: a call costs a dict lookup."""
-    grid, meta = rows_plan.stacked_plan(
-        n_rows, n_cols, n_sms, _FWD_MIN_TILE, _FWD_VALUES_PER_THREAD, _MIN_PROGRAMS_PER_SM
-    )
-    return grid, {**meta, "EVEN": rows_plan.even_tiles(n_rows, n_cols, meta)}
+    wide = _block_n(n_cols) >= _FWD_RELOAD_MIN_COLS
+    per_thread = _FWD_WIDE_VALUES_PER_THREAD if wide else _FWD_VALUES_PER_THREAD
+    grid, meta = rows_plan.stacked_plan(n_rows, n_cols, n_sms, _FWD_MIN_TILE, per_thread, _MIN_PROGRAMS_PER_SM)
+    return grid, {**meta, "EVEN": rows_plan.even_tiles(n_rows, n_cols, meta), "RELOAD": wide}
 
 
 def _bwd_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[int, dict[str, int]]:

@@ -18,9 +18,9 @@ Programs → data:
   (``s ← s·e^(m−m') + e^(x−m')`` in a one-exp form), so the loop has no cross-warp reduction and the
   loads of successive chunks overlap; the lanes are merged once per row. Pass 2 re-reads the chunks
   newest-first, so the reads hit the L2 lines pass 1 touched last, and writes ``e^(x−m)/s``.
-  The backward of 16-bit rows up to ``BWD_PACKED_MAX_COLS`` columns skips the loop: one program per row
-  holds y and dy in their 16-bit type (two values per register) and reads each once
-  (``_softmax_bwd_row_kernel`` with ``PACKED``).
+  16-bit rows up to ``FWD_PACKED_MAX_COLS`` / ``BWD_PACKED_MAX_COLS`` columns skip the loop: one program per
+  row holds x (forward) or y and dy (backward) in their 16-bit type (two values per register) and reads each
+  once (``_softmax_fwd_row_kernel`` / ``_softmax_bwd_row_kernel`` with ``PACKED``).
 
 Bytes: the forward reads x once and writes y once (``2·M·N·size``); eager PyTorch does the same in one
 kernel on CUDA but at ~25 % of copy bandwidth at 16384×8192 bf16 (H200, torch 2.11). The backward reads y and dy
@@ -64,6 +64,13 @@ BWD_ONE_BLOCK_MAX_COLS = 32768
 # kernel's 1.7e-3, Liger's 3.0e-3 (4096×65536 bf16).
 BWD_PACKED_MAX_COLS = 65536
 _BWD_PACKED_WARPS = 16
+# The forward likewise: 16-bit rows up to 65536 columns are read once by one program per row that keeps x in 16
+# bits (ptxas -v, sm_90, bf16, 65536 columns at 16 warps: 128 registers, 44 bytes spilled; fp32 x spills 180),
+# where the looped kernel reads each row twice. At 4096×65536 bf16 on the H200, by bench: 0.385 against the looped
+# kernel's 0.490 ms, Liger-Kernel's one-block forward (x in fp32) 0.402 (results/h200/softmax.json,
+# softmax_before_packed_forward.json). The exponentials are formed in fp32 either way.
+FWD_PACKED_MAX_COLS = 65536
+_FWD_PACKED_WARPS = 16
 MIN_BLOCK_N = rows_plan.MIN_BLOCK_N
 # Stage 3's one-block tile: 16 fp32 values per thread (two 128-bit bf16 loads), 4 to 16 warps; short
 # rows are stacked until a program holds 2048 values. 16 per thread over 16 warps is stage 1's choice at
@@ -116,15 +123,25 @@ _prune_one_block = rows_plan.per_thread_prune(16, 32, target=24)
 
 
 @triton.jit
-def _softmax_fwd_row_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, BLOCK_N: tl.constexpr):
-    # Stage 1: program i owns row i.
+def _softmax_fwd_row_kernel(
+    x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, BLOCK_N: tl.constexpr, PACKED: tl.constexpr = False
+):
+    # Program i owns row i (stage 1). PACKED (stage 3's forward of 16-bit rows past the one-block budget): x stays
+    # in its 16-bit type, two values to a register; e^(x - m) is formed in fp32 for the sum, and the output is
+    # e^(x - (m + log s)), so no row-sized fp32 value stays live.
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     mask = cols < n_cols
     # -inf is neutral for the max, and exp(-inf - m) = 0 for the sum.
-    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=float("-inf")).to(tl.float32)
-    e = tl.exp(x - tl.max(x, axis=0))
-    y = e / tl.sum(e, axis=0)
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=float("-inf"))
+    if PACKED:
+        m = tl.max(x, axis=0).to(tl.float32)
+        lse = m + tl.log(tl.sum(tl.exp(x.to(tl.float32) - m), axis=0))
+        y = tl.exp(x.to(tl.float32) - lse)
+    else:
+        x = x.to(tl.float32)
+        e = tl.exp(x - tl.max(x, axis=0))
+        y = e / tl.sum(e, axis=0)
     tl.store(y_ptr + row * y_row_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -358,10 +375,18 @@ def _fwd(x: torch.Tensor, path: str) -> torch.Tensor:
     elif path == "tuned":
         grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
         launch_tuned(_softmax_fwd_tuned, grid, args, {"ROWS": _INTERPRETER_ROWS}, BLOCK_N=_block_n(n_cols))
-    else:
+    else:  # "row" (stage 1) or "packed"
         block = _block_n(n_cols)
+        packed = path == "packed"
         _softmax_fwd_row_kernel[(n_rows,)](
-            x2, y2, n_cols, x2.stride(0), n_cols, BLOCK_N=block, num_warps=_warps_for(block)
+            x2,
+            y2,
+            n_cols,
+            x2.stride(0),
+            n_cols,
+            BLOCK_N=block,
+            PACKED=packed,
+            num_warps=_FWD_PACKED_WARPS if packed else _warps_for(block),
         )
     return y
 
@@ -402,9 +427,11 @@ def _bwd(y: torch.Tensor, dy: torch.Tensor, path: str) -> torch.Tensor:
 
 
 def _paths(stage: int, n_cols: int, dtype: torch.dtype) -> tuple[str, str]:
-    """(forward path, backward path) a stage takes for rows of n_cols columns of dtype; stage 3's backward of
-    16-bit rows past the one-block budget, up to BWD_PACKED_MAX_COLS, takes the packed kernel."""
+    """(forward path, backward path) a stage takes for rows of n_cols columns of dtype; stage 3's 16-bit rows past
+    the one-block budget, up to FWD_PACKED_MAX_COLS / BWD_PACKED_MAX_COLS, take the packed kernels."""
     fwd, bwd = rows_plan.paths(stage, n_cols, FWD_ONE_BLOCK_MAX_COLS, BWD_ONE_BLOCK_MAX_COLS)
+    if fwd == "looped" and dtype.itemsize == 2 and n_cols <= FWD_PACKED_MAX_COLS:
+        fwd = "packed"
     if bwd == "looped" and dtype.itemsize == 2 and n_cols <= BWD_PACKED_MAX_COLS:
         bwd = "packed"
     return fwd, bwd
@@ -475,10 +502,17 @@ def _elements(d: Dims) -> int:
     return d.get("B", 1) * d["M"] * d["N"]
 
 
+def _past_one_block(n: int) -> str:
+    """A bench label's note on the path a 16-bit row of n columns takes past the one-block budget."""
+    if n <= FWD_ONE_BLOCK_MAX_COLS:
+        return ""
+    return " → packed" if n <= min(FWD_PACKED_MAX_COLS, BWD_PACKED_MAX_COLS) else " → looped"
+
+
 _BENCH_CASES = (
     *(
         Case(
-            f"4096×{n}" + (" → looped" if n > FWD_ONE_BLOCK_MAX_COLS else ""),
+            f"4096×{n}" + _past_one_block(n),
             {"M": 4096, "N": n},
             small=False,
         )

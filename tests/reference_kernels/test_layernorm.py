@@ -35,14 +35,43 @@ def test_stage3_chooses_one_block_or_looped_kernels_by_row_length():
 
 def test_stage3_plans_follow_the_register_budget_rules():
     # The rules behind stage 3's configs (see _fwd_plan / _bwd_plan): checked here so a change is deliberate.
-    # Forward: 16 values per thread; unmasked tiles only where they cover the rows exactly.
-    assert mod._fwd_plan(4096, 4096, 132) == ((4096,), {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 8, "EVEN": True})
-    assert mod._fwd_plan(4096, 8192, 132) == ((4096,), {"BLOCK_N": 8192, "ROWS": 1, "num_warps": 16, "EVEN": True})
+    # Forward: 16 values per thread, from 8192 columns 64 with x read twice; unmasked tiles only where they cover
+    # the rows exactly.
+    one = {"ROWS": 1, "EVEN": True}
+    assert mod._fwd_plan(4096, 4096, 132) == ((4096,), {"BLOCK_N": 4096, "num_warps": 8, "RELOAD": False} | one)
+    assert mod._fwd_plan(4096, 8192, 132) == ((4096,), {"BLOCK_N": 8192, "num_warps": 4, "RELOAD": True} | one)
+    assert mod._fwd_plan(4096, 16384, 132)[1] == {"BLOCK_N": 16384, "num_warps": 8, "RELOAD": True} | one
     assert mod._fwd_plan(4096, 4000, 132)[1]["EVEN"] is False
-    assert mod._fwd_plan(4095, 1024, 132)[1] == {"BLOCK_N": 1024, "ROWS": 4, "num_warps": 8, "EVEN": False}
+    assert mod._fwd_plan(4095, 1024, 132)[1] == {
+        "BLOCK_N": 1024,
+        "ROWS": 4,
+        "num_warps": 8,
+        "EVEN": False,
+        "RELOAD": False,
+    }
     # Backward: 16 values per thread; two 8-warp programs per SM fit (~120 registers), one 16-warp.
     assert mod._bwd_plan(4096, 4096, 132) == (264, {"BLOCK_N": 4096, "ROWS": 1, "STAGES": 3, "num_warps": 8})
     assert mod._bwd_plan(4096, 8192, 132) == (132, {"BLOCK_N": 8192, "ROWS": 1, "STAGES": 3, "num_warps": 16})
+
+
+@pytest.mark.parametrize(("n_cols", "rows"), [(256, 1), (200, 1), (256, 2), (200, 2)])
+def test_forward_reading_x_twice_matches_holding_it(n_cols, rows):
+    # RELOAD reads x again for the output; with masks (200 of 256 columns) and without, one or two rows a program.
+    torch.manual_seed(0)
+    m = 6
+    x = 3 * torch.randn(m, n_cols) + 1
+    w, b = 1 + 0.1 * torch.randn(n_cols), 0.1 * torch.randn(n_cols)
+    outs = []
+    for reload in (False, True):
+        y, mean, rstd = torch.empty_like(x), torch.empty(m), torch.empty(m)
+        even = n_cols == 256
+        mod._layernorm_fwd_kernel[(m // rows,)](
+            x, w, b, y, mean, rstd, m, n_cols, n_cols, n_cols, 1e-5, BLOCK_N=256, ROWS=rows, EVEN=even, RELOAD=reload
+        )
+        outs.append((y, mean, rstd))
+    torch.testing.assert_close(outs[1][0], torch.nn.functional.layer_norm(x, (n_cols,), w, b), atol=1e-5, rtol=1e-5)
+    for held, again in zip(outs[0], outs[1], strict=True):
+        torch.testing.assert_close(again, held, atol=0, rtol=0)
 
 
 def test_one_block_stages_reject_rows_past_their_limit_and_name_stage3():

@@ -88,11 +88,12 @@ def test_the_measured_kernel_options_stage3_leaves_off_still_compute_softmax(eve
     torch.testing.assert_close(dx, want * (dy - (want * dy).sum(-1, keepdim=True)), atol=1e-6, rtol=1e-5)
 
 
-def test_stage3_backward_of_long_16_bit_rows_takes_the_packed_kernel_and_others_loop():
+def test_stage3_long_16_bit_rows_take_the_packed_kernels_and_others_loop():
     n = mod.ONE_BLOCK_MAX_COLS + 1
-    assert mod._paths(3, n, torch.bfloat16) == ("looped", "packed")
-    assert mod._paths(3, mod.BWD_PACKED_MAX_COLS, torch.float16) == ("looped", "packed")
-    assert mod._paths(3, mod.BWD_PACKED_MAX_COLS + 1, torch.bfloat16) == ("looped", "looped")
+    assert mod._paths(3, n, torch.bfloat16) == ("packed", "packed")
+    assert mod._paths(3, mod.BWD_PACKED_MAX_COLS, torch.float16) == ("packed", "packed")
+    assert mod._paths(3, mod.FWD_PACKED_MAX_COLS + 1, torch.bfloat16)[0] == "looped"
+    assert mod._paths(3, mod.BWD_PACKED_MAX_COLS + 1, torch.bfloat16)[1] == "looped"
     assert mod._paths(3, n, torch.float32) == ("looped", "looped")
     assert mod._paths(3, mod.ONE_BLOCK_MAX_COLS, torch.bfloat16) == ("one_block", "one_block")
     assert mod._paths(2, n, torch.bfloat16) == ("tuned", "tuned")
@@ -134,6 +135,39 @@ def _packed_backward_against_the_fp32_path(device: str) -> None:
 
 def test_packed_backward_sums_in_fp32_and_matches_the_fp32_path():
     _packed_backward_against_the_fp32_path("cpu")
+
+
+def _packed_forward_against_the_fp32_path(device: str, dtype: torch.dtype) -> None:
+    # The packed forward keeps x in 16 bits but forms every exponential in fp32: it must be as close to float64
+    # as the looped kernel, and give rows of -inf, +inf and NaN what PyTorch gives them.
+    torch.manual_seed(0)
+    n = mod.ONE_BLOCK_MAX_COLS + 232
+    x = (4 * torch.randn(5, n, device=device)).to(dtype)
+    x[1] = float("-inf")
+    x[2, 7] = float("inf")
+    x[3, 9] = float("nan")
+    x[4, : n // 2] = float("-inf")
+    want = torch.softmax(x.double(), -1)
+
+    def err(y: torch.Tensor) -> float:
+        ok = [0, 4]
+        return float((y[ok].double() - want[ok]).abs().max() / want[ok].abs().max())
+
+    packed, looped = mod._fwd(x, "packed"), mod._fwd(x, "looped")
+    assert err(packed) <= 1.1 * err(looped) + 1e-6
+    for row in (1, 2, 3):
+        assert packed[row].isnan().all() and want[row].isnan().all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_packed_forward_matches_the_fp32_path(dtype):
+    _packed_forward_against_the_fp32_path("cpu", dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_packed_forward_matches_the_fp32_path_on_gpu(dtype):
+    _packed_forward_against_the_fp32_path("cuda", dtype)
 
 
 @pytest.mark.gpu
