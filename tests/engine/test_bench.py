@@ -389,9 +389,12 @@ def test_cuda_graph_mode_says_it_checks_no_output_of_a_problem_that_writes_its_i
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", ["events", "cuda-graph"])
-def test_a_candidate_that_hands_its_timed_calls_to_pytorch_is_not_timed(runner, mode):
-    cheat, problem = f"{FX / 'bench' / 'late_cheats.py'}:library_later", f"{FX / 'bench' / 'add_problem.py'}:reference"
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    [("library_later", "events"), ("library_later", "cuda-graph"), ("library_in_thread_later", "events")],
+)
+def test_a_candidate_that_hands_its_timed_calls_to_pytorch_is_not_timed(runner, name, mode):
+    cheat, problem = f"{FX / 'bench' / 'late_cheats.py'}:{name}", f"{FX / 'bench' / 'add_problem.py'}:reference"
     result = B.bench(cheat, problem, runner=runner, reps=50, mode=mode)
     # Validate saw Triton do the work; the timed calls (recorded every one, or at capture) ran torch.add.
     assert result.validation.startswith("PASS"), result.validation

@@ -9,6 +9,9 @@ import torch
 
 from mcp_server.engine.jobs import bench_job, integrity, recorder, shared_state, timed_check
 
+# As bench does: the op recorder's hooks (Triton's launch paths, the thread starters) go in before the guard looks.
+recorder.install_launch_hooks()
+
 
 def test_the_judge_running_as_it_does_changes_nothing_the_guard_watches():
     guard = integrity.Guard()
@@ -39,6 +42,18 @@ def test_code_run_through_exec_that_replaces_the_judges_code_is_named_and_put_ba
     }
     assert bench_job._Timer.events_round is events_round and json.dumps is dumps and timed_check.CHECK_FACTOR == 4.0
     assert guard.check() == [] and len(guard.replaced) == 3  # put back once, remembered
+
+
+def test_putting_back_an_unwrapped_thread_starter_is_named_and_undone():
+    # A thread started by the raw starter would run torch ops the op recorder does not follow.
+    import _thread
+    import threading
+
+    guard = integrity.Guard()
+    wrapped = _thread.start_new_thread
+    exec("import _thread, threading\n_thread.start_new_thread = threading.get_ident\n")
+    assert guard.check() == ["_thread.start_new_thread"]
+    assert _thread.start_new_thread is wrapped and threading._start_new_thread is wrapped
 
 
 def test_the_switch_looks_each_time_the_candidate_hands_the_process_back_and_all_its_timings_are_refused():

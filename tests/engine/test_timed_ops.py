@@ -39,6 +39,23 @@ def test_a_call_that_hands_the_work_to_torch_is_over_the_limit_and_named():
     assert error and error.startswith(f"{to.PREFIX}: ") and "aten.add ×1" in error and "100%" in error
 
 
+def test_a_call_that_hands_the_work_to_a_waiting_worker_thread_is_over_the_limit_too():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mcp_server.engine.jobs import recorder
+
+    recorder.install_launch_hooks()  # bench installs them before it loads the candidate
+    pool = ThreadPoolExecutor(max_workers=1)
+    pool.submit(int).result()  # started before the timed calls, as a candidate's pool at import would be
+    audit = _audit(to.share_limit(0.0))
+    x, y = _args()
+    with audit.call("candidate"):
+        pool.submit(torch.add, x, y).result()
+    pool.shutdown()
+    assert audit.worst["candidate"] == pytest.approx(1.0)
+    assert "aten.add ×1" in (audit.error("candidate") or "")
+
+
 def test_allocation_copies_and_views_are_not_counted_and_an_allowed_op_is_not_either():
     audit = _audit(to.share_limit(0.0))
     x, y = _args()

@@ -124,6 +124,9 @@ def test_triton_gluon_torch_cuda_streams_and_lookalike_names_are_not(tmp_path, s
         "import torch\ntorch.cuda.Event.elapsed_time = lambda self, end: 1e-3\n",  # bench's own timer
         "import time\ntime.perf_counter = lambda: 0.0\n",
         "import torch.nn.functional as F\nF.scaled_dot_product_attention = print\n",
+        # The thread starters the op recorder wraps, so that other threads' torch ops are recorded too.
+        "import threading\nthreading._start_new_thread = print\n",
+        "import _thread\n_thread.start_new_thread = print\n",
         # A literal string given to exec is read as code too.
         'exec(\'import sys\\njob = sys.modules["mcp_" + "server"]\')\n',
     ],

@@ -109,6 +109,8 @@ DEFECTS = [
     ("add_problem.py", "add_aliases_input.py", FindingKind.output_aliases_input),
     ("add_problem.py", "add_torch_fallback.py", FindingKind.torch_compute),
     ("add_problem.py", "add_torch_compiled.py", FindingKind.torch_compute),
+    ("add_problem.py", "add_torch_in_thread.py", FindingKind.torch_compute),
+    ("add_problem.py", "add_torch_in_pool.py", FindingKind.torch_compute),
     ("add_problem.py", "add_no_triton.py", FindingKind.no_triton_launch),
     ("add_problem.py", "add_flaky.py", FindingKind.nondeterministic),
     ("add_problem.py", "add_stale_cache.py", FindingKind.stale_cache),
@@ -138,7 +140,11 @@ def test_validate_fails_each_defective_candidate_with_its_kind(runner, fx, probl
 
 @pytest.mark.parametrize(
     ("problem", "candidate"),
-    [("tiny_problem.py", "tiny_good.py"), ("inplace_problem.py", "inplace_good.py")],
+    [
+        ("tiny_problem.py", "tiny_good.py"),
+        ("inplace_problem.py", "inplace_good.py"),
+        ("add_problem.py", "add_triton_in_thread.py"),
+    ],
 )
 @pytest.mark.slow
 def test_validate_passes_the_correct_twins_of_the_defects(runner, fx, problem, candidate):

@@ -16,8 +16,21 @@ import sys
 from typing import Any
 
 _MISSING = object()
-# Library modules the timer, the statistics and the result writer use.
-LIBRARY_MODULES = ("builtins", "time", "math", "statistics", "secrets", "json", "os", "pathlib", "torch.cuda")
+# Library modules the timer, the statistics and the result writer use, and the thread starters the op recorder
+# wraps (a thread started by an unwrapped one would run torch ops the recorder does not see).
+LIBRARY_MODULES = (
+    "builtins",
+    "time",
+    "math",
+    "statistics",
+    "secrets",
+    "json",
+    "os",
+    "pathlib",
+    "torch.cuda",
+    "threading",
+    "_thread",
+)
 
 
 def _spaces() -> list[tuple[str, Any]]:

@@ -2,10 +2,16 @@
 
 The dispatch mode lives in the child with the user's code, which can switch it off; the trace in
 ``jobs.trace`` (CUDA) and the static scan in ``engine.trust`` are the evidence it cannot.
+
+Dispatch modes are per thread. So every Python thread started in a job once :func:`install_launch_hooks` has run
+(by ``threading``, a thread pool, or ``_thread``) runs its whole life under :class:`_ThreadOps`, which hands the
+ops it sees to the recording in progress, if any: torch work a call hands to a worker thread, new or waiting in a
+pool since import, counts as the call's, and allocations there are poisoned alike.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import sys
@@ -16,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 
 from mcp_server.engine.compare import sentinel
 from mcp_server.engine.jobs.trees import iter_tensors
@@ -29,6 +35,9 @@ LAUNCH_STREAMS: set[Any] | None = None
 _launches: list[str] = []
 _launch_recording = False
 _hooks_installed = False
+# The recorder of the call being recorded, for the ops of other threads (None between recorded calls).
+_active: _Recorder | None = None
+_thread_lock = threading.RLock()
 
 ALLOC_OPS = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"}
 # Data movement, views, allocation and initialisation: not the kernel's arithmetic.
@@ -150,6 +159,7 @@ def install_launch_hooks() -> None:
     global _hooks_installed
     if _hooks_installed:
         return
+    _follow_threads()
     from triton.runtime import autotuner, jit
 
     classes: list[Any] = [jit.JITFunction]
@@ -260,9 +270,15 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         out = func(*args, **(kwargs or {}))
+        with _thread_lock:
+            self.observe(func, args, out)
+        return out
+
+    def observe(self, func: Any, args: tuple, out: Any) -> None:
+        """Count one dispatched op (on any thread): compute in the record, fresh allocations poisoned."""
         self.record.dispatched += 1
         if _in_triton():
-            return out
+            return
         name = func.overloadpacket.__name__
         base = name[:-1] if name.endswith("_") and name not in MOVEMENT_OPS else name
         if name in ALLOC_OPS:
@@ -270,13 +286,58 @@ class _Recorder(TorchDispatchMode):
                 value = poison_value(out.dtype, self.second)
                 if value is not None:
                     out.fill_(value)
-            return out
+            return
         if name in MOVEMENT_OPS or base in MOVEMENT_OPS:
-            return out
+            return
         entry = self.record.ops.setdefault(base, [0, 0.0])
         entry[0] += 1
         entry[1] += op_work(base, args, out)
+
+
+class _ThreadOps(TorchDispatchMode):
+    """The mode of every Python thread started in a job: its ops go to the recording in progress, if any."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        active = _active
+        if active is not None:
+            with _thread_lock:
+                active.observe(func, args, out)
         return out
+
+
+def _under_thread_ops(function: Any) -> Any:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        # Pushed on this thread's mode stack alone: entering the mode with `with` would also set torch's
+        # process-wide "in a dispatch mode" flags, for the life of the thread, which the main thread reads too.
+        _push_mode(_ThreadOps())
+        try:
+            return function(*args, **kwargs)
+        finally:
+            with contextlib.suppress(Exception):
+                _pop_mode()
+
+    return run
+
+
+def _follow_threads() -> None:
+    """Start every later Python thread under :class:`_ThreadOps`: ``threading`` starts its threads through the
+    ``_thread`` function it bound at import, a pool's workers through ``threading``; both names are wrapped, and
+    ``_thread``'s old alias ``start_new``."""
+    import _thread
+
+    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
+        original = getattr(_thread, name, None)
+        if original is None:
+            continue
+
+        def start(function: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            return __original(_under_thread_ops(function), *args, **kwargs)
+
+        setattr(_thread, name, start)
+        bound = f"_{name}"
+        if getattr(threading, bound, None) is original:
+            setattr(threading, bound, start)
 
 
 class _DisableWhenLoaded:
@@ -308,20 +369,24 @@ def _defer_dynamo(cls: type) -> None:
 
 
 _defer_dynamo(_Recorder)
+_defer_dynamo(_ThreadOps)
 
 
 @contextmanager
 def recording(poison: bool = False, second: bool = False) -> Iterator[Record]:
     """Record Triton launches and torch compute ops; optionally poison fresh allocations."""
-    global _launch_recording
+    global _launch_recording, _active
     install_launch_hooks()
     record = Record()
     start = len(_launches)
     _launch_recording = True
+    outer = _active
     try:
-        with _Recorder(record, poison, second):
+        with _Recorder(record, poison, second) as mode:
+            _active = mode
             yield record
     finally:
+        _active = outer
         _launch_recording = False
         record.launches = _launches[start:]
         del _launches[start:]

@@ -115,7 +115,7 @@ STRING_RULES: tuple[Rule, ...] = (
 # Anything in torch (the baselines run it, and bench times with torch.cuda's events) and the modules bench's own
 # timing and statistics use.
 PATCH_ERROR = re.compile(
-    r"^(triton\.(runtime|compiler|language|testing)|torch|time|statistics|math|secrets|builtins)\b"
+    r"^(triton\.(runtime|compiler|language|testing)|torch|time|statistics|math|secrets|builtins|threading|_thread)\b"
 )
 PATCH_WARN = re.compile(r"^(torch|triton|builtins|numpy|sys)\b")
 PATCH_OK = re.compile(r"^torch\.(backends|_dynamo\.config|_inductor\.config)\b")
