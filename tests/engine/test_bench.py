@@ -408,6 +408,18 @@ def test_a_candidate_that_hands_its_timed_calls_to_pytorch_is_not_timed(runner, 
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize(("name", "ok"), [("library_in_graph_later", False), ("honest", True)])
+def test_torch_work_replayed_from_a_cuda_graph_captured_at_import_counts_in_the_timed_calls(runner, name, ok):
+    # A replay dispatches no torch op: what the graph captured (at import, unrecorded) counts at each replay.
+    result = _fixture_bench(runner, f"graph_cheats.py:{name}", reps=30)
+    assert result.validation.startswith("PASS"), result.validation
+    assert result.ok is ok, result.findings
+    if not ok:
+        found = [f for f in result.findings if f.kind == FindingKind.torch_compute]
+        assert found and "aten.add ×1" in found[0].message, result.findings
+
+
+@pytest.mark.gpu
 def test_torch_work_the_user_allows_is_timed(runner):
     result = _fixture_bench(
         runner,

@@ -127,6 +127,9 @@ def test_triton_gluon_torch_cuda_streams_and_lookalike_names_are_not(tmp_path, s
         # The thread starters the op recorder wraps, so that other threads' torch ops are recorded too.
         "import threading\nthreading._start_new_thread = print\n",
         "import _thread\n_thread.start_new_thread = print\n",
+        # The raw CUDA graph class: its replays would run captured torch work the recorder never counts.
+        "import torch\ng = torch._C._CUDAGraph()\n",
+        "from torch.cuda.graphs import _CUDAGraph\n",
         # A literal string given to exec is read as code too.
         'exec(\'import sys\\njob = sys.modules["mcp_" + "server"]\')\n',
     ],

@@ -386,7 +386,7 @@ class _Timer:
             for i in range(2):  # warm the capture stream
                 fn(*sets[i % len(sets)])
         torch.cuda.current_stream().wait_stream(stream)
-        with torch.cuda.graph(graph):
+        with recorder.judge_capture(), torch.cuda.graph(graph):
             for i in range(n):
                 self.do_flush()
                 args = sets[i % len(sets)]

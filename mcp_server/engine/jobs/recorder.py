@@ -7,6 +7,9 @@ Dispatch modes are per thread. So every Python thread started in a job once :fun
 (by ``threading``, a thread pool, or ``_thread``) runs its whole life under :class:`_ThreadOps`, which hands the
 ops it sees to the recording in progress, if any: torch work a call hands to a worker thread, new or waiting in a
 pool since import, counts as the call's, and allocations there are poisoned alike.
+
+A CUDA graph's replay dispatches nothing, so what each graph captured (torch ops and Triton launches) is recorded at
+capture, whenever that is, and a replay inside a recorded call counts it again as the call's own.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import inspect
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,6 +42,11 @@ _hooks_installed = False
 # The recorder of the call being recorded, for the ops of other threads (None between recorded calls).
 _active: _Recorder | None = None
 _thread_lock = threading.RLock()
+# What each CUDA graph captured, and how many captures are under way (their Triton launches are kept too).
+_graph_work: weakref.WeakKeyDictionary[Any, Record] = weakref.WeakKeyDictionary()
+_captures = 0
+# Set while the judge captures its own graph (bench's CUDA-graph mode): that capture is not followed.
+_judge_capturing = False
 
 ALLOC_OPS = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"}
 # Data movement, views, allocation and initialisation: not the kernel's arithmetic.
@@ -160,6 +169,7 @@ def install_launch_hooks() -> None:
     if _hooks_installed:
         return
     _follow_threads()
+    _follow_graphs()
     from triton.runtime import autotuner, jit
 
     classes: list[Any] = [jit.JITFunction]
@@ -174,7 +184,7 @@ def install_launch_hooks() -> None:
         original = cls.run
 
         def run(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
-            if _launch_recording and not kwargs.get("warmup", False) and not _in_triton():
+            if (_launch_recording or _captures) and not kwargs.get("warmup", False) and not _in_triton():
                 _launches.append(_kernel_name(self))
             with _triton_scope():  # the stream hook's own torch calls are not the candidate's ops
                 if LAUNCH_STREAMS is not None and not kwargs.get("warmup", False):
@@ -188,7 +198,7 @@ def install_launch_hooks() -> None:
         original = cls.run
 
         def tuned_run(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
-            if _launch_recording and not kwargs.get("warmup", False) and not _in_triton():
+            if (_launch_recording or _captures) and not kwargs.get("warmup", False) and not _in_triton():
                 _launches.append(_kernel_name(getattr(self, "base_fn", None) or self.fn))
             configs = getattr(self, "configs", None)
             if interpret and configs and len(configs) > 1:
@@ -338,6 +348,86 @@ def _follow_threads() -> None:
         bound = f"_{name}"
         if getattr(threading, bound, None) is original:
             setattr(threading, bound, start)
+
+
+def _follow_graphs(cls: Any = None) -> None:
+    """Record what every ``torch.cuda.CUDAGraph`` (or ``cls``, with the same three methods) captures, and count it as
+    the work of a recorded call that replays it."""
+    if cls is None:
+        from torch.cuda import graphs
+
+        cls = graphs.CUDAGraph
+    begin, end, replay = cls.capture_begin, cls.capture_end, cls.replay
+    capturing: dict[int, tuple[_Recorder, int]] = {}
+
+    def capture_done(graph: Any) -> Record | None:
+        global _captures
+        entry = capturing.pop(id(graph), None)
+        if entry is None:
+            return None
+        mode, start = entry
+        _captures -= 1
+        with contextlib.suppress(Exception):
+            _pop_mode()
+        mode.record.launches = _launches[start:]
+        if not _launch_recording:
+            del _launches[start:]
+        return mode.record
+
+    def capture_begin(self: Any, *args: Any, **kwargs: Any) -> Any:
+        global _captures
+        if _judge_capturing:
+            return begin(self, *args, **kwargs)
+        mode = _Recorder(Record(), poison=False, second=False)
+        capturing[id(self)] = (mode, len(_launches))
+        _captures += 1
+        _push_mode(mode)
+        try:
+            return begin(self, *args, **kwargs)
+        except BaseException:
+            capture_done(self)
+            raise
+
+    def capture_end(self: Any) -> Any:
+        try:
+            return end(self)
+        finally:
+            record = capture_done(self)
+            if record is not None:
+                _graph_work[self] = record
+
+    def graph_replay(self: Any) -> Any:
+        out = replay(self)
+        active = _active
+        captured = _graph_work.get(self)  # every capture after the hooks went in, which is before any user code
+        if active is not None and captured is not None:
+            with _thread_lock:
+                count_replay(active.record, captured)
+        return out
+
+    cls.capture_begin, cls.capture_end, cls.replay = capture_begin, capture_end, graph_replay
+
+
+@contextmanager
+def judge_capture() -> Iterator[None]:
+    """The judge's own capture (bench's CUDA-graph mode, which records the candidate's captured calls itself and
+    replays outside any recording): left as torch does it."""
+    global _judge_capturing
+    _judge_capturing = True
+    try:
+        yield
+    finally:
+        _judge_capturing = False
+
+
+def count_replay(record: Record, captured: Record) -> None:
+    """A CUDA graph replayed inside a recorded call: what it captured is the call's work once more."""
+    for name, (calls, work) in captured.ops.items():
+        entry = record.ops.setdefault(name, [0, 0.0])
+        entry[0] += calls
+        entry[1] += work
+    if _launch_recording:
+        _launches.extend(captured.launches)
 
 
 class _DisableWhenLoaded:

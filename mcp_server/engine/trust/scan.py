@@ -70,6 +70,13 @@ NAME_RULES: tuple[Rule, ...] = (
     _rule(r"^(sys|threading)\.(settrace|setprofile)$|^sys\.monitoring", EV, E, "installs a trace/profile hook"),
     _rule(r"^(ctypes|_ctypes|cffi)\b", EV, E, "calls native code directly (ctypes/cffi)"),
     _rule(r"^torch\.(ops|classes)\.load_library$", EV, E, "loads a native library"),
+    _rule(
+        r"^torch\._C\._CUDAGraph\b|^torch\.cuda\.graphs\._CUDAGraph\b",
+        EV,
+        E,
+        "uses the raw CUDA graph class, whose captures and replays the op recorder does not see (torch.cuda.CUDAGraph "
+        "and torch.cuda.graph are followed)",
+    ),
     # GPU code that is neither a Triton kernel nor a torch op: validate's CUDA trace sees its kernels, but bench's
     # timed calls run without the trace, and the op recorder does not see them.
     _rule(
