@@ -5,6 +5,7 @@ test_bench.py runs them on torch.cuda.CUDAGraph inside bench."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import triton
 import triton.language as tl
@@ -26,6 +27,15 @@ class _Graph:
 
 
 recorder._follow_graphs(_Graph)
+
+
+@pytest.fixture(autouse=True)
+def _following():
+    # As in a validate child (only the candidate's code runs there); a bench Switch made by another test in this
+    # process may have left following off.
+    recorder.follow_captures(True)
+    yield
+    recorder.follow_captures(True)
 
 
 @triton.jit
@@ -87,3 +97,20 @@ def test_the_judges_own_capture_is_left_alone():
         graph.replay()
     assert record.ops == {}
     assert recorder._judge_capturing is False
+
+
+def test_captures_are_followed_while_the_candidate_holds_the_process_and_not_while_a_baseline_does():
+    from mcp_server.engine.jobs import shared_state
+
+    x, y = torch.randn(1000), torch.randn(1000)
+    switch = shared_state.Switch()  # bench's child starts on the reference's side
+    baseline_graph = _capture(lambda: torch.add(x, y))
+    switch.to("candidate")
+    candidate_graph = _capture(lambda: torch.add(x, y))
+    switch.to("reference")
+    with recorder.recording() as record:
+        baseline_graph.replay()
+    assert record.ops == {}
+    with recorder.recording() as record:
+        candidate_graph.replay()
+    assert record.ops == {"add": [1, 1000.0]}

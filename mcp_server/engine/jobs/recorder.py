@@ -45,8 +45,10 @@ _thread_lock = threading.RLock()
 # What each CUDA graph captured, and how many captures are under way (their Triton launches are kept too).
 _graph_work: weakref.WeakKeyDictionary[Any, Record] = weakref.WeakKeyDictionary()
 _captures = 0
-# Set while the judge captures its own graph (bench's CUDA-graph mode): that capture is not followed.
+# Set while the judge captures its own graph (bench's CUDA-graph mode): that capture is not followed. Cleared
+# (``follow_captures``) while a baseline's code runs in bench's child, whose graphs are its own.
 _judge_capturing = False
+_following_captures = True
 
 ALLOC_OPS = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"}
 # Data movement, views, allocation and initialisation: not the kernel's arithmetic.
@@ -376,7 +378,7 @@ def _follow_graphs(cls: Any = None) -> None:
 
     def capture_begin(self: Any, *args: Any, **kwargs: Any) -> Any:
         global _captures
-        if _judge_capturing:
+        if _judge_capturing or not _following_captures:
             return begin(self, *args, **kwargs)
         mode = _Recorder(Record(), poison=False, second=False)
         capturing[id(self)] = (mode, len(_launches))
@@ -406,6 +408,12 @@ def _follow_graphs(cls: Any = None) -> None:
         return out
 
     cls.capture_begin, cls.capture_end, cls.replay = capture_begin, capture_end, graph_replay
+
+
+def follow_captures(on: bool) -> None:
+    """Whether CUDA graph captures begun from now on are recorded (bench turns it off while baselines run)."""
+    global _following_captures
+    _following_captures = on
 
 
 @contextmanager

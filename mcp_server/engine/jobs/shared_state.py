@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from mcp_server.engine.jobs import integrity
+from mcp_server.engine.jobs import integrity, recorder
 
 _MISSING = object()
 
@@ -188,6 +188,9 @@ class Switch:
     _reference: State | None = None
     _entered: State | None = None
 
+    def __post_init__(self) -> None:
+        recorder.follow_captures(self.current == "candidate")
+
     def run_as(self, provider: str) -> None:
         """The state ``provider``'s code runs under: the candidate's for a candidate, else the reference's."""
         self.to("candidate" if provider in self.candidates else "reference")
@@ -213,3 +216,6 @@ class Switch:
             if self.guard is not None:
                 self.guard.check()
         self.current = who
+        # CUDA graphs are followed while the candidate's code runs (baselines' own graphs, a CUDA-graph peer's, are
+        # theirs).
+        recorder.follow_captures(who == "candidate")
