@@ -20,6 +20,11 @@ def test_the_judge_running_as_it_does_changes_nothing_the_guard_watches():
     recorder.AUTOTUNE_NOTES.append("a note")  # state the judge changes itself is not watched
     recorder.AUTOTUNE_NOTES.pop()
     timed_check.compare_outputs([torch.ones(8)], [torch.ones(8)], None, 0.0)
+    # A candidate's threads and pools (the reference kernels compile autotuning configs in one) change nothing either.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        assert list(pool.map(lambda v: v * 2, [1, 2])) == [2, 4]
     assert guard.check() == [] and guard.replaced == []
 
 
