@@ -1,14 +1,16 @@
 """Row kernels' one-block launch choices against torch.compile and Liger-Kernel, timed alike in one process.
 
-    python benchmarks/row_kernels_sweep.py [--kernels rmsnorm,layernorm,softmax,swiglu] [--shapes MxN,...]
-                                           [--rounds 9] [--out FILE.json]
+    python benchmarks/row_kernels_sweep.py [--kernels rmsnorm,layernorm,softmax,softmax_long,swiglu]
+                                           [--shapes MxN,...] [--rounds 9] [--out FILE.json]
 
 bf16, at the bench shapes (``--shapes``: only these). Providers: stage 3 as shipped; its one-block kernel at
 several warp counts, masked (as before) and unmasked (EVEN); for RMSNorm, LayerNorm and the softmax forward also
 with x read a second time from L2 (RELOAD), and LayerNorm with two rows per program; SwiGLU's forward (stage 2,
 its only stage) at its larger autotuning configs; the softmax backward's one-block kernel alike (against Liger's
-backward, timed as autograd.grad over a kept graph); torch.compile of the reference (forwards; one compile per
-shape, static shapes; its chosen launch config recorded); Liger-Kernel where installed.
+backward, timed as autograd.grad over a kept graph); for 16-bit softmax rows past the one-block budget
+(``softmax_long``), the packed one-row forward at 8, 16 and 32 warps and the looped kernel; torch.compile of the
+reference (forwards; one compile per shape, static shapes; its chosen launch config recorded); Liger-Kernel where
+installed.
 Each variant's output is checked against PyTorch first. Timer: CUDA events around each call, L2 flushed before it
 by reading a buffer twice its size, calls queued behind a GPU sleep; per provider the median of 60 calls, the
 figure the median over interleaved rounds (each round in a rotated order).
@@ -23,6 +25,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+import triton
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -36,6 +39,8 @@ from reference_kernels import swiglu as sw  # noqa: E402
 RMS_SHAPES = [(4096, 4096), (8192, 4096), (4096, 8192), (8192, 8192), (16384, 8192)]
 LN_SHAPES = [(4096, 4096), (8192, 4096), (4096, 8192), (8192, 8192), (16384, 8192)]
 SOFTMAX_SHAPES = [(4096, 4096), (4096, 8192), (16384, 8192), (4096, 16384), (4096, 32768)]
+# Rows past the one-block budget that the packed forward takes (16-bit, up to 65536 columns).
+SOFTMAX_LONG_SHAPES = [(4096, 40000), (4096, 65536)]
 SWIGLU_SHAPES = [(4096, 11008), (8192, 14336), (16384, 8192)]
 # SwiGLU's forward: (BLOCK, num_warps) among its autotuning configs.
 SWIGLU_CONFIGS = [(2048, 4), (4096, 4), (4096, 8), (8192, 8)]
@@ -188,6 +193,31 @@ def softmax_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
     return fwd | {"bwd": bwd, "inductor": inductor_configs()}
 
 
+def softmax_long_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
+    """Softmax forward of long 16-bit rows: stage 3 as shipped, the packed one-row kernel at 8, 16 and 32 warps, the
+    looped kernel stage 3 used before, torch.compile and Liger-Kernel."""
+    x = (3 * torch.randn(m, n, device="cuda")).bfloat16()
+    y = torch.empty_like(x)
+    want = torch.softmax(x.float(), dim=-1)
+    torch._dynamo.reset()
+    compiled = torch.compile(sm.reference_softmax, dynamic=False)
+    fns = {"stage3": lambda: sm.softmax_stage3(x), "compile": lambda: compiled(x)}
+    if lf is not None:
+        fns["liger"] = lambda: lf.liger_softmax(x)
+    block = triton.next_power_of_2(n)
+    kernels = {
+        f"packed w{warps}": lambda warps=warps: sm._softmax_fwd_row_kernel[(m,)](
+            x, y, n, n, n, BLOCK_N=block, PACKED=True, num_warps=warps
+        )
+        for warps in (8, 16, 32)
+    }
+    grid, meta = sm._looped_plan(
+        m, n, n * x.element_size(), torch.cuda.get_device_properties(0).multi_processor_count, True
+    )
+    kernels["looped"] = lambda: sm._softmax_fwd_looped_kernel[grid](x, y, m, n, n, n, **meta)
+    return _measure(timer, fns, kernels, y, want, rounds) | {"inductor": inductor_configs()}
+
+
 def swiglu_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
     a = torch.randn(m, n, device="cuda").bfloat16()
     b = torch.randn(m, n, device="cuda").bfloat16()
@@ -231,7 +261,7 @@ def _measure(
     return {"ms": ms, "vs_stage3": {k: v / ms[shipped] for k, v in ms.items()}, "max_error": errors}
 
 
-KINDS = ("rmsnorm", "layernorm", "softmax", "swiglu")
+KINDS = ("rmsnorm", "layernorm", "softmax", "softmax_long", "swiglu")
 
 
 def parse_shape(text: str) -> tuple[int, int]:
@@ -265,6 +295,7 @@ def main() -> int:
         "rmsnorm": (RMS_SHAPES, rmsnorm_row),
         "layernorm": (LN_SHAPES, layernorm_row),
         "softmax": (SOFTMAX_SHAPES, softmax_row),
+        "softmax_long": (SOFTMAX_LONG_SHAPES, softmax_long_row),
         "swiglu": (SWIGLU_SHAPES, swiglu_row),
     }
     for kind in kinds:
