@@ -61,6 +61,33 @@ def test_putting_back_an_unwrapped_thread_starter_is_named_and_undone():
     assert _thread.start_new_thread is wrapped and threading._start_new_thread is wrapped
 
 
+def test_the_judges_op_sets_and_tolerances_cannot_change_in_place_and_a_replacement_is_put_back():
+    import pytest
+
+    from mcp_server.engine import compare
+
+    # Mutated in place, a set or dict would keep its identity: the recorder's op sets and the default tolerances are
+    # frozen, so the only way to change them is to replace them, which the guard sees.
+    with pytest.raises(AttributeError):
+        recorder.MOVEMENT_OPS.add("mm")  # type: ignore[attr-defined]
+    with pytest.raises(TypeError):
+        compare.DEFAULT_TOLERANCES["float32"] = (1.0, 1.0)  # type: ignore[index]
+    guard = integrity.Guard()
+    movement, tolerances = recorder.MOVEMENT_OPS, compare.DEFAULT_TOLERANCES
+    exec(
+        "import sys\n"
+        "rec = sys.modules['mcp_' + 'server.engine.jobs.recorder']\n"
+        "rec.MOVEMENT_OPS = rec.MOVEMENT_OPS | {'mm', 'addmm'}\n"
+        "cmp = sys.modules['mcp_' + 'server.engine.compare']\n"
+        "cmp.DEFAULT_TOLERANCES = {'float32': (1.0, 1.0)}\n"
+    )
+    assert set(guard.check()) == {
+        "mcp_server.engine.jobs.recorder.MOVEMENT_OPS",
+        "mcp_server.engine.compare.DEFAULT_TOLERANCES",
+    }
+    assert recorder.MOVEMENT_OPS is movement and compare.DEFAULT_TOLERANCES is tolerances
+
+
 def test_the_switch_looks_each_time_the_candidate_hands_the_process_back_and_all_its_timings_are_refused():
     switch = shared_state.Switch()
     switch.guard = integrity.Guard()

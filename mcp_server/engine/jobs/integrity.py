@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from types import MappingProxyType
 from typing import Any
 
 _MISSING = object()
@@ -83,12 +84,13 @@ def put_back(ids: Identities) -> list[str]:
 
 
 def _watched(label: str, attr: str, obj: Any) -> bool:
-    """Code and the judge's constants: functions, classes, descriptors, and UPPER_CASE numbers and strings of the
-    judge's modules (a limit like ``CHECK_FACTOR``). Other values are state the judge itself changes as it runs."""
+    """Code and the judge's constants: functions, classes, descriptors, and UPPER_CASE values of the judge's modules
+    that cannot change in place (a limit like ``CHECK_FACTOR``, the recorder's op sets, the default tolerances). Other
+    values are state the judge itself changes as it runs."""
     if is_code(obj):
         return True
     judge = label == "mcp_server" or label.startswith("mcp_server.")
-    return judge and attr.isupper() and isinstance(obj, (int, float, str, tuple, frozenset))
+    return judge and attr.isupper() and isinstance(obj, (int, float, str, tuple, frozenset, MappingProxyType))
 
 
 class Guard:

@@ -50,7 +50,9 @@ _captures = 0
 _judge_capturing = False
 _following_captures = True
 
-ALLOC_OPS = {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"}
+# Frozen: in bench the candidate shares the process, and the guard (jobs.integrity) watches only what cannot change
+# in place.
+ALLOC_OPS = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"})
 # Data movement, views, allocation and initialisation: not the kernel's arithmetic.
 MOVEMENT_OPS = ALLOC_OPS | {
     "view",
@@ -137,7 +139,7 @@ MOVEMENT_OPS = ALLOC_OPS | {
 TORCH_WORK_ERROR = 0.5
 TORCH_WORK_WARNING = 0.1
 # The ops a kernel is usually written to replace; their work is counted in FLOPs.
-MATMUL_OPS = {"mm", "bmm", "addmm", "addmv", "mv", "matmul", "baddbmm", "addbmm", "dot", "vdot", "linear"}
+MATMUL_OPS = frozenset({"mm", "bmm", "addmm", "addmv", "mv", "matmul", "baddbmm", "addbmm", "dot", "vdot", "linear"})
 
 
 def _in_triton() -> bool:
