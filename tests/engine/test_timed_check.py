@@ -305,3 +305,44 @@ def test_writing_inputs_is_told_by_their_bits_in_any_dtype():
         assert not tc.writes_inputs(keeps, [t])  # NaN unchanged is unchanged; fp8 and 0-d compare too
     assert tc.writes_inputs(writes, [torch.randn(8)])
     assert tc.writes_inputs(writes, [torch.randn(8).to(torch.float8_e4m3fn)])
+
+
+def _cancelling_reference(x):
+    # float32 rounds x to the spacing of 1e4 (about 1e-3): PyTorch's own answer is off by ~5e-4 of the norm.
+    return (x + 1e4) - 1e4
+
+
+def test_the_references_own_error_at_this_size_is_measured_against_float64():
+    x = torch.randn(4096, generator=_gen(21))
+    kept = tc.Kept("candidate", [x], [x.clone()])
+    wide = tc.widened(kept)
+    want = tc.reference_outputs(_cancelling_reference, kept, False)
+    (own,) = tc.reference_errors(_cancelling_reference, wide, False, want)
+    assert 1e-4 < own < 1e-3
+
+    def float32_only(x):
+        if x.dtype != torch.float32:
+            raise TypeError("float32 only")
+        return (x + 1e4) - 1e4
+
+    # A reference that does not run in float64 gives no figure (and so widens nothing).
+    assert tc.reference_errors(float32_only, wide, False, want) == []
+
+
+def test_a_candidate_more_accurate_than_pytorch_passes_and_a_lazy_one_still_fails():
+    # The exact x is PyTorch's own error away from its answer, over 4× the float32 floor: it passes because the
+    # limit takes the reference's own error at this size. Skipped work still fails.
+    x = torch.randn(4096, generator=_gen(22))
+    want = [_cancelling_reference(x)]
+    assert tc.compare_outputs([x.clone()], want, None, 0.0) is not None  # judged against the floor alone
+    check = _TimedCheck(_cancelling_reference, False, {"candidate", "lazy"}, None, 0.0)
+    keeper = check.keeper()
+    keeper.keep("candidate", [x], x.clone(), None)
+    lazy = x.clone()
+    lazy[::10] = 0
+    keeper.keep("lazy", [x], lazy, None)
+    check.verify(keeper)
+    assert set(check.failures) == {"lazy"}, check.failures
+    assert check.own_errors and 1e-4 < check.own_errors[0] < 1e-3
+    check.start_case()
+    assert check.own_errors is None  # measured again for the next case's size

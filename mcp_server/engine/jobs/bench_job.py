@@ -433,10 +433,15 @@ class _TimedCheck:
         self.failures: dict[str, str] = {}
         # Per provider, the largest distance of a checked output from the reference, as a fraction of its limit.
         self.margins: dict[str, float] = {}
+        # Per output, the reference's own error at this case's size (timed_check.reference_errors), measured once
+        # per case on the first kept call.
+        self.own_errors: list[float] | None = None
 
     def start_case(self) -> None:
-        """Margins are per case (a failure stays: the provider's timings are not reported from then on)."""
+        """Margins and the reference's own errors are per case (a failure stays: the provider's timings are not
+        reported from then on)."""
         self.margins = {}
+        self.own_errors = None
 
     def keeper(self) -> timed_check.Keeper | None:
         return timed_check.Keeper(self.providers, self.backward) if self.providers else None
@@ -454,13 +459,18 @@ class _TimedCheck:
             if kept.problem:
                 self.failures[kept.provider] = f"{kept.problem}. The timing is not reported."
                 continue
+            wide = timed_check.widened(kept) if self.own_errors is None else None
             try:
                 want = timed_check.reference_outputs(self.reference, kept, self.backward)
             except Exception:  # the reference refuses these values: no truth to check this call against
                 keeper.checked[kept.provider] -= 1
                 continue
+            if wide is not None:
+                self.own_errors = timed_check.reference_errors(self.reference, wide, self.backward, want)
             margins: list[float] = []
-            problem = timed_check.compare_outputs(kept.outputs, want, self.overrides, self.scale, margins)
+            problem = timed_check.compare_outputs(
+                kept.outputs, want, self.overrides, self.scale, margins, self.own_errors
+            )
             self.margins[kept.provider] = max([self.margins.get(kept.provider, 0.0), *margins])
             if problem:
                 self.failures[kept.provider] = (

@@ -16,8 +16,11 @@ and then skips part of it (a call counter is enough), or returns the result it k
 The comparison is not validate's: the truth here is the reference in its own dtype, at the bench's sizes. It
 catches work left undone, results from an earlier call and a cheaper precision, not rounding: an output fails
 when NaN or infinity positions, integer values or shapes disagree beyond one element in a thousand, or when
-its relative norm distance from the reference exceeds ``CHECK_FACTOR`` times the larger of the dtype's
-validate norm floor (or the reference module's tolerance) and the errors validate measured for this candidate.
+its relative norm distance from the reference exceeds ``CHECK_FACTOR`` times the largest of the dtype's
+validate norm floor (or the reference module's tolerance), the errors validate measured for this candidate, and the
+reference's own error at the bench's size (its distance from itself run in float64 on one kept call's values per
+case): a candidate more accurate than PyTorch differs from it by PyTorch's own error, which can grow with size
+past what validate's smaller cases showed.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from mcp_server.engine.jobs.trees import (
 )
 from mcp_server.engine.models import FindingKind
 
-# How many times the larger of the norm floor and validate's measured errors a timed output may be off. On an H200
+# How many times the largest of the norm floor, validate's measured errors and the reference's own error at the
+# bench's size a timed output may be off. On an H200
 # every reference kernel's timed outputs, bf16 and fp16, forward and forward + backward, stayed within 0.82× the
 # floor alone (benchmarks/results/h200/timed_checks.json); bf16 GEMM operands swapped for e4m3 land at 4.7×.
 CHECK_FACTOR = 4.0
@@ -210,6 +214,42 @@ def reference_outputs(reference: Any, kept: Kept, backward: bool) -> list[torch.
     return outs + [g if g is not None else torch.zeros(0) for g in grads or []]
 
 
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    if not t.is_floating_point():
+        return t
+    return t.detach().double().requires_grad_(t.requires_grad)
+
+
+def widened(kept: Kept) -> Kept:
+    """A kept call's values in float64 (copies: made before the reference runs, which may write its inputs)."""
+    return Kept(
+        kept.provider,
+        [map_tensors(a, _wide) for a in kept.inputs],
+        [],
+        [u.double() if u.is_floating_point() else u for u in kept.upstream] if kept.upstream else kept.upstream,
+    )
+
+
+def reference_errors(reference: Any, wide: Kept, backward: bool, want: list[torch.Tensor]) -> list[float]:
+    """Per output of ``want`` (the reference on a kept call's values, in their own dtype), its relative norm
+    distance from the reference run on the same values in float64 (``wide``, from ``widened``): PyTorch's own error
+    at this size. Empty when the reference does not run in float64 or gives other outputs there."""
+    try:
+        exact = reference_outputs(reference, wide, backward)
+    except Exception:
+        return []
+    if len(exact) != len(want):
+        return []
+    errors = []
+    for w, e in zip(want, exact, strict=True):
+        if not w.is_floating_point() or tuple(e.shape) != tuple(w.shape) or not e.is_floating_point():
+            errors.append(0.0)
+            continue
+        _, err_sq, norm_sq = _float_distance(w, e)
+        errors.append(math.sqrt(err_sq / norm_sq) if norm_sq > 0 else 0.0)
+    return errors
+
+
 def _float_distance(got: torch.Tensor, want: torch.Tensor) -> tuple[int, float, float]:
     """(NaN/Inf positions that disagree, squared distance and squared norm of ``want`` over the positions finite
     in both), in float64 chunks so a large output needs no output-sized float64 temporaries."""
@@ -232,10 +272,12 @@ def compare_outputs(
     overrides: dict[str, Any] | None,
     scale: float,
     margins: list[float] | None = None,
+    own_errors: list[float] | None = None,
 ) -> str | None:
     """None when ``got`` is the reference's ``want`` up to what a correct kernel may differ by (module doc);
     otherwise what differs, naming the output. ``margins`` collects each floating output's relative norm
-    distance as a fraction of its limit (how close a passing kernel came)."""
+    distance as a fraction of its limit (how close a passing kernel came); ``own_errors``, per output, the
+    reference's own error at this size (``reference_errors``)."""
     if len(got) != len(want):
         return f"{len(got)} tensor outputs where the reference gives {len(want)}"
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
@@ -258,14 +300,15 @@ def compare_outputs(
             return f"{what}: {special} of {n} NaN/Inf positions differ from the reference's"
         err, norm = math.sqrt(err_sq), math.sqrt(norm_sq)
         tol = compare.tolerance_for(w.dtype, {k: tuple(v) for k, v in (overrides or {}).items()})
-        limit = CHECK_FACTOR * max(tol.norm_floor, scale)
+        own = own_errors[i] if own_errors and i < len(own_errors) else 0.0
+        limit = CHECK_FACTOR * max(tol.norm_floor, scale, own)
         rel = err / norm if norm > 0 else (0.0 if err == 0 else math.inf)
         if margins is not None:
             margins.append(rel / limit)
         if rel > limit:
             return (
                 f"{what}: relative norm distance {rel:.3g} from the reference on the same inputs, over the "
-                f"{limit:.3g} a correct kernel stays within ({CHECK_FACTOR:g}× the larger of the {w.dtype} norm "
-                f"floor and the errors validate measured)"
+                f"{limit:.3g} a correct kernel stays within ({CHECK_FACTOR:g}× the largest of the {w.dtype} norm "
+                f"floor, the errors validate measured and the reference's own at this size)"
             )
     return None
