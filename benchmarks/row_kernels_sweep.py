@@ -155,16 +155,21 @@ def layernorm_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
     return _measure(timer, fns, kernels, y, want, rounds) | {"inductor": inductor_configs()}
 
 
-def softmax_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
-    x = torch.randn(m, n, device="cuda").bfloat16()
-    dy = torch.randn(m, n, device="cuda").bfloat16()
-    y = torch.empty_like(x)
+def _softmax_forwards(lf, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """An output buffer, the float32 truth, and the forward providers: stage 3, torch.compile, Liger-Kernel."""
     want = torch.softmax(x.float(), dim=-1)
     torch._dynamo.reset()
     compiled = torch.compile(sm.reference_softmax, dynamic=False)
     fns = {"stage3": lambda: sm.softmax_stage3(x), "compile": lambda: compiled(x)}
     if lf is not None:
         fns["liger"] = lambda: lf.liger_softmax(x)
+    return torch.empty_like(x), want, fns
+
+
+def softmax_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
+    x = torch.randn(m, n, device="cuda").bfloat16()
+    dy = torch.randn(m, n, device="cuda").bfloat16()
+    y, want, fns = _softmax_forwards(lf, x)
     kernels = {}
     for warps in (8, 16, 32):
         for even, reload in ((False, False), (True, False), (True, True)):
@@ -197,13 +202,7 @@ def softmax_long_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
     """Softmax forward of long 16-bit rows: stage 3 as shipped, the packed one-row kernel at 8, 16 and 32 warps, the
     looped kernel stage 3 used before, torch.compile and Liger-Kernel."""
     x = (3 * torch.randn(m, n, device="cuda")).bfloat16()
-    y = torch.empty_like(x)
-    want = torch.softmax(x.float(), dim=-1)
-    torch._dynamo.reset()
-    compiled = torch.compile(sm.reference_softmax, dynamic=False)
-    fns = {"stage3": lambda: sm.softmax_stage3(x), "compile": lambda: compiled(x)}
-    if lf is not None:
-        fns["liger"] = lambda: lf.liger_softmax(x)
+    y, want, fns = _softmax_forwards(lf, x)
     block = triton.next_power_of_2(n)
     kernels = {
         f"packed w{warps}": lambda warps=warps: sm._softmax_fwd_row_kernel[(m,)](
