@@ -118,3 +118,55 @@ def test_each_provider_runs_under_its_sides_state(pristine):
     switch.run_as("candidate")
     assert not torch.backends.cudnn.enabled
     switch.to("reference")
+
+
+class _SlowMode(torch.overrides.TorchFunctionMode):
+    """What a candidate could leave pushed at import: it sees every torch call of the baselines after it."""
+
+    calls = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        _SlowMode.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_modes_autocast_anomaly_mode_and_global_module_hooks_left_by_the_candidate_are_its_own(pristine):
+    switch = ss.Switch()
+    switch.to("candidate")
+    mode = _SlowMode()
+    mode.__enter__()  # left pushed, as at import
+    torch.set_autocast_enabled("cpu", True)
+    torch.set_autocast_dtype("cpu", torch.float16)  # bfloat16 is the default
+    torch.set_anomaly_enabled(True)
+    hook = torch.nn.modules.module.register_module_forward_hook(lambda module, args, out: out)
+    try:
+        switch.to("reference")
+        _SlowMode.calls = 0
+        linear = torch.nn.Linear(4, 4)
+        out = linear(torch.randn(2, 4))
+        assert _SlowMode.calls == 0 and out.dtype == torch.float32  # no mode, no autocast, no hook
+        assert not torch.is_anomaly_enabled() and not torch.nn.modules.module._global_forward_hooks
+        assert {
+            "torch.function_mode_stack",
+            "torch.autocast.cpu.enabled",
+            "torch.autocast.cpu.dtype",
+            "torch.autograd.anomaly_mode",
+            "torch.nn.modules.module._global_forward_hooks",
+        } <= switch.changed
+        switch.to("candidate")  # the candidate's own calls run under what it set
+        assert torch.overrides._get_current_function_mode() is mode and torch.is_autocast_enabled("cpu")
+        assert torch.nn.modules.module._global_forward_hooks
+        switch.to("reference")
+    finally:
+        hook.remove()
+        while torch._C._len_torch_function_stack():
+            torch._C._pop_torch_function_stack()
+
+
+def test_a_mode_the_candidate_enters_and_leaves_changes_nothing(pristine):
+    switch = ss.Switch()
+    switch.to("candidate")
+    with _SlowMode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.ones(2) + 1
+    switch.to("reference")
+    assert not switch.changed

@@ -2,7 +2,8 @@
 
 The candidate runs in the process that also times the eager and torch.compile baselines (and any peer) and runs
 the reference for the checks of timed outputs. Through PyTorch's global settings (cuDNN off, SDPA's fast backends
-disabled, another float32 matmul precision or default dtype, dynamo's or inductor's config) or by replacing a torch
+disabled, another float32 matmul precision, BLAS library or default dtype, autocast, anomaly mode, dynamo's or
+inductor's config), a torch-function or dispatch mode left pushed, nn.Module's global hooks, or by replacing a torch
 function (``torch.nn.functional.scaled_dot_product_attention``, ``torch.nn.Conv2d.forward``, ``torch.Tensor.__add__``)
 it could slow every baseline down, or change what the reference computes. The static scan flags the plain ways
 of doing so; a computed attribute name or a call that flips a backend is not plain.
@@ -66,6 +67,98 @@ def _settings() -> dict[str, tuple[Any, Any]]:
         get, put = getattr(cuda, f"{backend}_sdp_enabled", None), getattr(cuda, f"enable_{backend}_sdp", None)
         if get is not None and put is not None:
             out[f"torch.backends.cuda.{backend}_sdp"] = (get, put)
+    for library in ("blas", "linalg"):
+        choose = getattr(cuda, f"preferred_{library}_library", None)
+        if choose is not None:
+            out[f"torch.backends.cuda.preferred_{library}_library"] = (choose, choose)
+    # Autocast would run the baselines, and the reference the checks compare with, in another dtype; anomaly mode
+    # and the sync debug mode slow every op down.
+    for device in ("cuda", "cpu"):
+        out[f"torch.autocast.{device}.enabled"] = (
+            lambda d=device: torch.is_autocast_enabled(d),
+            lambda v, d=device: torch.set_autocast_enabled(d, v),
+        )
+        out[f"torch.autocast.{device}.dtype"] = (
+            lambda d=device: torch.get_autocast_dtype(d),
+            lambda v, d=device: torch.set_autocast_dtype(d, v),
+        )
+    out["torch.autocast.cache"] = (torch.is_autocast_cache_enabled, torch.set_autocast_cache_enabled)
+    out["torch.autograd.anomaly_mode"] = (
+        lambda: (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
+        lambda v: torch.set_anomaly_enabled(v[0], v[1]),
+    )
+    if torch.cuda.is_available():
+        out["torch.cuda.sync_debug_mode"] = (torch.cuda.get_sync_debug_mode, torch.cuda.set_sync_debug_mode)
+    return out | _mode_stacks() | _global_module_hooks()
+
+
+def _stack(length: Any, at: Any, pop: Any, push: Any) -> tuple[Any, Any]:
+    """(get, set) of a mode stack as a tuple, bottom first."""
+
+    def get() -> tuple[Any, ...]:
+        return tuple(at(i) for i in range(length()))
+
+    def put(modes: tuple[Any, ...]) -> None:
+        while length():
+            pop()
+        for mode in modes:
+            push(mode)
+
+    return get, put
+
+
+def _mode_stacks() -> dict[str, tuple[Any, Any]]:
+    """The torch-function and torch-dispatch mode stacks (a mode left pushed at import sees, and can slow, every op
+    a baseline runs), and torch's flags that say whether a dispatch mode is on (read by dynamo and inductor)."""
+    import torch.utils._python_dispatch as dispatch
+
+    c = torch._C
+    out = {
+        "torch.function_mode_stack": _stack(
+            c._len_torch_function_stack, c._get_function_stack_at, c._pop_torch_function_stack,
+            c._push_on_torch_function_stack,
+        ),
+        "torch.dispatch_mode_stack": _stack(
+            c._len_torch_dispatch_stack, c._get_dispatch_stack_at, lambda: c._pop_torch_dispatch_stack(None),
+            c._push_on_torch_dispatch_stack,
+        ),
+    }  # fmt: skip
+    for flag in ("_is_in_torch_dispatch_mode", "_is_in_non_infra_torch_dispatch_mode"):
+        if hasattr(dispatch, flag):
+            out[f"torch.utils._python_dispatch.{flag}"] = _flag(dispatch, flag)
+    flag, sync = "_is_in_any_mode_without_ignore_compile_internals", "set_is_in_mode_without_ignore_compile_internals"
+    if hasattr(dispatch, flag) and hasattr(dispatch, sync):
+
+        def put(value: bool) -> None:
+            setattr(dispatch, flag, value)
+            getattr(dispatch, sync)(value)
+
+        out[f"torch.utils._python_dispatch.{flag}"] = (lambda: getattr(dispatch, flag), put)
+    return out
+
+
+def _global_module_hooks() -> dict[str, tuple[Any, Any]]:
+    """nn.Module's global hooks (``register_module_forward_hook`` and the like): every module call of a baseline
+    would run them."""
+    from torch.nn.modules import module
+
+    out: dict[str, tuple[Any, Any]] = {}
+    for name in sorted(vars(module)):
+        hooks = getattr(module, name)
+        if not name.startswith("_global"):
+            continue
+        if isinstance(hooks, dict):
+
+            def get(hooks: dict = hooks) -> tuple[Any, ...]:
+                return tuple(hooks.items())
+
+            def put(items: tuple[Any, ...], hooks: dict = hooks) -> None:
+                hooks.clear()
+                hooks.update(items)
+
+            out[f"torch.nn.modules.module.{name}"] = (get, put)
+        elif hooks is None or isinstance(hooks, bool):
+            out[f"torch.nn.modules.module.{name}"] = _flag(module, name)
     return out
 
 
