@@ -339,7 +339,7 @@ def bench(
         raw = outcome.result or {}
 
     rows = [_row(r, peaks, list(baseline_specs)) for r in raw.get("rows", [])]
-    findings.extend(flags(rows))
+    findings.extend(flags(rows, list(baseline_specs)))
     candidate_errors = [t.error for r in rows for t in r.timings if t.provider == "candidate" and t.error]
     findings.extend(error_finding(err) for err in candidate_errors)
     result = BenchResult(
@@ -453,11 +453,11 @@ def _row(raw: dict[str, Any], peaks: DevicePeaks, baselines: list[str] | None = 
         row.bound = "compute" if floor_compute > floor_mem else "memory"
         row.pct_of_roofline = 100 * max(floor_mem, floor_compute) / ms
     for name, attr in (("eager", "speedup_vs_eager"), ("compile", "speedup_vs_compile")):
-        if name in by and ms > 0:
-            setattr(row, attr, honest_ms(by[name]) / ms)
+        if name in by and ms > 0 and not outside_stream(by[name]):
+            setattr(row, attr, by[name].median_ms / ms)
     for label in baselines or []:
-        if label in by and ms > 0:
-            row.speedup_vs_baselines[label] = honest_ms(by[label]) / ms
+        if label in by and ms > 0 and not outside_stream(by[label]):
+            row.speedup_vs_baselines[label] = by[label].median_ms / ms
     return row
 
 
@@ -478,11 +478,13 @@ def outside_stream(t: ProviderTiming) -> bool:
 
 
 def honest_ms(t: ProviderTiming) -> float:
-    """The events' median, plus the time the host saw beyond them when a call left work on another stream."""
+    """The events' median, plus the time the host saw beyond them when a call left work on another stream (a
+    candidate's figure; a baseline's is its events' median, and a comparison with a baseline that shows such work is
+    withheld: its calls leave none of their own, so the GPU was busy with something else, which slowed it)."""
     return t.median_ms + (t.outside_stream_ms or 0.0) if outside_stream(t) else t.median_ms
 
 
-def flags(rows: list[BenchRow]) -> list[Finding]:
+def flags(rows: list[BenchRow], baselines: list[str] | None = None) -> list[Finding]:
     out: list[Finding] = []
 
     def add(kind: FindingKind, case: str, message: str) -> None:
@@ -511,7 +513,16 @@ def flags(rows: list[BenchRow]) -> list[Finding]:
                     f"{t.provider}: p20–p80 spread {t.spread:.0%} of the median (over {SPREAD_LIMIT:.0%}); "
                     "the figure is unstable — more reps, a bigger size, or cuda-graph mode",
                 )
-            if outside_stream(t):
+            if outside_stream(t) and t.provider in {"eager", "compile", *(baselines or [])}:
+                add(
+                    FindingKind.timer_disagreement,
+                    row.case,
+                    f"{t.provider}: the GPU stays busy {t.outside_stream_ms:.4f} ms per call after its end event "
+                    f"({t.median_ms:.4f} ms by the events) — a baseline leaves no work of its own there, so other "
+                    "work ran on the GPU while it was timed (another process, or a thread the candidate started) "
+                    "and slowed it; the comparison with it is withheld",
+                )
+            elif outside_stream(t):
                 add(
                     FindingKind.timer_disagreement,
                     row.case,

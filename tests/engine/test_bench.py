@@ -95,6 +95,24 @@ def test_work_outside_the_timed_stream_switches_to_the_host_clock_and_is_flagged
     assert FindingKind.timer_disagreement not in kinds(B.flags([quiet]))
 
 
+def test_a_baseline_the_gpu_stayed_busy_after_is_not_compared_and_is_named():
+    # Torch's and the peers' calls leave no work of their own on other streams: when the GPU stays busy after a
+    # baseline's end event, something else ran beside it (a thread the candidate started, say) and slowed it. Its
+    # time is not lengthened further and no speedup against it is reported.
+    raw = raw_row(cand=1.0, eager=2.0, compiled=1.5)
+    raw["timings"][2]["outside_stream_ms"] = 0.8  # compile's calls
+    raw["timings"].append(timing("liger", 1.2, outside=0.5))
+    row = B._row(raw, PEAKS, ["liger"])
+    assert row.speedup_vs_compile is None and "liger" not in row.speedup_vs_baselines
+    assert row.speedup_vs_eager == pytest.approx(2.0)
+    busy = [f for f in B.flags([row], ["liger"]) if f.kind == FindingKind.timer_disagreement]
+    assert len(busy) == 2 and all("comparison with it is withheld" in f.message for f in busy)
+    # A few microseconds after a baseline's end event is noise: the comparison stands.
+    quiet = raw_row(cand=1.0, eager=2.0, compiled=1.5)
+    quiet["timings"][2]["outside_stream_ms"] = 0.004
+    assert B._row(quiet, PEAKS).speedup_vs_compile == pytest.approx(1.5)
+
+
 def test_a_launcher_slower_than_its_kernel_is_reported_as_launch_bound():
     row = B._row(raw_row(case="tiny", cand=0.004, eager=0.01, compiled=0.01, nbytes=10_000_000, launch=0.03), PEAKS)
     assert FindingKind.launch_bound in kinds(B.flags([row]))
