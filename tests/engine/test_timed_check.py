@@ -346,3 +346,46 @@ def test_a_candidate_more_accurate_than_pytorch_passes_and_a_lazy_one_still_fail
     assert check.own_errors and 1e-4 < check.own_errors[0] < 1e-3
     check.start_case()
     assert check.own_errors is None  # measured again for the next case's size
+
+
+def test_the_values_a_call_was_given_are_drawn_again_and_a_call_that_changed_them_is_named():
+    x = torch.randn(4096, generator=_gen(30))
+    ids = torch.randint(0, 9, (64,), generator=_gen(31))
+    fresh = tc.FreshValues([x, ids])
+    fresh.refresh()
+    state = fresh.last_state
+    given = [x.clone(), ids.clone()]
+    fresh.refresh()  # later refreshes do not change what that call was given
+    assert fresh.changed(given, state) is None
+    zeroed = [torch.zeros_like(x), ids.clone()]
+    assert "input tensor 0" in fresh.changed(zeroed, state)
+    other_ids = [given[0], torch.zeros_like(ids)]
+    assert "input tensor 1" in fresh.changed(other_ids, state)
+    # The same tensor passed twice: the second draw rewrites the first, so it is not compared (no false alarm).
+    y = torch.randn(256, generator=_gen(32))
+    twice = tc.FreshValues([y, y])
+    twice.refresh()
+    assert twice.changed([y.clone(), y.clone()], twice.last_state) is None
+
+
+def _product_reference(x, w):
+    return x @ w
+
+
+def test_a_timed_call_that_zeroes_its_inputs_fails_though_its_zero_answer_matches_the_reference_on_them():
+    # Zeroed inputs make the reference's answer zero, which is what the call returned: the values agree, the inputs
+    # do not. Its honest twin passes.
+    x, w = torch.randn(64, 32, generator=_gen(33)), torch.randn(32, 16, generator=_gen(34))
+    check = _TimedCheck(_product_reference, False, {"candidate", "zeroes"}, None, 0.0)
+    keeper = check.keeper()
+    fresh = tc.FreshValues([x, w])
+    args = [x, w]
+    keeper.sources = {id(args): fresh}
+    fresh.refresh()
+    keeper.keep("candidate", args, x @ w, None)
+    fresh.refresh()
+    x.zero_()  # the cheat's call: a memset instead of a matmul
+    keeper.keep("zeroes", args, torch.zeros(64, 16), None)
+    check.verify(keeper)
+    assert set(check.failures) == {"zeroes"}, check.failures
+    assert "changed its inputs" in check.failures["zeroes"] and "input tensor 0" in check.failures["zeroes"]

@@ -459,6 +459,14 @@ class _TimedCheck:
             if kept.problem:
                 self.failures[kept.provider] = f"{kept.problem}. The timing is not reported."
                 continue
+            changed = kept.source.changed(kept.inputs, kept.state) if kept.source is not None else None
+            if changed:
+                self.failures[kept.provider] = (
+                    f"a timed call changed its inputs: {changed} is not what the call was given. The timing is not "
+                    "reported: a call that overwrites its inputs (zeroes them, say) makes the reference's answer on "
+                    "them whatever it returned, and the problem's reference does not write its inputs"
+                )
+                continue
             wide = timed_check.widened(kept) if self.own_errors is None else None
             try:
                 want = timed_check.reference_outputs(self.reference, kept, self.backward)
@@ -684,6 +692,8 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         per_round = max(3, reps // ROUNDS)
         fresh = [timed_check.FreshValues(s) for s in sets]
         keeper = check.keeper()
+        if keeper is not None:
+            keeper.sources = {id(s): f for s, f in zip(sets, fresh, strict=True)}
         if keeper is not None and reference is not None:
             keeper.before = timed_check.writes_inputs(reference, sets[0])
         graph_keeper = keeper

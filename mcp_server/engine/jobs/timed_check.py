@@ -70,21 +70,87 @@ def module_tolerances(module: Any) -> dict[str, list[float]] | None:
 class FreshValues:
     """New values for the floating tensors of one input set, in place and without a host sync: normal draws
     with each tensor's mean and standard deviation as the set first had them, folded to non-negative where
-    every finite value was."""
+    every finite value was.
+
+    The draws come from generators of the set's own, seeded from the operating system, and the state each refresh
+    began from is kept: the values a call was given can be drawn again, so a call that changed its inputs (zeroed
+    them, so that the reference's answer becomes whatever it returned) is told (``changed``). The set's other
+    tensors (integers, flags) keep their values; a copy of them is kept for the same comparison. Tensors that share
+    memory with another of the set (the same tensor passed twice, a view of another) are not compared: a later draw
+    into the shared memory rewrites an earlier one."""
 
     def __init__(self, args: Any):
-        self.plan = [(t, *value_stats(t)) for t in iter_tensors(args) if t.is_floating_point() and t.numel()]
+        tensors = list(iter_tensors(args))
+        self.plan = [(t, *value_stats(t)) for t in tensors if t.is_floating_point() and t.numel()]
+        memory: dict[tuple[str, int], int] = {}
+        for t in tensors:
+            key = (str(t.device), t.untyped_storage().data_ptr())
+            memory[key] = memory.get(key, 0) + 1
+        # Per input tensor, in iter_tensors order: the index of its draw in the plan, a copy of its fixed value, or
+        # None (shares memory: not compared).
+        self.layout: list[int | torch.Tensor | None] = []
+        for t in tensors:
+            if t.numel() and memory[(str(t.device), t.untyped_storage().data_ptr())] > 1:
+                self.layout.append(None)
+            elif t.is_floating_point() and t.numel():
+                self.layout.append(next(i for i, p in enumerate(self.plan) if p[0] is t))
+            else:
+                self.layout.append(t.detach().clone())
+        self.generators: dict[torch.device, torch.Generator] = {}
+        for t, *_ in self.plan:
+            if t.device not in self.generators:
+                self.generators[t.device] = torch.Generator(device=t.device)
+                self.generators[t.device].manual_seed(secrets.randbits(63))
+        self.last_state = self._states()
+
+    def _states(self) -> dict[torch.device, torch.Tensor]:
+        return {device: g.get_state() for device, g in self.generators.items()}
+
+    def _draw(self, t: torch.Tensor, mean: float, std: float, nonneg: bool, out: torch.Tensor) -> None:
+        g = self.generators[t.device]
+        if t.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+            out.normal_(mean, std, generator=g)
+            if nonneg:
+                out.abs_()
+        else:  # fp8 and other types normal_ does not fill: draw in float32 and cast
+            fresh = torch.randn(t.shape, device=t.device, generator=g) * std + mean
+            out.copy_(fresh.abs() if nonneg else fresh)
 
     def refresh(self) -> None:
+        self.last_state = self._states()
         with torch.no_grad():
             for t, mean, std, nonneg in self.plan:
-                if t.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-                    t.normal_(mean, std)
-                    if nonneg:
-                        t.abs_()
-                else:  # fp8 and other types normal_ does not fill: draw in float32 and cast
-                    fresh = torch.randn(t.shape, device=t.device) * std + mean
-                    t.copy_(fresh.abs() if nonneg else fresh)
+                self._draw(t, mean, std, nonneg, t)
+
+    def given(self, state: dict[torch.device, torch.Tensor]) -> list[torch.Tensor | None]:
+        """Every tensor of the set (iter_tensors order) as the refresh that began at ``state`` left it (None where
+        it shares memory with another)."""
+        now = self._states()
+        try:
+            for device, s in state.items():
+                self.generators[device].set_state(s)
+            with torch.no_grad():
+                draws = []
+                for t, mean, std, nonneg in self.plan:
+                    out = torch.empty_like(t, requires_grad=False)
+                    self._draw(t, mean, std, nonneg, out)
+                    draws.append(out)
+        finally:
+            for device, s in now.items():
+                self.generators[device].set_state(s)
+        return [draws[slot] if isinstance(slot, int) else slot for slot in self.layout]
+
+    def changed(self, inputs: list[Any], state: dict[torch.device, torch.Tensor]) -> str | None:
+        """Which tensor of ``inputs`` (a call's inputs as copied after it) is not what the refresh that began at
+        ``state`` gave the call, bit for bit; None when none is."""
+        got = list(iter_tensors(inputs))
+        for i, (g, want) in enumerate(zip(got, self.given(state), strict=True)):
+            if want is None:
+                continue
+            same = tuple(g.shape) == tuple(want.shape) and g.dtype == want.dtype
+            if not same or not torch.equal(flat_bytes(g, on_device=True), flat_bytes(want, on_device=True)):
+                return f"input tensor {i} ({type_label(want)})"
+        return None
 
 
 @dataclass
@@ -97,6 +163,10 @@ class Kept:
     upstream: list[torch.Tensor] | None = None
     # What is wrong with the call before any comparison (a tensor subclass returned), or None.
     problem: str | None = None
+    # Where the call's input values came from (FreshValues, and the state its refresh began at), to tell whether the
+    # call changed them; None for a problem that writes its inputs.
+    source: Any = None
+    state: Any = None
 
 
 @dataclass
@@ -120,6 +190,8 @@ class Keeper:
     # The problem writes its inputs (``writes_inputs``): a call's inputs are copied before it runs, since after it
     # they hold what it wrote. Otherwise they are copied after the call, and only for the calls kept.
     before: bool = False
+    # Input set (by id) → the FreshValues that refreshes it.
+    sources: dict[int, FreshValues] = field(default_factory=dict)
 
     def inputs_before(self, provider: str, args: list[Any]) -> list[Any] | None:
         """A copy of a call's inputs made before it runs, where the problem writes them; else None."""
@@ -160,11 +232,14 @@ class Keeper:
             return
         inputs = before if before is not None else _copy_inputs(held.args)
         outputs = [o.detach().clone() for o in held.returned if isinstance(o, torch.Tensor)]
+        source = self.sources.get(id(held.args)) if before is None and not self.before else None
+        state = source.last_state if source is not None else None
         if not self.backward:
-            self.kept.append(Kept(provider, inputs, outputs))
+            self.kept.append(Kept(provider, inputs, outputs, source=source, state=state))
             return
         grads = [g.detach().clone() if g is not None else torch.zeros(0) for g in held.grads]
-        self.kept.append(Kept(provider, inputs, outputs + grads, [u.clone() for u in held.upstream or []]))
+        upstream = [u.clone() for u in held.upstream or []]
+        self.kept.append(Kept(provider, inputs, outputs + grads, upstream, source=source, state=state))
 
     def take(self) -> list[Kept]:
         kept, self.kept = self.kept, []
