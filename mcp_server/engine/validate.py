@@ -34,7 +34,7 @@ from mcp_server.engine.errors import UsageError
 from mcp_server.engine.interp.configs import judge_configs
 from mcp_server.engine.jobs import registry
 from mcp_server.engine.jobs.recorder import TORCH_WORK_ERROR, TORCH_WORK_WARNING
-from mcp_server.engine.jobs.trees import flat_bytes
+from mcp_server.engine.jobs.trees import same_bits
 from mcp_server.engine.models import (
     BadElement,
     CaseReport,
@@ -766,13 +766,6 @@ class _Judge:
                 "the candidate launched no @triton.jit kernel on any case: its result came from elsewhere "
                 "(PyTorch, a library, or a cache)",
             )
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bitwise equality (NaN equals an identical NaN, unlike torch.equal)."""
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    return torch.equal(flat_bytes(a), flat_bytes(b))
 
 
 def _size_notes(ref_meta: dict[str, Any]) -> list[str]:

@@ -694,8 +694,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         keeper = check.keeper()
         if keeper is not None:
             keeper.sources = {id(s): f for s, f in zip(sets, fresh, strict=True)}
-        if keeper is not None and reference is not None:
-            keeper.before = timed_check.writes_inputs(reference, sets[0])
+            keeper.before = timed_check.writes_inputs(reference, sets[0])  # a keeper means a reference
         graph_keeper = keeper
         if mode == "cuda-graph" and keeper is not None and keeper.before:
             graph_keeper = None

@@ -36,11 +36,13 @@ from mcp_server.engine import compare
 from mcp_server.engine.jobs import grad_calls
 from mcp_server.engine.jobs.derive import value_stats
 from mcp_server.engine.jobs.trees import (
-    flat_bytes,
+    clone,
     flatten_outputs,
     foreign_tensor,
     iter_tensors,
     map_tensors,
+    same_bits,
+    storage_span,
     type_label,
 )
 from mcp_server.engine.models import FindingKind
@@ -82,15 +84,12 @@ class FreshValues:
     def __init__(self, args: Any):
         tensors = list(iter_tensors(args))
         self.plan = [(t, *value_stats(t)) for t in tensors if t.is_floating_point() and t.numel()]
-        memory: dict[tuple[str, int], int] = {}
-        for t in tensors:
-            key = (str(t.device), t.untyped_storage().data_ptr())
-            memory[key] = memory.get(key, 0) + 1
+        spans = [(str(t.device), storage_span(t)) for t in tensors]
         # Per input tensor, in iter_tensors order: the index of its draw in the plan, a copy of its fixed value, or
         # None (shares memory: not compared).
         self.layout: list[int | torch.Tensor | None] = []
-        for t in tensors:
-            if t.numel() and memory[(str(t.device), t.untyped_storage().data_ptr())] > 1:
+        for t, span in zip(tensors, spans, strict=True):
+            if span[1] is not None and spans.count(span) > 1:
                 self.layout.append(None)
             elif t.is_floating_point() and t.numel():
                 self.layout.append(next(i for i, p in enumerate(self.plan) if p[0] is t))
@@ -145,10 +144,7 @@ class FreshValues:
         ``state`` gave the call, bit for bit; None when none is."""
         got = list(iter_tensors(inputs))
         for i, (g, want) in enumerate(zip(got, self.given(state), strict=True)):
-            if want is None:
-                continue
-            same = tuple(g.shape) == tuple(want.shape) and g.dtype == want.dtype
-            if not same or not torch.equal(flat_bytes(g, on_device=True), flat_bytes(want, on_device=True)):
+            if want is not None and not same_bits(g, want, on_device=True):
                 return f"input tensor {i} ({type_label(want)})"
         return None
 
@@ -255,18 +251,15 @@ def _copy_inputs(args: list[Any]) -> list[Any]:
 def writes_inputs(reference: Any, args: list[Any]) -> bool:
     """Whether the reference changes its input tensors (an optimizer step, an in-place update), run once on copies.
     A reference that fails here is taken not to (its eager baseline reports the failure)."""
-    copies = map_tensors(args, lambda t: t.detach().clone())
-    originals = list(iter_tensors(map_tensors(copies, lambda t: t.clone())))
+    copies = clone(args)
+    originals = list(iter_tensors(clone(copies)))
     try:
         with torch.no_grad():
             reference(*copies)
     except Exception:
         return False
     # Compared bit for bit on their device: NaN, fp8 and 0-d inputs included.
-    return any(
-        not torch.equal(flat_bytes(a, on_device=True), flat_bytes(b, on_device=True))
-        for a, b in zip(iter_tensors(copies), originals, strict=True)
-    )
+    return any(not same_bits(a, b, on_device=True) for a, b in zip(iter_tensors(copies), originals, strict=True))
 
 
 def _grads(args: list[Any]) -> list[torch.Tensor | None]:

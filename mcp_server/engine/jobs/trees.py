@@ -109,6 +109,14 @@ def flat_bytes(t: torch.Tensor, on_device: bool = False) -> torch.Tensor:
     return flat.view(torch.uint8)
 
 
+def same_bits(a: torch.Tensor, b: torch.Tensor, on_device: bool = False) -> bool:
+    """Bitwise equality of shape, dtype and elements (NaN equals an identical NaN, unlike torch.equal), compared on
+    the CPU or, ``on_device``, where the tensors are."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(flat_bytes(a, on_device), flat_bytes(b, on_device))
+
+
 def tensor_digest(t: torch.Tensor) -> str:
     data = flat_bytes(t).numpy().tobytes()
     return hashlib.sha256(data + str((t.dtype, tuple(t.shape))).encode()).hexdigest()
