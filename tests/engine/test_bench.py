@@ -240,6 +240,13 @@ def _fixture_bench(runner, candidate: str, problem: str = "add_problem.py", **op
     return B.bench(f"{FX / 'bench' / candidate}", f"{FX / 'bench' / problem}:reference", runner=runner, **options)
 
 
+def _judged_bench(runner, candidate: str, problem: str = "add_problem.py", **options) -> BenchResult:
+    """``_fixture_bench`` for a candidate whose validation passes (what the bench then times is the question)."""
+    result = _fixture_bench(runner, candidate, problem, **options)
+    assert result.validation.startswith("PASS"), result.validation
+    return result
+
+
 def _validated_bench(runner, candidate: str, problem: str, reps: int) -> BenchResult:
     """Bench ``candidate`` against the reference of ``fixtures/bench/problem`` after validating it, which passes."""
     result = B.bench(candidate, f"{FX / 'bench' / problem}:reference", runner=runner, reps=reps)
@@ -335,10 +342,8 @@ def _candidate_timing(row):
 @pytest.mark.parametrize("mode", ["events", "cuda-graph"])
 @pytest.mark.parametrize("name", ["skips_half_later", "caches_later", "counts_on_the_gpu"])
 def test_a_candidate_that_does_its_work_only_for_validates_calls_is_not_timed(runner, name, mode):
-    cheat, problem = f"{FX / 'bench' / 'late_cheats.py'}:{name}", f"{FX / 'bench' / 'add_problem.py'}:reference"
-    result = B.bench(cheat, problem, runner=runner, reps=50, mode=mode)
     # Validate saw only calls that did the work; the timed calls, checked at random, did not.
-    assert result.validation.startswith("PASS"), result.validation
+    result = _judged_bench(runner, f"late_cheats.py:{name}", reps=50, mode=mode)
     assert not result.ok
     mismatches = [f for f in result.findings if f.kind == FindingKind.timed_output_mismatch]
     assert mismatches and "not the reference's on the same inputs" in mismatches[0].message, result.findings
@@ -374,15 +379,7 @@ def test_cuda_graph_timings_check_a_captured_call_after_a_replay(runner):
 
 
 def _inplace_bench(runner, name: str, mode: str) -> BenchResult:
-    result = _fixture_bench(
-        runner,
-        f"inplace_cheats.py:{name}",
-        "inplace_problem.py",
-        reps=50,
-        mode=mode,
-    )
-    assert result.validation.startswith("PASS"), result.validation
-    return result
+    return _judged_bench(runner, f"inplace_cheats.py:{name}", "inplace_problem.py", reps=50, mode=mode)
 
 
 @pytest.mark.gpu
@@ -412,10 +409,8 @@ def test_cuda_graph_mode_says_it_checks_no_output_of_a_problem_that_writes_its_i
     [("library_later", "events"), ("library_later", "cuda-graph"), ("library_in_thread_later", "events")],
 )
 def test_a_candidate_that_hands_its_timed_calls_to_pytorch_is_not_timed(runner, name, mode):
-    cheat, problem = f"{FX / 'bench' / 'late_cheats.py'}:{name}", f"{FX / 'bench' / 'add_problem.py'}:reference"
-    result = B.bench(cheat, problem, runner=runner, reps=50, mode=mode)
     # Validate saw Triton do the work; the timed calls (recorded every one, or at capture) ran torch.add.
-    assert result.validation.startswith("PASS"), result.validation
+    result = _judged_bench(runner, f"late_cheats.py:{name}", reps=50, mode=mode)
     assert not result.ok
     found = [f for f in result.findings if f.kind == FindingKind.torch_compute]
     assert found and "aten.add ×1" in found[0].message and "100%" in found[0].message, result.findings
@@ -429,8 +424,7 @@ def test_a_candidate_that_hands_its_timed_calls_to_pytorch_is_not_timed(runner, 
 @pytest.mark.parametrize(("name", "ok"), [("library_in_graph_later", False), ("honest", True)])
 def test_torch_work_replayed_from_a_cuda_graph_captured_at_import_counts_in_the_timed_calls(runner, name, ok):
     # A replay dispatches no torch op: what the graph captured (at import, unrecorded) counts at each replay.
-    result = _fixture_bench(runner, f"graph_cheats.py:{name}", reps=30)
-    assert result.validation.startswith("PASS"), result.validation
+    result = _judged_bench(runner, f"graph_cheats.py:{name}", reps=30)
     assert result.ok is ok, result.findings
     if not ok:
         found = [f for f in result.findings if f.kind == FindingKind.torch_compute]
@@ -452,14 +446,7 @@ def test_torch_work_the_user_allows_is_timed(runner):
 @pytest.mark.gpu
 @pytest.mark.parametrize(("name", "ok"), [("lazy_backward", False), ("honest", True)])
 def test_forward_backward_timings_check_the_gradients_of_timed_calls(runner, name, ok):
-    result = _fixture_bench(
-        runner,
-        f"square_cheats.py:{name}",
-        "square_problem.py",
-        reps=30,
-        backward=True,
-    )
-    assert result.validation.startswith("PASS"), result.validation
+    result = _judged_bench(runner, f"square_cheats.py:{name}", "square_problem.py", reps=30, backward=True)
     assert result.ok is ok, result.findings
     (row,) = result.rows
     cand = _candidate_timing(row)
@@ -500,12 +487,7 @@ def test_a_timing_error_keeps_the_kind_the_child_wrote_and_an_unknown_one_is_an_
 
 @pytest.mark.gpu
 def test_a_candidate_that_slows_the_baselines_pytorch_gains_nothing_and_is_named(runner):
-    result = _fixture_bench(
-        runner,
-        "sabotage.py:candidate",
-        reps=30,
-    )
-    assert result.validation.startswith("PASS"), result.validation
+    result = _judged_bench(runner, "sabotage.py:candidate", reps=30)
     assert result.ok, result.findings
     assert result.notes and "torch.Tensor.__add__ (replaced)" in result.notes[0]
     for row in result.rows:

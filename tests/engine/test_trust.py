@@ -22,6 +22,12 @@ def _errors(findings) -> set[str]:
     return {f.kind.value for f in findings if f.severity is Severity.error}
 
 
+def _scan_source(tmp_path, source: str):
+    """The scan's findings on a candidate file holding ``source``."""
+    (tmp_path / "cand.py").write_text(source)
+    return scan.scan(tmp_path / "cand.py")
+
+
 # --- the static scan ---------------------------------------------------------------------------------
 
 
@@ -90,8 +96,7 @@ def test_numpy_alone_is_a_warning_and_numpy_arithmetic_an_error(tmp_path):
     ],
 )
 def test_gpu_code_outside_triton_and_torch_ops_is_evasion(tmp_path, source):
-    (tmp_path / "cand.py").write_text(source)
-    found = scan.scan(tmp_path / "cand.py")
+    found = _scan_source(tmp_path, source)
     assert "evasion" in _errors(found), found
 
 
@@ -106,8 +111,7 @@ def test_gpu_code_outside_triton_and_torch_ops_is_evasion(tmp_path, source):
     ],
 )
 def test_triton_gluon_torch_cuda_streams_and_lookalike_names_are_not(tmp_path, source):
-    (tmp_path / "cand.py").write_text(source)
-    assert "evasion" not in _errors(scan.scan(tmp_path / "cand.py"))
+    assert "evasion" not in _errors(_scan_source(tmp_path, source))
 
 
 @pytest.mark.parametrize(
@@ -136,8 +140,8 @@ def test_triton_gluon_torch_cuda_streams_and_lookalike_names_are_not(tmp_path, s
 )
 def test_reaching_the_judges_objects_in_the_process_is_evasion(tmp_path, source):
     # Bench times the candidate in the process it runs in: its timer, its checks and its results are objects there.
-    (tmp_path / "cand.py").write_text(source)
-    assert "evasion" in _errors(scan.scan(tmp_path / "cand.py")), scan.scan(tmp_path / "cand.py")
+    found = _scan_source(tmp_path, source)
+    assert "evasion" in _errors(found), found
 
 
 def test_setting_torch_flags_is_fine_but_patching_triton_is_evasion(tmp_path):
