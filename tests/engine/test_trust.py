@@ -108,6 +108,9 @@ def test_gpu_code_outside_triton_and_torch_ops_is_evasion(tmp_path, source):
         "import cutlass_helpers\n",  # a module of the user's own, not NVIDIA's cutlass
         "from triton.experimental import gluon\n",
         "import torch\ntorch.ops.aten.mm\n",
+        # Twins of the thread-starter and raw-graph rules: starting threads and using the graph class torch gives.
+        "import threading\nworker = threading.Thread(target=print)\n",
+        "import torch\ng = torch.cuda.CUDAGraph()\nwith torch.cuda.graph(g):\n    pass\n",
     ],
 )
 def test_triton_gluon_torch_cuda_streams_and_lookalike_names_are_not(tmp_path, source):

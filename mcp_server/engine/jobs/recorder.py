@@ -406,7 +406,7 @@ def _follow_graphs(cls: Any = None) -> None:
         captured = _graph_work.get(self)  # every capture after the hooks went in, which is before any user code
         if active is not None and captured is not None:
             with _thread_lock:
-                count_replay(active.record, captured)
+                _count_replay(active.record, captured)
         return out
 
     cls.capture_begin, cls.capture_end, cls.replay = capture_begin, capture_end, graph_replay
@@ -430,7 +430,7 @@ def judge_capture() -> Iterator[None]:
         _judge_capturing = False
 
 
-def count_replay(record: Record, captured: Record) -> None:
+def _count_replay(record: Record, captured: Record) -> None:
     """A CUDA graph replayed inside a recorded call: what it captured is the call's work once more."""
     for name, (calls, work) in captured.ops.items():
         entry = record.ops.setdefault(name, [0, 0.0])
