@@ -40,7 +40,7 @@ RMS_SHAPES = [(4096, 4096), (8192, 4096), (4096, 8192), (8192, 8192), (16384, 81
 LN_SHAPES = [(4096, 4096), (8192, 4096), (4096, 8192), (8192, 8192), (16384, 8192)]
 SOFTMAX_SHAPES = [(4096, 4096), (4096, 8192), (16384, 8192), (4096, 16384), (4096, 32768)]
 # Rows past the one-block budget that the packed forward takes (16-bit, up to 65536 columns).
-SOFTMAX_LONG_SHAPES = [(4096, 40000), (4096, 65536)]
+SOFTMAX_LONG_SHAPES = [(4096, 36864), (4096, 40000), (4096, 49152), (4096, 57344), (4096, 65536)]
 SWIGLU_SHAPES = [(4096, 11008), (8192, 14336), (16384, 8192)]
 # SwiGLU's forward: (BLOCK, num_warps) among its autotuning configs.
 SWIGLU_CONFIGS = [(2048, 4), (4096, 4), (4096, 8), (8192, 8)]

@@ -18,9 +18,10 @@ Programs → data:
   (``s ← s·e^(m−m') + e^(x−m')`` in a one-exp form), so the loop has no cross-warp reduction and the
   loads of successive chunks overlap; the lanes are merged once per row. Pass 2 re-reads the chunks
   newest-first, so the reads hit the L2 lines pass 1 touched last, and writes ``e^(x−m)/s``.
-  16-bit rows up to ``FWD_PACKED_MAX_COLS`` / ``BWD_PACKED_MAX_COLS`` columns skip the loop: one program per
-  row holds x (forward) or y and dy (backward) in their 16-bit type (two values per register) and reads each
-  once (``_softmax_fwd_row_kernel`` / ``_softmax_bwd_row_kernel`` with ``PACKED``).
+  16-bit rows up to ``FWD_PACKED_MAX_COLS`` / ``BWD_PACKED_MAX_COLS`` columns skip the loop (the forward only
+  from ``FWD_PACKED_MIN_COLS``): one program per row holds x (forward) or y and dy (backward) in their 16-bit
+  type (two values per register) and reads each once (``_softmax_fwd_row_kernel`` / ``_softmax_bwd_row_kernel``
+  with ``PACKED``).
 
 Bytes: the forward reads x once and writes y once (``2·M·N·size``); eager PyTorch does the same in one
 kernel on CUDA but at ~25 % of copy bandwidth at 16384×8192 bf16 (H200, torch 2.11). The backward reads y and dy
@@ -69,8 +70,14 @@ _BWD_PACKED_WARPS = 16
 # where the looped kernel reads each row twice. At 4096×65536 bf16 on the H200, by bench: 0.385 against the looped
 # kernel's 0.490 ms, Liger-Kernel's one-block forward (x in fp32) 0.402 (results/h200/softmax.json,
 # softmax_before_packed_forward.json). The exponentials are formed in fp32 either way.
+# 32 warps (64 bf16 values, 32 registers of x per thread) beat 16 from 36864 to 65536 columns, and the packed
+# tile, padded to 65536, loses to the looped kernel until the row fills about two thirds of it. At 4096 rows on
+# the H200, µs, looped / packed at 32 warps / at 16 (row_kernels_sweep.py --kernels softmax_long,
+# results/h200/row_kernels_sweep_softmax_long.json): 36864 cols 258 / 282 / 316, 40000 285 / 288 / 319,
+# 49152 383 / 308 / 357, 57344 439 / 341 / 374, 65536 490 / 370 / 388.
+FWD_PACKED_MIN_COLS = 45056
 FWD_PACKED_MAX_COLS = 65536
-_FWD_PACKED_WARPS = 16
+_FWD_PACKED_WARPS = 32
 MIN_BLOCK_N = rows_plan.MIN_BLOCK_N
 # Stage 3's one-block tile: 16 fp32 values per thread (two 128-bit bf16 loads), 4 to 16 warps; short
 # rows are stacked until a program holds 2048 values. 16 per thread over 16 warps is stage 1's choice at
@@ -428,9 +435,10 @@ def _bwd(y: torch.Tensor, dy: torch.Tensor, path: str) -> torch.Tensor:
 
 def _paths(stage: int, n_cols: int, dtype: torch.dtype) -> tuple[str, str]:
     """(forward path, backward path) a stage takes for rows of n_cols columns of dtype; stage 3's 16-bit rows past
-    the one-block budget, up to FWD_PACKED_MAX_COLS / BWD_PACKED_MAX_COLS, take the packed kernels."""
+    the one-block budget, up to FWD_PACKED_MAX_COLS / BWD_PACKED_MAX_COLS, take the packed kernels (the forward
+    from FWD_PACKED_MIN_COLS on)."""
     fwd, bwd = rows_plan.paths(stage, n_cols, FWD_ONE_BLOCK_MAX_COLS, BWD_ONE_BLOCK_MAX_COLS)
-    if fwd == "looped" and dtype.itemsize == 2 and n_cols <= FWD_PACKED_MAX_COLS:
+    if fwd == "looped" and dtype.itemsize == 2 and FWD_PACKED_MIN_COLS <= n_cols <= FWD_PACKED_MAX_COLS:
         fwd = "packed"
     if bwd == "looped" and dtype.itemsize == 2 and n_cols <= BWD_PACKED_MAX_COLS:
         bwd = "packed"
@@ -506,7 +514,8 @@ def _past_one_block(n: int) -> str:
     """A bench label's note on the path a 16-bit row of n columns takes past the one-block budget."""
     if n <= FWD_ONE_BLOCK_MAX_COLS:
         return ""
-    return " → packed" if n <= min(FWD_PACKED_MAX_COLS, BWD_PACKED_MAX_COLS) else " → looped"
+    fwd, bwd = _paths(3, n, torch.bfloat16)
+    return f" → {fwd}" if fwd == bwd else f" → {fwd} forward, {bwd} backward"
 
 
 _BENCH_CASES = (
@@ -516,7 +525,7 @@ _BENCH_CASES = (
             {"M": 4096, "N": n},
             small=False,
         )
-        for n in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+        for n in (1024, 2048, 4096, 8192, 16384, 32768, 40000, 65536, 131072)
     ),
     Case("16384×8192 (bar shape)", {"M": 16384, "N": 8192}, small=False),
 )
