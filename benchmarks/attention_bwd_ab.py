@@ -4,7 +4,8 @@ backward, next to SDPA's own pick, in rotated rounds.
     git show REV:reference_kernels/attention_hopper_bwd.py > /tmp/before.py
     python benchmarks/attention_bwd_ab.py --before /tmp/before.py [--rounds 10] [--out FILE.json]
 
-``--before`` is a file holding the module as it was (any version with the same ``usable`` and ``backward``);
+``--before`` is a file holding the module as it was (any version with the same ``usable``, and a ``backward``
+that takes a zeroed ``dq_acc``);
 stage 3 runs with it in place of ``reference_kernels.attention_hopper_bwd`` for the "before" entries. Both
 versions are first checked against float64 autograd at small shapes, fp16 and bf16, causal and not (the largest
 error over dQ, dK and dV relative to each gradient's largest magnitude must stay under 1e-2). Then, bf16 at the

@@ -440,8 +440,11 @@ _attn_fwd_split_tuned = parallel_autotune(
 
 
 @triton.jit
-def _attn_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
-    """delta[i] = Σ_d O[i,d]·dO[i,d], which equals Σ_j P[i,j]·dP[i,j], the row term of the softmax backward."""
+def _attn_bwd_preprocess_kernel(
+    o_ptr, do_ptr, delta_ptr, dq_ptr, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, ZERO_DQ: tl.constexpr
+):
+    """delta[i] = Σ_d O[i,d]·dO[i,d], which equals Σ_j P[i,j]·dP[i,j], the row term of the softmax backward.
+    ZERO_DQ: also zero the same rows of dQ's fp32 buffer (laid out like O), in place of a fill of its own."""
     bh = tl.program_id(1).to(tl.int64)
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -451,13 +454,18 @@ def _attn_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, N_CTX, HEAD_DIM: tl.co
     o = tl.load(o_ptr + tile, mask=row_ok[:, None], other=0.0).to(tl.float32)
     do = tl.load(do_ptr + tile, mask=row_ok[:, None], other=0.0).to(tl.float32)
     tl.store(delta_ptr + bh * N_CTX + offs_m, tl.sum(o * do, 1), mask=row_ok)
+    if ZERO_DQ:
+        tl.store(dq_ptr + tile, tl.zeros([BLOCK_M, HEAD_DIM], tl.float32), mask=row_ok[:, None])
 
 
-def _delta(o: torch.Tensor, do: torch.Tensor, lse: torch.Tensor) -> torch.Tensor:
-    """rowsum(O ∘ dO) of contiguous ``o``, ``do`` [B, H, S, D], laid out like ``lse`` ([B·H, S] fp32)."""
+def _delta(o: torch.Tensor, do: torch.Tensor, lse: torch.Tensor, dq_acc: torch.Tensor | None = None) -> torch.Tensor:
+    """rowsum(O ∘ dO) of contiguous ``o``, ``do`` [B, H, S, D], laid out like ``lse`` ([B·H, S] fp32). Given
+    ``dq_acc`` (fp32, contiguous, as many elements as ``o``), zeroes it in the same pass."""
     B, H, S, D = o.shape
     delta = torch.empty_like(lse)
-    _attn_bwd_preprocess_kernel[(triton.cdiv(S, 64), B * H)](o, do, delta, S, HEAD_DIM=D, BLOCK_M=64)
+    _attn_bwd_preprocess_kernel[(triton.cdiv(S, 64), B * H)](
+        o, do, delta, delta if dq_acc is None else dq_acc, S, HEAD_DIM=D, BLOCK_M=64, ZERO_DQ=dq_acc is not None
+    )
     return delta
 
 
@@ -1047,8 +1055,13 @@ def _attention_backward_hopper(
     **schedule: bool | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Stage 3's backward on sm_90 (``attention_hopper_bwd``), for contiguous inputs it serves: dQ, dK, dV.
-    ``schedule``: ``attention_hopper_bwd.backward``'s options; left out, its measured choice."""
-    return attention_hopper_bwd.backward(q, k, v, do, lse, _delta(o, do, lse), causal, **schedule)
+    ``schedule``: ``attention_hopper_bwd.backward``'s options; left out, its measured choice. dQ's fp32 buffer
+    is zeroed by the pass that forms delta (reads O and dO), not by a fill of its own."""
+    dq_acc = torch.empty(o.shape, dtype=torch.float32, device=o.device)
+    delta = _delta(o, do, lse, dq_acc)
+    return attention_hopper_bwd.backward(
+        q, k, v, do, lse, delta, causal, dq_acc=dq_acc.view(-1, o.shape[-1]), **schedule
+    )
 
 
 class _Attention(torch.autograd.Function):

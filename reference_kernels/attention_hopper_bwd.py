@@ -17,7 +17,9 @@ A program owns 128 keys of one head and streams every query block of 64 that see
 
 Every key block adds a share to a query block's dQ, so dQ is summed in fp32 in global memory by TMA
 reduce-adds (``cp.reduce.async.bulk.tensor``) over all 128 keys of the program, which needs both groups'
-dSᵀ. The sums are unscaled and a pass after the kernel scales and casts them, so the stretch between a
+dSᵀ. The buffer is zeroed by stage 3's delta pass as it reads O and dO (0.4–0.6 % off the whole backward
+against a fill of its own on an H200, results/h200/attention_bwd_passes.json). The sums are unscaled and a pass
+after the kernel scales and casts them, so the stretch between a
 block's last wgmma and its reduce-add (tensor cores idle for the group) carries no multiplies, and the
 non-causal wrap around the query blocks is a compare instead of an integer division: 419 instructions per
 block and group where there were 467 at head_dim 128. On an H100 (results/h100/attention_bwd_short_tail.json,
@@ -471,12 +473,15 @@ def backward(
     defer: bool | None = None,
     alternate: bool | None = None,
     kv_registers: bool | None = None,
+    dq_acc: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV from contiguous q, k, v, dO of one shape [B, H, S, D], the forward's base-2 row
     log-sum-exp ``lse`` and ``delta`` = rowsum(O ∘ dO) (both [B·H, S] fp32). dQ is summed unscaled in an
-    fp32 buffer, then scaled and cast in one pass."""
+    fp32 buffer, then scaled and cast in one pass. ``dq_acc``: that buffer ([B·H·S, D] fp32, contiguous),
+    already zeroed (stage 3 zeroes it in its delta pass); left out, one is allocated and zeroed here."""
     B, H, S, D = q.shape
-    dq_acc = torch.zeros((B * H * S, D), dtype=torch.float32, device=q.device)
+    if dq_acc is None:
+        dq_acc = torch.zeros((B * H * S, D), dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     grid = (S // BLOCK_N, B * H)
     args = launch_args(q, k, v, do, dq_acc, dk, dv, lse, delta, causal, defer, alternate, kv_registers)

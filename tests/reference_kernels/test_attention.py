@@ -186,6 +186,17 @@ def test_non_contiguous_inputs_take_the_pointer_path_and_stay_correct():
         torch.testing.assert_close(SPEC.stages[stage](q, k, v, causal=True), expected, atol=1e-2, rtol=1e-2)
 
 
+@pytest.mark.parametrize(("shape", "zero"), [((2, 3, 70, 64), True), ((1, 2, 128, 128), True), ((1, 2, 40, 64), False)])
+def test_the_delta_pass_zeroes_dqs_buffer_when_given_one_and_touches_nothing_else(shape, zero):
+    # Stage 3's Hopper backward lets the delta pass zero dQ's fp32 buffer; a row it missed would add stale sums.
+    o, do = torch.randn(*shape, device=DEVICE), torch.randn(*shape, device=DEVICE)
+    lse = torch.empty(shape[0] * shape[1], shape[2], device=DEVICE)
+    buf = torch.full(shape, float("nan"), device=DEVICE)
+    delta = at._delta(o, do, lse, buf if zero else None)
+    torch.testing.assert_close(delta, (o * do).sum(-1).view_as(lse), rtol=1e-5, atol=1e-5)
+    assert (buf == 0).all() if zero else buf.isnan().all()
+
+
 def test_causal_first_row_attends_only_to_the_first_key():
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 1, 32, 16, device=DEVICE).half() for _ in range(3))

@@ -171,7 +171,9 @@ _COMPILE = SM90_COMPILE_PRELUDE + textwrap.dedent(
     # The Triton pre-pass reads O and dO with plain global loads: the counters' twin.
     from reference_kernels import attention as at
     x = torch.empty(1, 2, 1024, 128, dtype=torch.float16)
-    k = at._attn_bwd_preprocess_kernel.warmup(x, x, torch.empty(2, 1024), 1024, HEAD_DIM=128, BLOCK_M=64, grid=(1,))
+    k = at._attn_bwd_preprocess_kernel.warmup(
+        x, x, torch.empty(2, 1024), torch.empty(2, 1024, 128), 1024, HEAD_DIM=128, BLOCK_M=64, ZERO_DQ=True, grid=(1,)
+    )
     out.append({"case": "pre-pass", **report(k)})
     print(json.dumps(out))
     """

@@ -1,0 +1,106 @@
+"""The passes around the Gluon attention backward's main kernel, on Hopper: the delta pass (rowsum(O ∘ dO)),
+dQ's fp32 buffer fill, and the scale-and-cast of dQ; and stage 3's whole backward with the buffer zeroed by the
+delta pass (as shipped) against the same backward with a fill of its own, next to SDPA's backward.
+
+    python benchmarks/attention_bwd_passes.py [--rounds 7] [--out FILE.json]
+
+Both whole backwards are first checked against float64 autograd at small shapes, fp16 and bf16, causal and not
+(the largest error over dQ, dK and dV relative to each gradient's largest magnitude must stay under 1e-2). Then,
+bf16, each round times every entry once with triton.testing.do_bench (L2 cleared), in turn; the figure is the
+median over rounds. SDPA's backward is autograd.grad over a kept graph.
+"""
+
+# ruff: noqa: B023 - each loop iteration times its closures before the next one rebinds the names
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import (  # noqa: E402
+    gpu_missing,
+    interleaved_medians,
+    report_head,
+    rounds_parser,
+    worst_error,
+    write_report,
+    wrong_checks,
+)
+from reference_kernels import attention as at  # noqa: E402  (after the checkout is on the path)
+from reference_kernels import attention_hopper_bwd as hb  # noqa: E402
+
+SHAPES = [(2, 32, 4096, 128, False), (1, 16, 8192, 128, False), (4, 32, 4096, 128, True), (2, 16, 8192, 64, False)]
+CHECK_SHAPES = [(1, 1, 128), (2, 3, 384), (1, 2, 1280)]
+TOLERANCE = 1e-2
+
+
+def own_fill(q, k, v, o, lse, do, causal):
+    """Stage 3's Hopper backward with dQ's buffer zeroed by a fill of its own after the delta pass."""
+    return hb.backward(q, k, v, do, lse, at._delta(o, do, lse), causal)
+
+
+def check() -> list[dict]:
+    rows = []
+    for d in hb.HEAD_DIMS:
+        for b, h, s in CHECK_SHAPES:
+            for causal in (False, True):
+                for dtype in (torch.float16, torch.bfloat16):
+                    gen = torch.Generator(device="cuda").manual_seed(b * 1000 + s + d)
+                    q, k, v, do = (torch.randn(b, h, s, d, device="cuda", dtype=dtype, generator=gen) for _ in range(4))
+                    o, lse = at._attention_stage3(q, k, v, causal, store_lse=True)
+                    leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
+                    expected = torch.autograd.grad(at.reference_attention(*leaves, causal), leaves, do.double())
+                    for name, fn in (("shipped", at._attention_backward_hopper), ("own fill", own_fill)):
+                        got = fn(q, k, v, o, lse, do, causal)
+                        rows.append({"version": name, "shape": [b, h, s, d], "causal": causal,
+                                     "dtype": str(dtype).removeprefix("torch."),
+                                     "error": worst_error(got, expected)})  # fmt: skip
+    return rows
+
+
+def main() -> int:
+    ns = rounds_parser(__doc__, rounds=7).parse_args()
+    if gpu_missing("attention_bwd_passes", sm90=True):
+        return 2
+    report = report_head(ns.rounds, checks=check(), rows=[])
+    failed = bool(wrong_checks(report["device"], report["checks"], TOLERANCE))
+    for b, h, s, d, causal in SHAPES:
+        q, k, v, do = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+        o, lse = at._attention_stage3(q, k, v, causal, store_lse=True)
+        buf = torch.empty((b, h, s, d), dtype=torch.float32, device="cuda")
+        dq = torch.empty_like(q)
+        n = dq.numel()
+        leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+        calls = {
+            "delta": lambda: at._delta(o, do, lse),
+            "delta + zero dQ": lambda: at._delta(o, do, lse, buf),
+            "fill dQ": lambda: torch.zeros((b * h * s, d), dtype=torch.float32, device="cuda"),
+            "scale + cast dQ": lambda: hb._scale_cast_kernel[(triton.cdiv(n, hb._CAST_BLOCK),)](
+                buf, dq, 1.0 / math.sqrt(d), n, BLOCK=hb._CAST_BLOCK, num_warps=8
+            ),
+            "stage3 backward": lambda: at._attention_backward_hopper(q, k, v, o, lse, do, causal),
+            "stage3 backward, own fill": lambda: own_fill(q, k, v, o, lse, do, causal),
+            "sdpa backward": lambda: torch.autograd.grad(out, leaves, do, retain_graph=True),
+        }
+        ms, times = interleaved_medians(calls, ns.rounds)
+        row = {"shape": [b, h, s, d], "causal": causal, "ms": ms, "rounds_ms": times}
+        row["sdpa_over"] = {
+            key: ms["sdpa backward"] / ms[key] for key in ("stage3 backward", "stage3 backward, own fill")
+        }
+        report["rows"].append(row)
+        cells = "  ".join(f"{name} {t * 1000:.1f}" for name, t in ms.items())
+        print(f"{b}×{h}×{s}×{d} {'causal' if causal else 'full  '} µs: {cells}", flush=True)
+    write_report(ns.out, report)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
