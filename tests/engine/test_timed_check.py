@@ -329,6 +329,41 @@ def test_the_references_own_error_at_this_size_is_measured_against_float64():
     assert tc.reference_errors(float32_only, wide, False, want) == []
 
 
+class _CancellingLinear(torch.nn.Module):
+    # A float32 module whose answer cancels: F.linear refuses float64 values with float32 weights.
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(64, 64, bias=False)
+        self.register_buffer("offset", torch.tensor(1e4))
+
+    def forward(self, x):
+        return (self.lin(x) + self.offset) - self.offset
+
+
+def test_a_reference_modules_own_error_is_measured_on_a_float64_copy_that_leaves_it_as_it_was():
+    torch.manual_seed(0)
+    module = _CancellingLinear()
+    weights = {k: v.clone() for k, v in module.state_dict().items()}
+    x = torch.randn(256, 64, generator=_gen(23))
+    kept = tc.Kept("candidate", [x], [x.clone()])
+    want = tc.reference_outputs(module, kept, False)
+    (own,) = tc.reference_errors(module, tc.widened(kept), False, want)
+    assert 1e-5 < own < 1e-3
+    assert all(v.dtype == torch.float32 for v in module.state_dict().values())
+    assert all(torch.equal(v, weights[k]) for k, v in module.state_dict().items())
+    # The exact answer (the module in float64) passes the check with that limit, and a lazy one still fails.
+    exact = module.double()(x.double()).float()
+    module.float()
+    check = _TimedCheck(module, False, {"candidate", "lazy"}, None, 0.0)
+    keeper = check.keeper()
+    keeper.keep("candidate", [x], exact, None)
+    lazy = exact.clone()
+    lazy[::10] = 0
+    keeper.keep("lazy", [x], lazy, None)
+    check.verify(keeper)
+    assert set(check.failures) == {"lazy"}, check.failures
+
+
 def test_a_candidate_more_accurate_than_pytorch_passes_and_a_lazy_one_still_fails():
     # The exact x is PyTorch's own error away from its answer, over 4× the float32 floor: it passes because the
     # limit takes the reference's own error at this size. Skipped work still fails.

@@ -19,12 +19,14 @@ when NaN or infinity positions, integer values or shapes disagree beyond one ele
 its relative norm distance from the reference exceeds ``CHECK_FACTOR`` times the largest of the dtype's
 validate norm floor (or the reference module's tolerance), the errors validate measured for this candidate, and the
 reference's own error at the bench's size (its distance from itself run in float64 on one kept call's values per
-case): a candidate more accurate than PyTorch differs from it by PyTorch's own error, which can grow with size
-past what validate's smaller cases showed.
+case; a reference module runs as a float64 copy, its weights and buffers widened): a candidate more accurate
+than PyTorch differs from it by PyTorch's own error, which can grow with size past what validate's smaller cases
+showed.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import secrets
 from dataclasses import dataclass, field
@@ -301,9 +303,12 @@ def widened(kept: Kept) -> Kept:
 def reference_errors(reference: Any, wide: Kept, backward: bool, want: list[torch.Tensor]) -> list[float]:
     """Per output of ``want`` (the reference on a kept call's values, in their own dtype), its relative norm
     distance from the reference run on the same values in float64 (``wide``, from ``widened``): PyTorch's own error
-    at this size. Empty when the reference does not run in float64 or gives other outputs there."""
+    at this size. A reference module runs as a float64 copy (its weights in their own dtype would refuse float64
+    values, or round them back); the module itself is left as it is. Empty when the reference does not run in
+    float64 (a module that cannot be copied, a copy that does not fit) or gives other outputs there."""
     try:
-        exact = reference_outputs(reference, wide, backward)
+        exact_reference = copy.deepcopy(reference).double() if isinstance(reference, torch.nn.Module) else reference
+        exact = reference_outputs(exact_reference, wide, backward)
     except Exception:
         return []
     if len(exact) != len(want):
