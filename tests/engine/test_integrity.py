@@ -5,12 +5,22 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from mcp_server.engine.jobs import bench_job, integrity, recorder, shared_state, timed_check
 
 # As bench does: the op recorder's hooks (Triton's launch paths, the thread starters) go in before the guard looks.
 recorder.install_launch_hooks()
+
+
+@pytest.fixture(autouse=True)
+def candidate_holds_the_process():
+    # The guard looks when the candidate hands the process back; bench turned CUDA-graph following on when it gave
+    # the candidate the process (a Switch left in the reference's state elsewhere turns it off).
+    recorder.follow_captures(True)
+    yield
+    recorder.follow_captures(True)
 
 
 def test_the_judge_running_as_it_does_changes_nothing_the_guard_watches():
@@ -61,9 +71,42 @@ def test_putting_back_an_unwrapped_thread_starter_is_named_and_undone():
     assert _thread.start_new_thread is wrapped and threading._start_new_thread is wrapped
 
 
-def test_the_judges_op_sets_and_tolerances_cannot_change_in_place_and_a_replacement_is_put_back():
-    import pytest
+def test_the_recorders_flags_and_containers_changed_by_the_candidate_are_named_and_put_back():
+    # Flags the judge itself flips as it runs are not identities the guard can take: at a handback they must be what
+    # the judge leaves there (captures followed, no capture of the judge's own or recording under way).
+    guard = integrity.Guard()
+    graph_work, launches = recorder._graph_work, recorder._launches
+    exec(
+        "import sys\n"
+        "rec = sys.modules['mcp_' + 'server.engine.jobs.recorder']\n"
+        "rec.follow_captures(False)\n"
+        "rec._judge_capturing = True\n"
+        "rec._graph_work = {}\n"
+        "rec._launches = []\n"
+    )
+    assert set(guard.check()) == {
+        f"mcp_server.engine.jobs.recorder.{name}"
+        for name in ("_following_captures", "_judge_capturing", "_graph_work", "_launches")
+    }
+    assert recorder._graph_work is graph_work and recorder._launches is launches
+    assert recorder._following_captures and not recorder._judge_capturing
+    assert guard.check() == []
 
+
+def test_the_judges_own_capture_and_recordings_ended_before_a_handback_leave_nothing_to_name():
+    guard = integrity.Guard()
+    with recorder.recording(), recorder.judge_capture():
+        torch.ones(4) * 2
+    switch = shared_state.Switch()  # in the reference's state: following off until the candidate gets the process
+    switch.guard = guard
+    switch.to("candidate")
+    with recorder.recording():
+        torch.ones(4) + 1
+    switch.to("reference")
+    assert guard.replaced == []
+
+
+def test_the_judges_op_sets_and_tolerances_cannot_change_in_place_and_a_replacement_is_put_back():
     from mcp_server.engine import compare
 
     # Mutated in place, a set or dict would keep its identity: the recorder's op sets and the default tolerances are

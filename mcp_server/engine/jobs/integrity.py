@@ -16,6 +16,8 @@ import sys
 from types import MappingProxyType
 from typing import Any
 
+from mcp_server.engine.jobs import recorder
+
 _MISSING = object()
 # Library modules the timer, the statistics and the result writer use, and the thread starters the op recorder
 # wraps (a thread started by an unwrapped one would run torch ops the recorder does not see).
@@ -107,7 +109,8 @@ class Guard:
         self.snapshot = identities(_spaces(), _watched)
 
     def check(self) -> list[str]:
-        """What was replaced or removed since the snapshot (also kept in ``replaced``), each put back."""
-        found = put_back(self.snapshot)
+        """What was replaced or removed since the snapshot (also kept in ``replaced``), each put back; and the op
+        recorder's state that is not what the judge leaves at a handback (``recorder.handback_problems``)."""
+        found = put_back(self.snapshot) + recorder.handback_problems()
         self.replaced += [name for name in found if name not in self.replaced]
         return found

@@ -49,6 +49,9 @@ _captures = 0
 # (``follow_captures``) while a baseline's code runs in bench's child, whose graphs are its own.
 _judge_capturing = False
 _following_captures = True
+# The containers above, whose identity never changes: the guard (jobs.integrity) watches this tuple, and
+# ``handback_problems`` compares the module's names with it.
+_CONTAINERS = (("_tls", _tls), ("_launches", _launches), ("_thread_lock", _thread_lock), ("_graph_work", _graph_work))
 
 # Frozen: in bench the candidate shares the process, and the guard (jobs.integrity) watches only what cannot change
 # in place.
@@ -416,6 +419,34 @@ def follow_captures(on: bool) -> None:
     """Whether CUDA graph captures begun from now on are recorded (bench turns it off while baselines run)."""
     global _following_captures
     _following_captures = on
+
+
+def handback_problems() -> list[str]:
+    """The recorder's state that is not what the judge leaves when the candidate hands bench's child back, each
+    named and put back: captures followed (bench turned that on when it gave the candidate the process), neither the
+    judge's own capture nor a recording under way (both end before the handback), and the recorder's containers the
+    objects it made. The flags change as the judge runs, so the guard's identities cannot watch them; a candidate
+    that turns following off for its timed calls would have its CUDA-graph replays go uncounted."""
+    global _following_captures, _judge_capturing, _active, _launch_recording
+    found = []
+    if not _following_captures:
+        found.append("_following_captures")
+        _following_captures = True
+    if _judge_capturing:
+        found.append("_judge_capturing")
+        _judge_capturing = False
+    if _active is not None:
+        found.append("_active")
+        _active = None
+    if _launch_recording:
+        found.append("_launch_recording")
+        _launch_recording = False
+    space = globals()
+    for name, obj in _CONTAINERS:
+        if space.get(name) is not obj:
+            found.append(name)
+            space[name] = obj
+    return [f"{__name__}.{name}" for name in found]
 
 
 @contextmanager
