@@ -1,6 +1,7 @@
 """The passes around the Gluon attention backward's main kernel, on Hopper: the delta pass (rowsum(O ∘ dO)),
 dQ's fp32 buffer fill, and the scale-and-cast of dQ; and stage 3's whole backward with the buffer zeroed by the
-delta pass (as shipped) against the same backward with a fill of its own, next to SDPA's backward.
+delta pass (as shipped) against the same backward with a fill of its own, next to SDPA's backward; and the delta
+pass (zeroing dQ's buffer) at other tiles: rows per program and warps.
 
     python benchmarks/attention_bwd_passes.py [--rounds 7] [--out FILE.json]
 
@@ -37,6 +38,8 @@ from reference_kernels import attention as at  # noqa: E402  (after the checkout
 from reference_kernels import attention_hopper_bwd as hb  # noqa: E402
 
 SHAPES = [(2, 32, 4096, 128, False), (1, 16, 8192, 128, False), (4, 32, 4096, 128, True), (2, 16, 8192, 64, False)]
+# (rows per program, warps) of the delta pass beside the shipped (64, 4).
+DELTA_TILES = [(32, 4), (64, 8), (128, 4), (128, 8)]
 CHECK_SHAPES = [(1, 1, 128), (2, 3, 384), (1, 2, 1280)]
 TOLERANCE = 1e-2
 
@@ -82,6 +85,14 @@ def main() -> int:
         calls = {
             "delta": lambda: at._delta(o, do, lse),
             "delta + zero dQ": lambda: at._delta(o, do, lse, buf),
+            **{
+                f"delta + zero dQ, {rows} rows {warps} warps": lambda rows=rows, warps=warps: (
+                    at._attn_bwd_preprocess_kernel[(triton.cdiv(s, rows), b * h)](
+                        o, do, torch.empty_like(lse), buf, s, HEAD_DIM=d, BLOCK_M=rows, ZERO_DQ=True, num_warps=warps
+                    )
+                )
+                for rows, warps in DELTA_TILES
+            },
             "fill dQ": lambda: torch.zeros((b * h * s, d), dtype=torch.float32, device="cuda"),
             "scale + cast dQ": lambda: hb._scale_cast_kernel[(triton.cdiv(n, hb._CAST_BLOCK),)](
                 buf, dq, 1.0 / math.sqrt(d), n, BLOCK=hb._CAST_BLOCK, num_warps=8
