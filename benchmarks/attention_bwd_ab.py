@@ -21,6 +21,7 @@ import contextlib
 import importlib.util
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -29,11 +30,11 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._attention import TOLERANCE, backward_checks  # noqa: E402
 from benchmarks._common import (  # noqa: E402
     gpu_missing,
     report_head,
     rounds_parser,
-    worst_error,
     write_report,
     wrong_checks,
 )
@@ -41,8 +42,6 @@ from reference_kernels import attention as at  # noqa: E402  (after the checkout
 from reference_kernels import attention_hopper_bwd as hb  # noqa: E402
 
 SHAPES = [(2, 32, 4096, 128, False), (1, 16, 8192, 128, False), (4, 32, 4096, 128, True), (2, 16, 8192, 64, False)]
-CHECK_SHAPES = [(1, 1, 128), (2, 3, 384), (1, 2, 1280)]
-TOLERANCE = 1e-2
 
 
 def load(path: str):
@@ -66,24 +65,14 @@ def using(module):
         at.attention_hopper_bwd = kept
 
 
-def check(versions: dict) -> list[dict]:
-    rows = []
-    for d in hb.HEAD_DIMS:
-        for b, h, s in CHECK_SHAPES:
-            for causal in (False, True):
-                for dtype in (torch.float16, torch.bfloat16):
-                    gen = torch.Generator(device="cuda").manual_seed(b * 1000 + s + d)
-                    q, k, v, do = (torch.randn(b, h, s, d, device="cuda", dtype=dtype, generator=gen) for _ in range(4))
-                    o, lse = at._attention_stage3(q, k, v, causal, store_lse=True)
-                    leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
-                    expected = torch.autograd.grad(at.reference_attention(*leaves, causal), leaves, do.double())
-                    for name, module in versions.items():
-                        with using(module):
-                            got = at._attention_backward_hopper(q, k, v, o, lse, do, causal)
-                        rows.append({"version": name, "shape": [b, h, s, d], "causal": causal,
-                                     "dtype": str(dtype).removeprefix("torch."),
-                                     "error": worst_error(got, expected)})  # fmt: skip
-    return rows
+def stage3_with(module) -> Callable[..., tuple]:
+    """Stage 3's Hopper backward, called as ``backward_checks`` calls a version, with ``module`` in place."""
+
+    def run(*args):
+        with using(module):
+            return at._attention_backward_hopper(*args)
+
+    return run
 
 
 def main() -> int:
@@ -95,7 +84,8 @@ def main() -> int:
     from triton.testing import do_bench
 
     versions = {"before": load(args.before), "now": hb}
-    report = report_head(args.rounds, before=args.before, checks=check(versions), rows=[])
+    checks = backward_checks({name: stage3_with(module) for name, module in versions.items()}, hb.HEAD_DIMS)
+    report = report_head(args.rounds, before=args.before, checks=checks, rows=[])
     bad = wrong_checks(report["device"], report["checks"], TOLERANCE)
     for b, h, s, d, causal in SHAPES:
         q, k, v, do = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))

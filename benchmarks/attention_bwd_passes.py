@@ -25,12 +25,12 @@ import triton
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._attention import TOLERANCE, backward_checks  # noqa: E402
 from benchmarks._common import (  # noqa: E402
     gpu_missing,
     interleaved_medians,
     report_head,
     rounds_parser,
-    worst_error,
     write_report,
     wrong_checks,
 )
@@ -40,8 +40,6 @@ from reference_kernels import attention_hopper_bwd as hb  # noqa: E402
 SHAPES = [(2, 32, 4096, 128, False), (1, 16, 8192, 128, False), (4, 32, 4096, 128, True), (2, 16, 8192, 64, False)]
 # (rows per program, warps) of the delta pass beside the shipped (64, 4).
 DELTA_TILES = [(32, 4), (64, 8), (128, 4), (128, 8)]
-CHECK_SHAPES = [(1, 1, 128), (2, 3, 384), (1, 2, 1280)]
-TOLERANCE = 1e-2
 
 
 def own_fill(q, k, v, o, lse, do, causal):
@@ -49,30 +47,12 @@ def own_fill(q, k, v, o, lse, do, causal):
     return hb.backward(q, k, v, do, lse, at._delta(o, do, lse), causal)
 
 
-def check() -> list[dict]:
-    rows = []
-    for d in hb.HEAD_DIMS:
-        for b, h, s in CHECK_SHAPES:
-            for causal in (False, True):
-                for dtype in (torch.float16, torch.bfloat16):
-                    gen = torch.Generator(device="cuda").manual_seed(b * 1000 + s + d)
-                    q, k, v, do = (torch.randn(b, h, s, d, device="cuda", dtype=dtype, generator=gen) for _ in range(4))
-                    o, lse = at._attention_stage3(q, k, v, causal, store_lse=True)
-                    leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
-                    expected = torch.autograd.grad(at.reference_attention(*leaves, causal), leaves, do.double())
-                    for name, fn in (("shipped", at._attention_backward_hopper), ("own fill", own_fill)):
-                        got = fn(q, k, v, o, lse, do, causal)
-                        rows.append({"version": name, "shape": [b, h, s, d], "causal": causal,
-                                     "dtype": str(dtype).removeprefix("torch."),
-                                     "error": worst_error(got, expected)})  # fmt: skip
-    return rows
-
-
 def main() -> int:
     ns = rounds_parser(__doc__, rounds=7).parse_args()
     if gpu_missing("attention_bwd_passes", sm90=True):
         return 2
-    report = report_head(ns.rounds, checks=check(), rows=[])
+    checks = backward_checks({"shipped": at._attention_backward_hopper, "own fill": own_fill}, hb.HEAD_DIMS)
+    report = report_head(ns.rounds, checks=checks, rows=[])
     failed = bool(wrong_checks(report["device"], report["checks"], TOLERANCE))
     for b, h, s, d, causal in SHAPES:
         q, k, v, do = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))

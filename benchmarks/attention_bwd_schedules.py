@@ -22,12 +22,12 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._attention import TOLERANCE, backward_checks  # noqa: E402
 from benchmarks._common import (  # noqa: E402
     gpu_missing,
     interleaved_medians,
     report_head,
     rounds_parser,
-    worst_error,
     write_report,
     wrong_checks,
 )
@@ -40,8 +40,6 @@ SCHEDULES = {
     128: [(False, False, False), (True, False, False), (False, False, True)],
 }
 SHAPES = [(2, 32, 4096, 128, False), (4, 32, 4096, 128, True), (2, 16, 8192, 64, False), (4, 16, 8192, 64, True)]
-CHECK_SHAPES = [(1, 1, 128), (2, 3, 384), (1, 2, 1280)]
-TOLERANCE = 1e-2
 
 
 def name(schedule: tuple[bool, bool, bool]) -> str:
@@ -51,21 +49,12 @@ def name(schedule: tuple[bool, bool, bool]) -> str:
 
 
 def check(d: int) -> list[dict]:
-    rows = []
-    for b, h, s in CHECK_SHAPES:
-        for causal in (False, True):
-            gen = torch.Generator(device="cuda").manual_seed(b * 1000 + s + d)
-            q, k, v, do = (
-                torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4)
-            )
-            o, lse = at._attention_stage3(q, k, v, causal, store_lse=True)
-            leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
-            expected = torch.autograd.grad(at.reference_attention(*leaves, causal), leaves, do.double())
-            for sched in SCHEDULES[d]:
-                got = at._attention_backward_hopper(q, k, v, o, lse, do, causal, **_options(sched))
-                err = worst_error(got, expected)
-                rows.append({"schedule": name(sched), "shape": [b, h, s, d], "causal": causal, "error": err})
-    return rows
+    """Every schedule of head dim ``d`` against float64 autograd (bf16)."""
+    versions = {
+        name(sched): lambda *args, sched=sched: at._attention_backward_hopper(*args, **_options(sched))
+        for sched in SCHEDULES[d]
+    }
+    return backward_checks(versions, [d], [torch.bfloat16], key="schedule")
 
 
 def _options(sched: tuple[bool, bool, bool]) -> dict:

@@ -125,8 +125,9 @@ def test_the_breakdown_sorts_each_kernel_into_its_role():
                 assert total == pytest.approx(sum(us for n, us in times.items() if role(n) == r))
 
 
-def test_the_schedules_benchmark_refuses_a_gradient_off_by_a_percent_of_its_scale_and_keeps_an_exact_one():
-    bench = _load("attention_bwd_schedules.py")
+def test_the_backward_checks_refuse_a_gradient_off_by_a_percent_of_its_scale_and_keep_an_exact_one():
+    # The gate of every attention-backward script (schedules, A/B, passes): worst_error under TOLERANCE.
+    bench = _load("_attention.py")
     expected = tuple(torch.randn(2, 3, 128, 64, dtype=torch.float64) for _ in range(3))
     exact = tuple(e.to(torch.bfloat16) for e in expected)
     assert bench.worst_error(exact, expected) < bench.TOLERANCE
