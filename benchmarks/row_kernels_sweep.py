@@ -199,9 +199,11 @@ def softmax_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
 
 
 def softmax_long_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
-    """Softmax forward of long 16-bit rows: stage 3 as shipped, the packed one-row kernel at 8, 16 and 32 warps, the
-    looped kernel stage 3 used before, torch.compile and Liger-Kernel."""
+    """Softmax of long 16-bit rows. Forward: stage 3 as shipped, the packed one-row kernel at 8, 16 and 32 warps,
+    the looped kernel, torch.compile and Liger-Kernel. Backward: stage 3 as shipped, the packed kernel at 16 and 32
+    warps, the looped kernel and Liger-Kernel."""
     x = (3 * torch.randn(m, n, device="cuda")).bfloat16()
+    dy = torch.randn(m, n, device="cuda").bfloat16()
     y, want, fns = _softmax_forwards(lf, x)
     block = triton.next_power_of_2(n)
     kernels = {
@@ -214,7 +216,26 @@ def softmax_long_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
         m, n, n * x.element_size(), torch.cuda.get_device_properties(0).multi_processor_count, True
     )
     kernels["looped"] = lambda: sm._softmax_fwd_looped_kernel[grid](x, y, m, n, n, n, **meta)
-    return _measure(timer, fns, kernels, y, want, rounds) | {"inductor": inductor_configs()}
+    fwd = _measure(timer, fns, kernels, y, want, rounds)
+    y16 = want.bfloat16()
+    dx = torch.empty_like(x)
+    dx_want = y16.float() * (dy.float() - (y16.float() * dy.float()).sum(-1, keepdim=True))
+    bwd_fns = {
+        "stage3": lambda: sm._bwd(y16, dy, sm._paths(3, n, x.dtype)[1]),
+        "looped": lambda: sm._bwd(y16, dy, "looped"),
+    }
+    if lf is not None:
+        xl = x.clone().requires_grad_(True)
+        yl = lf.liger_softmax(xl)
+        bwd_fns["liger"] = lambda: torch.autograd.grad(yl, xl, dy, retain_graph=True)
+    bwd_kernels = {
+        f"packed w{warps}": lambda warps=warps: sm._softmax_bwd_row_kernel[(m,)](
+            y16, dy, dx, n, n, n, n, BLOCK_N=block, PACKED=True, num_warps=warps
+        )
+        for warps in (16, 32)
+    }
+    bwd = _measure(timer, bwd_fns, bwd_kernels, dx, dx_want, rounds)
+    return fwd | {"bwd": bwd, "inductor": inductor_configs()}
 
 
 def swiglu_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
