@@ -33,6 +33,7 @@ from mcp_server.engine.dims import check_dims, dims_env, parse_dims
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.interp.configs import judge_configs
 from mcp_server.engine.jobs import registry
+from mcp_server.engine.jobs.cases import NO_INPUTS
 from mcp_server.engine.jobs.recorder import TORCH_WORK_ERROR, TORCH_WORK_WARNING
 from mcp_server.engine.jobs.trees import same_bits
 from mcp_server.engine.models import (
@@ -72,6 +73,19 @@ def _reference_failure(outcome: Any, spec: CallableSpec) -> UsageError:
 
 
 MAX_REFERENCE_RETRIES = 8
+_INPUT_MAKERS = frozenset({"get_inputs", "get_test_cases"})
+
+
+def _order_hint(usage_error: str, ref_spec: CallableSpec, cand_spec: CallableSpec) -> str:
+    """For a reference file that gives no inputs while the candidate's file does: the two were likely given the
+    other way round, and the hint names the command with them swapped (empty otherwise)."""
+    if NO_INPUTS not in usage_error or not (cand_spec.top_level & _INPUT_MAKERS):
+        return ""
+    return (
+        f"\n{cand_spec.path.name} defines {', '.join(sorted(cand_spec.top_level & _INPUT_MAKERS))}(): if it is the "
+        f"problem, the two are the other way round. Give it as the reference and {ref_spec.path.name} as the "
+        f"candidate (the reference comes first: `ptt validate {cand_spec} {ref_spec}`)."
+    )
 
 
 def _derived_case_lost(job_dir: Path, failure: Any, skip: dict[str, str]) -> str | None:
@@ -164,7 +178,7 @@ def validate(
         )
         with ref_out:
             if ref_out.usage_error:
-                raise UsageError(ref_out.usage_error)
+                raise UsageError(ref_out.usage_error + _order_hint(ref_out.usage_error, ref_spec, cand_spec))
             if ref_out.failure is not None:
                 lost = _derived_case_lost(job_dir, ref_out.failure, ref_params["skip"])
                 if lost is not None:

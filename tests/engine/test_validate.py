@@ -295,6 +295,17 @@ def test_bad_input_is_a_usage_error_that_names_the_fix(runner, fx, reference, ca
     assert words in str(info.value)
 
 
+def test_a_reference_and_candidate_given_the_other_way_round_get_the_command_that_swaps_them(runner, fx):
+    # The file given as the candidate makes the inputs: the reference was likely named second.
+    with pytest.raises(UsageError) as info:
+        validate(fx("add_good.py", "candidate"), fx("add_problem.py", "reference"), runner=runner)
+    assert "the reference comes first" in str(info.value) and "add_problem.py:reference" in str(info.value)
+    # Twin: neither file makes inputs, so nothing suggests a swap.
+    with pytest.raises(UsageError) as info:
+        validate(fx("no_inputs_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner)
+    assert "get_inputs()" in str(info.value) and "comes first" not in str(info.value)
+
+
 def test_a_bad_input_spec_names_the_item(runner, fx):
     with pytest.raises(UsageError, match="f33"):
         validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), inputs="f33[4]", runner=runner)

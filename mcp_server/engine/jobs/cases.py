@@ -20,6 +20,10 @@ class Case:
     derived: str | None = None  # e.g. "1024→1023 (non-pow2 tail)"
 
 
+# Part of the error for a reference module that gives no inputs (the parent looks for it to add a hint).
+NO_INPUTS = "defines neither get_inputs() nor get_test_cases()"
+
+
 def resolve_cases(module: Any, inputs_spec: str | None, user_files: set[str], device: str) -> tuple[list[Case], bool]:
     """The cases to run, and whether they came from a single get_inputs() (so shapes may be derived)."""
     if inputs_spec:
@@ -41,8 +45,8 @@ def resolve_cases(module: Any, inputs_spec: str | None, user_files: set[str], de
     if hasattr(module, "get_inputs"):
         return _cases_from_value(module.get_inputs(), "get_inputs()")
     raise UsageProblem(
-        f"{getattr(module, '__file__', 'the reference module')} defines neither get_inputs() nor "
-        "get_test_cases(), so there is nothing to call the kernels with. Add get_inputs() returning a list of "
+        f"{getattr(module, '__file__', 'the reference module')} {NO_INPUTS}, so there is nothing to call the "
+        "kernels with. Add get_inputs() returning a list of "
         "arguments (KernelBench style) or get_test_cases() returning {label: [args]}, or pass --inputs "
         "'f32[1024,1024], …'."
     )
