@@ -68,9 +68,10 @@ _BWD_PACKED_WARPS = 16
 # The forward likewise: 16-bit rows up to 65536 columns are read once by one program per row that keeps x in 16
 # bits (ptxas -v, sm_90, bf16, 65536 columns at 16 warps: 128 registers, 44 bytes spilled; fp32 x spills 180),
 # where the looped kernel reads each row twice. At 4096×65536 bf16 on the H200, by bench: 0.385 against the looped
-# kernel's 0.490 ms, Liger-Kernel's one-block forward (x in fp32) 0.402 (results/h200/softmax.json,
-# softmax_before_packed_forward.json). The exponentials are formed in fp32 either way.
-# 32 warps (64 bf16 values, 32 registers of x per thread) beat 16 from 36864 to 65536 columns, and the packed
+# kernel's 0.490 ms, Liger-Kernel's one-block forward (x in fp32) 0.402 (softmax_before_packed_forward.json and
+# softmax.json's history in results/h200). The exponentials are formed in fp32 either way.
+# 32 warps (64 bf16 values, 32 registers of x per thread; ptxas caps them at 64 registers and spills 92 bytes)
+# beat 16 from 36864 to 65536 columns, 0.369 ms at 4096×65536 by bench (results/h200/softmax.json), and the packed
 # tile, padded to 65536, loses to the looped kernel until the row fills about two thirds of it. At 4096 rows on
 # the H200, µs, looped / packed at 32 warps / at 16 (row_kernels_sweep.py --kernels softmax_long,
 # results/h200/row_kernels_sweep_softmax_long.json): 36864 cols 258 / 282 / 316, 40000 285 / 288 / 319,
