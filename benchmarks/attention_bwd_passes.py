@@ -1,7 +1,7 @@
 """The passes around the Gluon attention backward's main kernel, on Hopper: the delta pass (rowsum(O ∘ dO)),
 dQ's fp32 buffer fill, and the scale-and-cast of dQ; and stage 3's whole backward with the buffer zeroed by the
 delta pass (as shipped) against the same backward with a fill of its own, next to SDPA's backward; and the delta
-pass (zeroing dQ's buffer) at other tiles: rows per program and warps.
+pass (zeroing dQ's buffer) and dQ's scale-and-cast at other tiles: rows or elements per program, and warps.
 
     python benchmarks/attention_bwd_passes.py [--rounds 7] [--out FILE.json]
 
@@ -40,6 +40,8 @@ from reference_kernels import attention_hopper_bwd as hb  # noqa: E402
 SHAPES = [(2, 32, 4096, 128, False), (1, 16, 8192, 128, False), (4, 32, 4096, 128, True), (2, 16, 8192, 64, False)]
 # (rows per program, warps) of the delta pass beside the shipped (64, 4).
 DELTA_TILES = [(32, 4), (64, 8), (128, 4), (128, 8)]
+# (elements per program, warps) of dQ's scale-and-cast beside the shipped (8192, 8).
+CAST_TILES = [(4096, 4), (8192, 4), (16384, 8), (16384, 16)]
 
 
 def own_fill(q, k, v, o, lse, do, causal):
@@ -72,6 +74,14 @@ def main() -> int:
                     )
                 )
                 for rows, warps in DELTA_TILES
+            },
+            **{
+                f"scale + cast dQ, {block} elements {warps} warps": lambda block=block, warps=warps: (
+                    hb._scale_cast_kernel[(triton.cdiv(n, block),)](
+                        buf, dq, 1.0 / math.sqrt(d), n, BLOCK=block, num_warps=warps
+                    )
+                )
+                for block, warps in CAST_TILES
             },
             "fill dQ": lambda: torch.zeros((b * h * s, d), dtype=torch.float32, device="cuda"),
             "scale + cast dQ": lambda: hb._scale_cast_kernel[(triton.cdiv(n, hb._CAST_BLOCK),)](
