@@ -111,6 +111,10 @@ def read_python(path: Path, role: str) -> tuple[str, ast.Module]:
         line = (exc.text or "").rstrip("\n")
         caret = " " * max((exc.offset or 1) - 1, 0) + "^" if line else ""
         detail = f"\n    {line}\n    {caret}" if line else ""
+        if exc.lineno is None:  # no line to point at: the text itself is not source (null bytes, say)
+            raise UsageError(
+                f"The {role} file {path} cannot be read as Python source: {exc.msg}. Save it as plain UTF-8 text."
+            ) from None
         raise UsageError(
             f"The {role} file has a syntax error at {path}:{exc.lineno}:{exc.offset}: {exc.msg}.{detail}\n"
             "Fix the syntax and run again."

@@ -95,6 +95,16 @@ def test_bad_usage_exits_2_with_a_message_and_no_traceback(ptt, args, words):
     assert "Traceback" not in proc.stderr
 
 
+def test_a_file_that_is_not_source_text_is_named_without_a_line_that_does_not_exist(ptt, tmp_path):
+    # Null bytes stop the parser before any line: the message names the file and the fix, not "line None".
+    bad = tmp_path / "kernel.py"
+    bad.write_bytes(b"\x00\x01binary")
+    for args in (["validate", f"{bad}:f", f"{FX}/add_good.py:candidate"], ["audit", str(bad)]):
+        proc = ptt(*args)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert "cannot be read as Python source" in proc.stderr and "None" not in proc.stderr, proc.stderr
+
+
 def test_compile_prints_the_resource_table(ptt):
     proc = ptt(
         "compile",

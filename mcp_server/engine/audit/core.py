@@ -63,7 +63,7 @@ def _file_spec(file: str, cwd: Path | None) -> tuple[Path, str | None]:
     path = path.resolve()
     if not path.is_file():
         raise UsageError(f"The file to audit, {path}, does not exist or is not a file. Pass path/to/kernels.py.")
-    read_python(path, "file")
+    read_python(path, "audited")
     return path, None
 
 
