@@ -317,8 +317,7 @@ def bench(
             raise UsageError(outcome.usage_error)
         if outcome.failure is not None:
             f = outcome.failure
-            detail = f"{f.message}\n{f.stderr_tail}" if f.stderr_tail else f.message
-            findings.append(Finding(kind=f.kind, severity=Severity.error, message=detail, where=f.where))
+            findings.append(Finding(kind=f.kind, severity=Severity.error, message=f.detail(), where=f.where))
             return BenchResult(
                 ok=False,
                 device=device.device,

@@ -157,6 +157,14 @@ class Failure(BaseModel):
     exit_code: int | None = None
     signal: int | None = None
 
+    def detail(self) -> str:
+        """The message, and the process's last lines of output where they are the only evidence (a crash, a
+        timeout, memory); an exception or a failed import is named by its message and the user's line, and the
+        child's traceback would add only the judge's own frames."""
+        if self.stderr_tail and self.kind in (FindingKind.crash, FindingKind.timeout, FindingKind.oom):
+            return f"{self.message}\nstderr (last lines):\n{self.stderr_tail}"
+        return self.message
+
 
 class ToolResult(BaseModel):
     ok: bool

@@ -65,9 +65,8 @@ def _spec_dict(spec: CallableSpec) -> dict[str, str]:
 def _reference_failure(outcome: Any, spec: CallableSpec) -> UsageError:
     failure = outcome.failure
     where = f" at {failure.where}" if failure.where else ""
-    tail = f"\n{failure.stderr_tail}" if failure.stderr_tail and failure.kind is not FindingKind.exception else ""
     return UsageError(
-        f"The reference {spec} could not run ({failure.kind.value}{where}): {failure.message}{tail}\n"
+        f"The reference {spec} could not run ({failure.kind.value}{where}): {failure.detail()}\n"
         "Fix the reference or its inputs: a reference that fails cannot judge a candidate."
     )
 
@@ -362,10 +361,7 @@ class _Judge:
     def whole_job_failed(self, failure: Any, progress: str) -> None:
         where_case = progress.removeprefix("candidate case ").strip() or None
         case, seed = _split_key(where_case) if where_case else (None, None)
-        detail = failure.message
-        if failure.stderr_tail and failure.kind in (FindingKind.crash, FindingKind.timeout, FindingKind.oom):
-            detail += f"\nstderr (last lines):\n{failure.stderr_tail}"
-        self.add(failure.kind, detail, case, seed, where=failure.where)
+        self.add(failure.kind, failure.detail(), case, seed, where=failure.where)
         for c in self.ref_meta["cases"]:
             name, seed_ = c["name"], c["seed"]
             status = "failed" if c["key"] == where_case else "not run"

@@ -295,6 +295,14 @@ def test_bad_input_is_a_usage_error_that_names_the_fix(runner, fx, reference, ca
     assert words in str(info.value)
 
 
+def test_a_reference_that_fails_at_import_is_named_by_its_line_without_the_judges_traceback(runner, fx):
+    with pytest.raises(UsageError) as info:
+        validate(fx("raises_at_import.py", "reference"), fx("add_good.py", "candidate"), runner=runner)
+    text = str(info.value)
+    assert "raises_at_import.py:3" in text and "broken at import" in text
+    assert "Traceback" not in text and "mcp_server" not in text, text
+
+
 def test_a_reference_and_candidate_given_the_other_way_round_get_the_command_that_swaps_them(runner, fx):
     # The file given as the candidate makes the inputs: the reference was likely named second.
     with pytest.raises(UsageError) as info:
