@@ -90,7 +90,8 @@ def test_the_measured_kernel_options_stage3_leaves_off_still_compute_softmax(eve
 
 def test_stage3_long_16_bit_rows_take_the_packed_kernels_and_others_loop():
     n = mod.ONE_BLOCK_MAX_COLS + 1
-    # Just past the one-block budget the padded packed forward loses to the looped one; the backward does not.
+    # Just past the one-block budget the packed forward, padded to 65536, loses to the looped one (measured); the
+    # backward keeps its own bound.
     assert mod._paths(3, n, torch.bfloat16) == ("looped", "packed")
     assert mod._paths(3, mod.FWD_PACKED_MIN_COLS - 1, torch.bfloat16) == ("looped", "packed")
     assert mod._paths(3, mod.FWD_PACKED_MIN_COLS, torch.bfloat16) == ("packed", "packed")
