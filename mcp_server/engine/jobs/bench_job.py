@@ -497,7 +497,8 @@ class _TimedCheck:
         sets: list[list[Any]],
         fresh: list[timed_check.FreshValues],
     ) -> None:
-        """A provider no draw picked (about one bench in 150) gets one more call, with new values, checked."""
+        """A provider no draw picked (e^-10 of the time: two draws a round, five rounds) gets one more call, with new
+        values, checked."""
         for t in live:
             name = t["provider"]
             if name in keeper.providers and not keeper.checked.get(name):

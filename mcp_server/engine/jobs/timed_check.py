@@ -9,7 +9,7 @@ and then skips part of it (a call counter is enough), or returns the result it k
   other input sets: the set's mean and spread, non-negative where the set is), outside the timed interval;
   a result kept from an earlier call is then stale;
 - after each call returns, a draw from the operating system's random source decides whether that call is
-  checked (about one call a round); its inputs and outputs (and, timing forward + backward, the gradients and
+  checked (about two calls a round); its inputs and outputs (and, timing forward + backward, the gradients and
   the upstream gradient) are copied on the stream, after the call and before the next call's new values;
 - at the end of the round each kept call is compared with the reference run on the same inputs.
 
@@ -56,7 +56,9 @@ from mcp_server.engine.models import FindingKind
 CHECK_FACTOR = 4.0
 # Elements whose NaN/Inf position or integer value may disagree, as a fraction of an output.
 MISMATCH_FRACTION = 1e-3
-# Calls kept for checking, at most, per provider and round.
+# Calls drawn for checking per provider and round, on average, and kept at most. A candidate that skips its work
+# on a fraction f of its calls passes a round's checks with a chance of about e^(-CHECKS_PER_ROUND·f).
+CHECKS_PER_ROUND = 2
 MAX_KEPT_PER_ROUND = 2
 # How a failed check starts the provider's error, which the parent turns back into the finding kind.
 PREFIX = FindingKind.timed_output_mismatch.value
@@ -205,7 +207,7 @@ class Keeper:
         if sum(k.provider == provider for k in self.kept) >= MAX_KEPT_PER_ROUND:
             return
         # The operating system's random source: nothing the candidate's process holds predicts the draw.
-        if secrets.randbelow(max(1, calls_in_round)) != 0:
+        if secrets.randbelow(max(1, calls_in_round)) >= CHECKS_PER_ROUND:
             return
         self.keep(provider, args, out, fn, before)
 
