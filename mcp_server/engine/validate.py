@@ -87,6 +87,24 @@ def _order_hint(usage_error: str, ref_spec: CallableSpec, cand_spec: CallableSpe
     )
 
 
+def _kernelbench_order_hint(reference: str, candidate: str, cwd: Path | None) -> str:
+    """For a KernelBench solution (``ModelNew``) given as the reference and its problem (``Model``) as the candidate:
+    the hint names the command with the two swapped (empty otherwise)."""
+    try:
+        solution = parse_spec(reference, role="reference", defaults=("ModelNew",), cwd=cwd)
+        problem = parse_spec(candidate, role="candidate", defaults=("Model",), cwd=cwd)
+    except UsageError:
+        return ""
+    if solution.name != "ModelNew" or problem.name != "Model":
+        return ""
+    given_solution, given_problem = reference.strip(), candidate.strip()
+    return (
+        f"\n{given_solution} defines ModelNew (a KernelBench solution) and {given_problem} defines Model (its "
+        f"problem): the two are the other way round. The problem comes first: `ptt validate {given_problem} "
+        f"{given_solution}`."
+    )
+
+
 def _derived_case_lost(job_dir: Path, failure: Any, skip: dict[str, str]) -> str | None:
     """The key of the derived case the reference's child died on, if it died on one (else None)."""
     if failure.kind not in (FindingKind.crash, FindingKind.exception) or len(skip) >= MAX_REFERENCE_RETRIES:
@@ -139,7 +157,10 @@ def validate(
     started = time.perf_counter()
     if seeds < 1:
         raise UsageError("--seeds must be at least 1.")
-    ref_spec = parse_spec(reference, role="reference", defaults=("Model", "reference"), cwd=cwd)
+    try:
+        ref_spec = parse_spec(reference, role="reference", defaults=("Model", "reference"), cwd=cwd)
+    except UsageError as exc:
+        raise UsageError(f"{exc}{_kernelbench_order_hint(reference, candidate, cwd)}") from None
     cand_spec = parse_spec(candidate, role="candidate", defaults=("ModelNew", "candidate"), cwd=cwd)
     resolved = resolve_inputs(inputs, check=True, cwd=cwd)  # a bad type-list item raises UsageError
     inputs_spec, input_files = resolved.value, resolved.files

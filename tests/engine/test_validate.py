@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import pytest
 import torch
@@ -308,6 +309,12 @@ def test_a_reference_and_candidate_given_the_other_way_round_get_the_command_tha
     with pytest.raises(UsageError) as info:
         validate(fx("add_good.py", "candidate"), fx("add_problem.py", "reference"), runner=runner)
     assert "the reference comes first" in str(info.value) and "add_problem.py:reference" in str(info.value)
+    # KernelBench files the other way round: the solution (ModelNew) given as the reference.
+    eval_fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
+    problems, solutions = eval_fixtures / "problems", eval_fixtures / "solutions"
+    with pytest.raises(UsageError) as info:
+        validate(str(solutions / "1_add.py"), str(problems / "1_add.py"), runner=runner)
+    assert f"`ptt validate {problems / '1_add.py'} {solutions / '1_add.py'}`" in str(info.value)
     # Twin: neither file makes inputs, so nothing suggests a swap.
     with pytest.raises(UsageError) as info:
         validate(fx("no_inputs_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner)
