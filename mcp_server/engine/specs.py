@@ -177,6 +177,27 @@ def parse_spec(text: str, *, role: str, defaults: tuple[str, ...] = (), cwd: Pat
     return CallableSpec(path=path, name=name, top_level=frozenset(names), dynamic_names=dynamic)
 
 
+def swapped_kernelbench(reference: str, candidate: str, cwd: Path | None = None) -> tuple[str, str] | None:
+    """(problem, solution) as the user gave them, when a KernelBench solution (``ModelNew``) was given as the
+    reference and its problem (``Model``) as the candidate; None otherwise (or when either does not parse)."""
+    try:
+        solution = parse_spec(reference, role="reference", defaults=("ModelNew",), cwd=cwd)
+        problem = parse_spec(candidate, role="candidate", defaults=("Model",), cwd=cwd)
+    except UsageError:
+        return None
+    if solution.name != "ModelNew" or problem.name != "Model":
+        return None
+    return candidate.strip(), reference.strip()
+
+
+def swapped_kernelbench_hint(problem: str, solution: str, command: str) -> str:
+    """The line a usage error gets for KernelBench files given the other way round (``command``: the right one)."""
+    return (
+        f"\n{solution} defines ModelNew (a KernelBench solution) and {problem} defines Model (its problem): the two "
+        f"are the other way round. The command: `{command}`."
+    )
+
+
 _SOURCE_ROOT: Path | None = None
 
 

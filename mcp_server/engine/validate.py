@@ -49,7 +49,7 @@ from mcp_server.engine.models import (
 )
 from mcp_server.engine.resolve import resolve_inputs
 from mcp_server.engine.runner import DEFAULT_TIMEOUT_S, Runner, shared_runner
-from mcp_server.engine.specs import CallableSpec, parse_spec
+from mcp_server.engine.specs import CallableSpec, parse_spec, swapped_kernelbench, swapped_kernelbench_hint
 from mcp_server.engine.trust import evidence
 
 FIRST_SEED = 1234
@@ -84,24 +84,6 @@ def _order_hint(usage_error: str, ref_spec: CallableSpec, cand_spec: CallableSpe
         f"\n{cand_spec.path.name} defines {', '.join(sorted(cand_spec.top_level & _INPUT_MAKERS))}(): if it is the "
         f"problem, the two are the other way round. Give it as the reference and {ref_spec.path.name} as the "
         f"candidate (the reference comes first: `ptt validate {cand_spec} {ref_spec}`)."
-    )
-
-
-def _kernelbench_order_hint(reference: str, candidate: str, cwd: Path | None) -> str:
-    """For a KernelBench solution (``ModelNew``) given as the reference and its problem (``Model``) as the candidate:
-    the hint names the command with the two swapped (empty otherwise)."""
-    try:
-        solution = parse_spec(reference, role="reference", defaults=("ModelNew",), cwd=cwd)
-        problem = parse_spec(candidate, role="candidate", defaults=("Model",), cwd=cwd)
-    except UsageError:
-        return ""
-    if solution.name != "ModelNew" or problem.name != "Model":
-        return ""
-    given_solution, given_problem = reference.strip(), candidate.strip()
-    return (
-        f"\n{given_solution} defines ModelNew (a KernelBench solution) and {given_problem} defines Model (its "
-        f"problem): the two are the other way round. The problem comes first: `ptt validate {given_problem} "
-        f"{given_solution}`."
     )
 
 
@@ -160,7 +142,9 @@ def validate(
     try:
         ref_spec = parse_spec(reference, role="reference", defaults=("Model", "reference"), cwd=cwd)
     except UsageError as exc:
-        raise UsageError(f"{exc}{_kernelbench_order_hint(reference, candidate, cwd)}") from None
+        swapped = swapped_kernelbench(reference, candidate, cwd)
+        hint = swapped_kernelbench_hint(*swapped, f"ptt validate {swapped[0]} {swapped[1]}") if swapped else ""
+        raise UsageError(f"{exc}{hint}") from None
     cand_spec = parse_spec(candidate, role="candidate", defaults=("ModelNew", "candidate"), cwd=cwd)
     resolved = resolve_inputs(inputs, check=True, cwd=cwd)  # a bad type-list item raises UsageError
     inputs_spec, input_files = resolved.value, resolved.files

@@ -14,6 +14,7 @@ HAS_GPU = torch.cuda.is_available()
 
 ROOT = Path(__file__).resolve().parents[2]
 FX = ROOT / "tests" / "fixtures" / "validate"
+EVAL = ROOT / "tests" / "fixtures" / "eval"
 
 
 class Proc:
@@ -69,6 +70,10 @@ def test_validate_exits_1_for_a_failing_kernel_and_json_carries_the_findings(ptt
         (["validate", "nope.py:f", f"{FX}/add_good.py:candidate"], "does not exist"),
         (["validate", f"{FX}/add_problem.py:reference", f"{FX}/syntax_error.py:candidate"], "syntax error"),
         (["validate", f"{FX}/add_problem.py:reference"], "candidate"),
+        (  # KernelBench files the other way round: the hint names the right command
+            ["bench", f"{EVAL}/problems/1_add.py", "--reference", f"{EVAL}/solutions/1_add.py"],
+            f"`ptt bench {EVAL}/solutions/1_add.py --reference {EVAL}/problems/1_add.py`",
+        ),
         (
             ["compile", f"{ROOT}/tests/fixtures/compile/kernels.py:launcher", "--signature", "*fp32"],
             "not a @triton.jit",
