@@ -375,7 +375,7 @@ def test_cuda_graph_timings_check_a_captured_call_after_a_replay(runner):
     assert result.ok, result.findings
     for row in result.rows:
         cand = _candidate_timing(row)
-        assert not cand.error and cand.checked_calls >= 5 and cand.check_margin < 0.1  # one a round
+        assert not cand.error and cand.checked_calls >= 5 and cand.check_margin < 0.1  # one or two a round
 
 
 def _inplace_bench(runner, name: str, mode: str) -> BenchResult:

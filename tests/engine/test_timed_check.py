@@ -143,6 +143,17 @@ def test_the_keeper_copies_what_it_keeps_and_keeps_at_most_two_a_round():
     assert 25 < drawn < 110
 
 
+def test_a_cuda_graph_round_checks_two_calls_on_different_input_sets_and_any_call_can_be_one():
+    seen = set()
+    for _ in range(2000):
+        picks = tc.graph_picks(20, 3)
+        assert len(picks) == 2 and picks[0] % 3 != picks[1] % 3  # sets share values (and gradients) per set
+        seen.update(picks)
+    assert seen == set(range(20))  # no call is safe from the draw
+    # One input set, or one call: one call is checked.
+    assert len(tc.graph_picks(20, 1)) == 1 and len(tc.graph_picks(1, 3)) == 1
+
+
 def _square_reference(x):
     return x * x
 

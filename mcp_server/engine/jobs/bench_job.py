@@ -371,14 +371,14 @@ class _Timer:
         recorded at capture, which is everything its replays run.
 
         Every replay first gets new values in every input set (outside the timed interval). For a checked provider
-        one captured call and one replay are drawn (``secrets``): the call's outputs are held by reference from
-        capture on, and copied after that replay, when they hold what it computed from that replay's values. (Not
-        for a problem that writes its inputs: its outputs are inputs that later calls of the replay rewrite; the
-        caller passes no keeper then.)"""
+        up to two captured calls, on different input sets, and one replay are drawn (``secrets``,
+        ``timed_check.graph_picks``): the calls' outputs are held by reference from capture on, and copied after
+        that replay, when they hold what it computed from that replay's values. (Not for a problem that writes its
+        inputs: its outputs are inputs that later calls of the replay rewrite; the caller passes no keeper then.)"""
         checked = keeper is not None and provider in keeper.providers
-        pick = secrets.randbelow(n) if checked else -1
+        picks = timed_check.graph_picks(n, len(sets)) if checked else []
         pick_replay = secrets.randbelow(replays) if checked else -1
-        held = None
+        held: list[timed_check.Held] = []
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         graph = torch.cuda.CUDAGraph()
@@ -391,8 +391,8 @@ class _Timer:
                 self.do_flush()
                 args = sets[i % len(sets)]
                 out, _ = timed_ops.run(audit, provider, fn, args)
-                if i == pick and keeper is not None:
-                    held = keeper.hold(args, out, fn)
+                if i in picks and keeper is not None:
+                    held.append(keeper.hold(args, out, fn))
                 del out
         flush = self.flush_ms()
         samples = []
@@ -405,8 +405,9 @@ class _Timer:
             end.record()
             torch.cuda.synchronize()
             samples.append(max(0.0, start.elapsed_time(end) / n - flush))
-            if r == pick_replay and held is not None and keeper is not None:
-                keeper.store(provider, held)
+            if r == pick_replay and keeper is not None:
+                for call in held:
+                    keeper.store(provider, call)
         del graph, held
         return samples
 

@@ -179,6 +179,17 @@ class Held:
     upstream: list[torch.Tensor] | None
 
 
+def graph_picks(n: int, n_sets: int, k: int = CHECKS_PER_ROUND) -> list[int]:
+    """Up to ``k`` of the ``n`` calls a CUDA-graph round captures (call i on input set i mod ``n_sets``) to check,
+    drawn from the operating system's random source, no two on one input set: two such calls would share the set's
+    fresh values and, timing forward + backward, its gradients."""
+    picks: list[int] = []
+    for _ in range(min(k, n, n_sets)):
+        left = [i for i in range(n) if all(i % n_sets != p % n_sets for p in picks)]
+        picks.append(left[secrets.randbelow(len(left))])
+    return picks
+
+
 @dataclass
 class Keeper:
     """Decides, after each timed call returns, whether it is checked; holds the copies until the round ends."""
