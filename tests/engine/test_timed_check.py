@@ -340,6 +340,26 @@ def test_the_references_own_error_at_this_size_is_measured_against_float64():
     assert tc.reference_errors(float32_only, wide, False, want) == []
 
 
+def _other_in_float64(x):
+    # A reference that computes something else in float64 (as a .view() between dtypes would): its "own error" is
+    # the size of x itself.
+    return x + 1.0 if x.dtype == torch.float64 else x
+
+
+def test_an_own_error_past_what_validate_trusts_does_not_widen_the_limit():
+    x = torch.randn(4096, generator=_gen(24))
+    kept = tc.Kept("candidate", [x], [x.clone()])
+    want = tc.reference_outputs(_other_in_float64, kept, False)
+    assert tc.reference_errors(_other_in_float64, tc.widened(kept), False, want) == [0.0]
+    # A candidate half a unit off everywhere fails; the exact answer passes.
+    check = _TimedCheck(_other_in_float64, False, {"candidate", "off"}, None, 0.0)
+    keeper = check.keeper()
+    keeper.keep("candidate", [x], x.clone(), None)
+    keeper.keep("off", [x], x + 0.5, None)
+    check.verify(keeper)
+    assert set(check.failures) == {"off"}, check.failures
+
+
 class _CancellingLinear(torch.nn.Module):
     # A float32 module whose answer cancels: F.linear refuses float64 values with float32 weights.
     def __init__(self):
