@@ -760,14 +760,14 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
 
 def _refuse_all(rows: list[dict[str, Any]], checked: set[str], replaced: list[str]) -> None:
     """Every timing of the candidate (and extra candidates) is refused: while their code ran, the judge's own code
-    (its timer, its checks, or a library function they go through) was replaced."""
+    (its timer, its checks, or a library function they go through) was replaced, or the op recorder's state changed."""
     listed = ", ".join(replaced[:6]) + (f" and {len(replaced) - 6} more" if len(replaced) > 6 else "")
     for row in rows:
         for t in row["timings"]:
             if t["provider"] in checked:
                 t["error"] = (
-                    f"evasion: the candidate's code replaced the judge's own code in the process while it ran "
-                    f"({listed}); no timing of it is reported"
+                    f"evasion: the candidate's code replaced the judge's own code, or changed the op recorder's "
+                    f"state, in the process while it ran ({listed}); no timing of it is reported"
                 )
 
 
