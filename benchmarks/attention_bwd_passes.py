@@ -3,12 +3,12 @@ dQ's fp32 buffer fill, and the scale-and-cast of dQ; and stage 3's whole backwar
 delta pass (as shipped) against the same backward with a fill of its own, next to SDPA's backward; and the delta
 pass (zeroing dQ's buffer) and dQ's scale-and-cast at other tiles: rows or elements per program, and warps.
 
-    python benchmarks/attention_bwd_passes.py [--rounds 7] [--out FILE.json]
+    python benchmarks/attention_bwd_passes.py [--rounds 7] [--dtype bfloat16|float16] [--out FILE.json]
 
 Both whole backwards are first checked against float64 autograd at small shapes, fp16 and bf16, causal and not
 (the largest error over dQ, dK and dV relative to each gradient's largest magnitude must stay under 1e-2). Then,
-bf16, each round times every entry once with triton.testing.do_bench (L2 cleared), in turn; the figure is the
-median over rounds. SDPA's backward is autograd.grad over a kept graph.
+in --dtype (bf16 unless told), each round times every entry once with triton.testing.do_bench (L2 cleared), in
+turn; the figure is the median over rounds. SDPA's backward is autograd.grad over a kept graph.
 """
 
 # ruff: noqa: B023 - each loop iteration times its closures before the next one rebinds the names
@@ -38,10 +38,10 @@ from reference_kernels import attention as at  # noqa: E402  (after the checkout
 from reference_kernels import attention_hopper_bwd as hb  # noqa: E402
 
 SHAPES = [(2, 32, 4096, 128, False), (1, 16, 8192, 128, False), (4, 32, 4096, 128, True), (2, 16, 8192, 64, False)]
-# (rows per program, warps) of the delta pass beside the shipped (64, 4).
-DELTA_TILES = [(32, 4), (64, 8), (128, 4), (128, 8)]
-# (elements per program, warps) of dQ's scale-and-cast beside the shipped (8192, 8).
-CAST_TILES = [(4096, 4), (8192, 4), (16384, 8), (16384, 16)]
+# (rows per program, warps) of the delta pass beside the shipped (at._DELTA_ROWS, 4).
+DELTA_TILES = [(64, 4), (64, 8), (128, 4), (128, 8)]
+# (elements per program, warps) of dQ's scale-and-cast beside the shipped (hb._CAST_BLOCK, hb._CAST_WARPS).
+CAST_TILES = [(8192, 8), (8192, 4), (16384, 8), (16384, 16)]
 
 
 def own_fill(q, k, v, o, lse, do, causal):
@@ -50,14 +50,17 @@ def own_fill(q, k, v, o, lse, do, causal):
 
 
 def main() -> int:
-    ns = rounds_parser(__doc__, rounds=7).parse_args()
+    parser = rounds_parser(__doc__, rounds=7)
+    parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16")
+    ns = parser.parse_args()
+    dtype = getattr(torch, ns.dtype)
     if gpu_missing("attention_bwd_passes", sm90=True):
         return 2
     checks = backward_checks({"shipped": at._attention_backward_hopper, "own fill": own_fill}, hb.HEAD_DIMS)
-    report = report_head(ns.rounds, checks=checks, rows=[])
+    report = report_head(ns.rounds, checks=checks, rows=[], dtype=ns.dtype)
     failed = bool(wrong_checks(report["device"], report["checks"], TOLERANCE))
     for b, h, s, d, causal in SHAPES:
-        q, k, v, do = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+        q, k, v, do = (torch.randn(b, h, s, d, device="cuda", dtype=dtype) for _ in range(4))
         o, lse = at._attention_stage3(q, k, v, causal, store_lse=True)
         buf = torch.empty((b, h, s, d), dtype=torch.float32, device="cuda")
         dq = torch.empty_like(q)
@@ -84,9 +87,7 @@ def main() -> int:
                 for block, warps in CAST_TILES
             },
             "fill dQ": lambda: torch.zeros((b * h * s, d), dtype=torch.float32, device="cuda"),
-            "scale + cast dQ": lambda: hb._scale_cast_kernel[(triton.cdiv(n, hb._CAST_BLOCK),)](
-                buf, dq, 1.0 / math.sqrt(d), n, BLOCK=hb._CAST_BLOCK, num_warps=8
-            ),
+            "scale + cast dQ": lambda: hb.scale_cast(buf, dq, 1.0 / math.sqrt(d)),
             "stage3 backward": lambda: at._attention_backward_hopper(q, k, v, o, lse, do, causal),
             "stage3 backward, own fill": lambda: own_fill(q, k, v, o, lse, do, causal),
             "sdpa backward": lambda: torch.autograd.grad(out, leaves, do, retain_graph=True),

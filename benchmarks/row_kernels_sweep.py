@@ -6,11 +6,11 @@
 bf16, at the bench shapes (``--shapes``: only these). Providers: stage 3 as shipped; its one-block kernel at
 several warp counts, masked (as before) and unmasked (EVEN); for RMSNorm, LayerNorm and the softmax forward also
 with x read a second time from L2 (RELOAD), and LayerNorm with two rows per program; SwiGLU's forward (stage 2,
-its only stage) at its larger autotuning configs; the softmax backward's one-block kernel alike (against Liger's
-backward, timed as autograd.grad over a kept graph); for 16-bit softmax rows past the one-block budget
-(``softmax_long``), the packed one-row forward at 8, 16 and 32 warps and the looped kernel; torch.compile of the
-reference (forwards; one compile per shape, static shapes; its chosen launch config recorded); Liger-Kernel where
-installed.
+its only stage) at its larger autotuning configs; the softmax backward's one-block kernel alike and its one-row
+kernel with y and dy in 16 bits (against Liger's backward, timed as autograd.grad over a kept graph); for 16-bit
+softmax rows past the one-block budget (``softmax_long``), the packed one-row forward at 8, 16 and 32 warps and the
+looped kernel; torch.compile of the reference (forwards; one compile per shape, static shapes; its chosen launch
+config recorded); Liger-Kernel where installed.
 Each variant's output is checked against PyTorch first. Timer: CUDA events around each call, L2 flushed before it
 by reading a buffer twice its size, calls queued behind a GPU sleep; per provider the median of 60 calls, the
 figure the median over interleaved rounds (each round in a rotated order).
@@ -194,6 +194,10 @@ def softmax_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
             bwd_kernels[name] = lambda warps=warps, even=even: sm._softmax_bwd_kernel[(m,)](
                 y16, dy, dx, m, n, n, n, n, BLOCK_N=n, ROWS=1, EVEN=even, num_warps=warps
             )
+        # The one-row kernel with y and dy kept in 16 bits (stage 3's past 32768 columns).
+        bwd_kernels[f"packed w{warps}"] = lambda warps=warps: sm._softmax_bwd_row_kernel[(m,)](
+            y16, dy, dx, n, n, n, n, BLOCK_N=n, PACKED=True, num_warps=warps
+        )
     bwd = _measure(timer, bwd_fns, bwd_kernels, dx, dx_want, rounds)
     return fwd | {"bwd": bwd, "inductor": inductor_configs()}
 

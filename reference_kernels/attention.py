@@ -458,14 +458,21 @@ def _attn_bwd_preprocess_kernel(
         tl.store(dq_ptr + tile, tl.zeros([BLOCK_M, HEAD_DIM], tl.float32), mask=row_ok[:, None])
 
 
+# Rows per program of the delta pass (4 warps). 32 beat the 64 it had at four shapes of 2-4 × 16-32 heads × 4096-8192
+# × 64-128 on an H200, zeroing dQ's buffer as well: 1.0-3.0 µs of 37-138 (attention_bwd_passes.py,
+# results/h200/attention_bwd_passes.json); 128 rows and 8 warps were slower.
+_DELTA_ROWS = 32
+
+
 def _delta(o: torch.Tensor, do: torch.Tensor, lse: torch.Tensor, dq_acc: torch.Tensor | None = None) -> torch.Tensor:
     """rowsum(O ∘ dO) of contiguous ``o``, ``do`` [B, H, S, D], laid out like ``lse`` ([B·H, S] fp32). Given
     ``dq_acc`` (fp32, contiguous, as many elements as ``o``), zeroes it in the same pass."""
     B, H, S, D = o.shape
     delta = torch.empty_like(lse)
-    _attn_bwd_preprocess_kernel[(triton.cdiv(S, 64), B * H)](
-        o, do, delta, delta if dq_acc is None else dq_acc, S, HEAD_DIM=D, BLOCK_M=64, ZERO_DQ=dq_acc is not None
-    )
+    _attn_bwd_preprocess_kernel[(triton.cdiv(S, _DELTA_ROWS), B * H)](
+        o, do, delta, delta if dq_acc is None else dq_acc, S, HEAD_DIM=D, BLOCK_M=_DELTA_ROWS,
+        ZERO_DQ=dq_acc is not None, num_warps=4,
+    )  # fmt: skip
     return delta
 
 
