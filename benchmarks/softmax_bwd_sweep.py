@@ -60,7 +60,7 @@ def variants(y: torch.Tensor, dy: torch.Tensor, liger) -> tuple[dict, dict]:
         k = sm._softmax_bwd_kernel[(m,)](*args, BLOCK_N=block, ROWS=1, num_warps=warps)
         compiled[f"one-block fp32 w{warps}"] = {"regs": k.n_regs, "spills": k.n_spills}
     k = sm._softmax_bwd_row_kernel[(m,)](
-        y, dy, dx, n, n, n, n, BLOCK_N=block, PACKED=True, num_warps=sm._BWD_PACKED_WARPS
+        y, dy, dx, n, n, n, n, BLOCK_N=block, PACKED=True, num_warps=sm._bwd_packed_warps(block)
     )
     compiled["stage3 (packed)"] = {"regs": k.n_regs, "spills": k.n_spills}
     if liger is not None:

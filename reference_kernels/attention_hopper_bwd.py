@@ -17,8 +17,8 @@ A program owns 128 keys of one head and streams every query block of 64 that see
 
 Every key block adds a share to a query block's dQ, so dQ is summed in fp32 in global memory by TMA
 reduce-adds (``cp.reduce.async.bulk.tensor``) over all 128 keys of the program, which needs both groups'
-dSᵀ. The buffer is zeroed by stage 3's delta pass as it reads O and dO (0.4–0.6 % off the whole backward
-against a fill of its own on an H200, results/h200/attention_bwd_passes.json). The sums are unscaled and a pass
+dSᵀ. The buffer is zeroed by stage 3's delta pass as it reads O and dO (0.2–0.9 % off the whole backward
+against a fill of its own on an H200, results/h200/attention_bwd_passes.json and _fp16.json). The sums are unscaled and a pass
 after the kernel scales and casts them, so the stretch between a
 block's last wgmma and its reduce-add (tensor cores idle for the group) carries no multiplies, and the
 non-causal wrap around the query blocks is a compare instead of an integer division: 419 instructions per

@@ -18,10 +18,10 @@ Programs → data:
   (``s ← s·e^(m−m') + e^(x−m')`` in a one-exp form), so the loop has no cross-warp reduction and the
   loads of successive chunks overlap; the lanes are merged once per row. Pass 2 re-reads the chunks
   newest-first, so the reads hit the L2 lines pass 1 touched last, and writes ``e^(x−m)/s``.
-  16-bit rows up to ``FWD_PACKED_MAX_COLS`` / ``BWD_PACKED_MAX_COLS`` columns skip the loop (the forward only
-  from ``FWD_PACKED_MIN_COLS``): one program per row holds x (forward) or y and dy (backward) in their 16-bit
-  type (two values per register) and reads each once (``_softmax_fwd_row_kernel`` / ``_softmax_bwd_row_kernel``
-  with ``PACKED``).
+  16-bit rows from ``FWD_PACKED_MIN_COLS`` / ``BWD_PACKED_MIN_COLS`` up to ``FWD_PACKED_MAX_COLS`` /
+  ``BWD_PACKED_MAX_COLS`` columns take neither: one program per row holds x (forward) or y and dy (backward) in
+  their 16-bit type (two values per register) and reads each once (``_softmax_fwd_row_kernel`` /
+  ``_softmax_bwd_row_kernel`` with ``PACKED``).
 
 Bytes: the forward reads x once and writes y once (``2·M·N·size``); eager PyTorch does the same in one
 kernel on CUDA but at ~25 % of copy bandwidth at 16384×8192 bf16 (H200, torch 2.11). The backward reads y and dy
@@ -64,7 +64,22 @@ BWD_ONE_BLOCK_MAX_COLS = 32768
 # registers there and runs 2.7-7× slower. Against float64 the error (relative norm) is 1.8e-3, the looped
 # kernel's 1.7e-3, Liger's 3.0e-3 (4096×65536 bf16).
 BWD_PACKED_MAX_COLS = 65536
-_BWD_PACKED_WARPS = 16
+# The packed backward also beats the fp32 one-block kernel from 16384 columns on, at 32 warps while the row fits
+# 32768 (16 bf16 values of y and of dy per thread at 16384, 32 at 32768; ptxas -v, sm_90a: 32 and 61 registers,
+# no spills); 16 warps at 32768 (104 registers, no spills) run 1.27× slower.
+# At 4096 rows on the H200, µs, fp32 one-block (as shipped before) / packed w32 / packed w16 / Liger-Kernel
+# (row_kernels_sweep.py --kernels softmax, results/h200/row_kernels_sweep_softmax.json): 16384 cols 97.5 / 93.9 /
+# 94.4 / 93.7, 32768 189.7 / 187.8 / 239.8 / 186.6. At 8192 neither wins (packed w8 / fp32: 47.6 / 48.6 at
+# 4096 rows, 185.0 / 183.9 at 16384), so the fp32 kernel stays below 16384. Past 32768 (rows padded to 65536) 16
+# warps win: packed w16 / w32 246 / 324 at 36864, 434 / 490 at 65536 (results/h200/row_kernels_sweep_softmax_long.json).
+BWD_PACKED_MIN_COLS = 16384
+
+
+def _bwd_packed_warps(block: int) -> int:
+    """Warps of the packed backward for a padded row of ``block`` columns."""
+    return 32 if block <= 32768 else 16
+
+
 # The forward likewise: 16-bit rows up to 65536 columns are read once by one program per row that keeps x in 16
 # bits (ptxas -v, sm_90, bf16, 65536 columns at 16 warps: 128 registers, 44 bytes spilled; fp32 x spills 180),
 # where the looped kernel reads each row twice. At 4096×65536 bf16 on the H200, by bench: 0.385 against the looped
@@ -74,8 +89,8 @@ _BWD_PACKED_WARPS = 16
 # beat 16 from 36864 to 65536 columns, 0.369 ms at 4096×65536 by bench (results/h200/softmax.json), and the packed
 # tile, padded to 65536, loses to the looped kernel until the row fills about two thirds of it. At 4096 rows on
 # the H200, µs, looped / packed at 32 warps / at 16 (row_kernels_sweep.py --kernels softmax_long,
-# results/h200/row_kernels_sweep_softmax_long.json): 36864 cols 258 / 282 / 316, 40000 285 / 288 / 319,
-# 49152 383 / 308 / 357, 57344 439 / 341 / 374, 65536 490 / 370 / 388.
+# results/h200/row_kernels_sweep_softmax_long.json): 36864 cols 256 / 281 / 316, 40000 283 / 288 / 317,
+# 49152 381 / 306 / 355, 57344 436 / 339 / 371, 65536 486 / 368 / 386.
 FWD_PACKED_MIN_COLS = 45056
 FWD_PACKED_MAX_COLS = 65536
 _FWD_PACKED_WARPS = 32
@@ -429,19 +444,19 @@ def _bwd(y: torch.Tensor, dy: torch.Tensor, path: str) -> torch.Tensor:
             n_cols,
             BLOCK_N=block,
             PACKED=packed,
-            num_warps=_BWD_PACKED_WARPS if packed else _warps_for(block),
+            num_warps=_bwd_packed_warps(block) if packed else _warps_for(block),
         )
     return dx
 
 
 def _paths(stage: int, n_cols: int, dtype: torch.dtype) -> tuple[str, str]:
-    """(forward path, backward path) a stage takes for rows of n_cols columns of dtype; stage 3's 16-bit rows past
-    the one-block budget, up to FWD_PACKED_MAX_COLS / BWD_PACKED_MAX_COLS, take the packed kernels (the forward
-    from FWD_PACKED_MIN_COLS on)."""
+    """(forward path, backward path) a stage takes for rows of n_cols columns of dtype; stage 3's 16-bit rows take
+    the packed kernels from FWD_PACKED_MIN_COLS / BWD_PACKED_MIN_COLS up to FWD_PACKED_MAX_COLS /
+    BWD_PACKED_MAX_COLS."""
     fwd, bwd = rows_plan.paths(stage, n_cols, FWD_ONE_BLOCK_MAX_COLS, BWD_ONE_BLOCK_MAX_COLS)
     if fwd == "looped" and dtype.itemsize == 2 and FWD_PACKED_MIN_COLS <= n_cols <= FWD_PACKED_MAX_COLS:
         fwd = "packed"
-    if bwd == "looped" and dtype.itemsize == 2 and n_cols <= BWD_PACKED_MAX_COLS:
+    if bwd in ("one_block", "looped") and dtype.itemsize == 2 and BWD_PACKED_MIN_COLS <= n_cols <= BWD_PACKED_MAX_COLS:
         bwd = "packed"
     return fwd, bwd
 
@@ -543,7 +558,7 @@ SPEC = KernelSpec(
         Case("one column", {"M": 7, "N": 1}),
         Case("multi-row tile, odd row count", {"M": 9, "N": 64}),
         Case("3-D input flattened to rows", {"B": 2, "M": 3, "N": 200}),
-        Case("wide row, one block both ways", {"M": 2, "N": 20000}),
+        Case("wide row, one program per row", {"M": 2, "N": 20000}),
         Case("long row → looped path", {"M": 3, "N": 33000}),
         Case("LLM attention scores", {"M": 4096, "N": 4096}, small=False),
         Case("vocab-sized rows → looped path", {"M": 256, "N": 131072}, small=False),

@@ -100,8 +100,19 @@ def test_stage3_long_16_bit_rows_take_the_packed_kernels_and_others_loop():
     assert mod._paths(3, mod.FWD_PACKED_MAX_COLS + 1, torch.bfloat16)[0] == "looped"
     assert mod._paths(3, mod.BWD_PACKED_MAX_COLS + 1, torch.bfloat16)[1] == "looped"
     assert mod._paths(3, n, torch.float32) == ("looped", "looped")
-    assert mod._paths(3, mod.ONE_BLOCK_MAX_COLS, torch.bfloat16) == ("one_block", "one_block")
+    assert mod._paths(3, mod.ONE_BLOCK_MAX_COLS, torch.bfloat16) == ("one_block", "packed")
     assert mod._paths(2, n, torch.bfloat16) == ("tuned", "tuned")
+
+
+def test_stage3_16_bit_backward_goes_packed_from_its_own_bound_and_fp32_rows_never_do():
+    # From 16384 columns the packed backward beat the fp32 one-block kernel (measured); below, the two tie.
+    below, at = mod.BWD_PACKED_MIN_COLS - 1, mod.BWD_PACKED_MIN_COLS
+    assert mod._paths(3, below, torch.bfloat16) == ("one_block", "one_block")
+    assert mod._paths(3, at, torch.float16) == ("one_block", "packed")
+    assert mod._paths(3, at, torch.float32) == ("one_block", "one_block")
+    assert mod._paths(1, at, torch.bfloat16) == ("row", "row")
+    # 32 warps while the padded row fits 32768 columns (16 ran 1.27× slower there), 16 past it (32 lost from 36864).
+    assert [mod._bwd_packed_warps(triton.next_power_of_2(n)) for n in (at, 32768, 32769, 65536)] == [32, 32, 16, 16]
 
 
 @triton.jit
@@ -218,7 +229,7 @@ BF16, FP16, FP32 = SPEC.dtypes
 # config) run one small masked case each.
 GPU_PARAMS = [
     *((3, c, BF16) for c in SPEC.cases),
-    (3, case_named(SPEC.cases, "wide row, one block both ways"), FP16),
+    (3, case_named(SPEC.cases, "wide row, one program per row"), FP16),
     (3, case_named(SPEC.cases, "multi-row tile, odd row count"), FP32),
     (3, case_named(SPEC.cases, "long row → looped path"), FP32),
     (3, case_named(SPEC.cases, "long row → looped path"), FP16),
