@@ -59,6 +59,8 @@ def render_validate(result: ValidateResult) -> str:
         f"device     {result.device}   mode {result.mode}   reference precision {result.reference_precision}"
         f"   seeds {', '.join(map(str, result.seeds))}{extra}"
     )
+    if not result.ok and result.seeds:
+        out.append(f"replay     the same inputs with --seed {result.seeds[0]}")
     rows = []
     for r in result.rows:
         rows.append(

@@ -261,6 +261,14 @@ VALIDATE = ToolParams(
         DIMS,
         Param("seeds", int, 3, "Fresh random input sets per case.", limits={"ge": 1, "le": 20}),
         Param(
+            "seed",
+            int | None,
+            None,
+            "Seed of the first input set (the others follow it); default a fresh one each run, so no candidate can "
+            "know its inputs beforehand. Give one a result's seeds list to replay that run's inputs.",
+            limits={"ge": 0, "le": 2**62 - 1},
+        ),
+        Param(
             "derive_shapes",
             bool,
             True,

@@ -21,6 +21,7 @@ The method (each step has a test with a kernel that must fail it and one that mu
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,9 @@ from mcp_server.engine.runner import DEFAULT_TIMEOUT_S, Runner, shared_runner
 from mcp_server.engine.specs import CallableSpec, parse_spec, swapped_kernelbench, swapped_kernelbench_hint
 from mcp_server.engine.trust import evidence
 
-FIRST_SEED = 1234
+# Input seeds are drawn afresh for each run (a seed given replays one). Fixed seeds would let a candidate rebuild
+# the judge's inputs at import, by the reference's own get_inputs(), and answer them from a table torch filled there.
+SEED_RANGE = 10**9
 # With refusals_ok, these exceptions mean "this shape is not supported", not "this kernel is wrong".
 REFUSALS = ("ValueError", "NotImplementedError")
 MAX_FINDINGS_PER_KIND = 6
@@ -114,6 +117,7 @@ def validate(
     *,
     inputs: str | None = None,
     seeds: int = 3,
+    seed: int | None = None,
     derive_shapes: bool = True,
     max_derived: int = 6,
     backward: bool = False,
@@ -129,6 +133,9 @@ def validate(
 ) -> ValidateResult:
     """Validate ``candidate`` against ``reference`` (both ``path.py:name``). Raises UsageError on bad input.
 
+    ``seeds`` input sets per case, seeded ``seed``, ``seed`` + 1, …; ``seed`` None draws a fresh one per run (the
+    result's ``seeds`` say which, so a run can be replayed).
+
     ``refusals_ok`` lets the candidate refuse listed cases with a ValueError/NotImplementedError (reported as
     ``unsupported_shape`` warnings): for staged kernels whose early stages declare a size limit.
     ``dims`` sets module-level sizes of the reference and candidate files (KernelBench's ``batch_size``...) to
@@ -139,6 +146,8 @@ def validate(
     started = time.perf_counter()
     if seeds < 1:
         raise UsageError("--seeds must be at least 1.")
+    if seed is not None and not 0 <= seed < 2**62:
+        raise UsageError(f"--seed takes a whole number from 0 to 2**62 - 1 (a seed a report printed), not {seed}.")
     try:
         ref_spec = parse_spec(reference, role="reference", defaults=("Model", "reference"), cwd=cwd)
     except UsageError as exc:
@@ -154,7 +163,8 @@ def validate(
     if overrides:
         check_dims(overrides, [ref_spec.path, cand_spec.path])
     env = {**device.job_env(), **dims_env(overrides)}
-    seed_list = [FIRST_SEED + i for i in range(seeds)]
+    first = secrets.randbelow(SEED_RANGE) if seed is None else seed
+    seed_list = [first + i for i in range(seeds)]
     user_files = [str(ref_spec.path), str(cand_spec.path), *input_files]
     workdir = str(cwd or Path.cwd())
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +65,19 @@ def test_validate_exits_1_for_a_failing_kernel_and_json_carries_the_findings(ptt
     assert "uninitialized_output" in {f["kind"] for f in data["findings"]}
 
 
+def test_a_failing_run_names_the_seed_that_replays_its_inputs(ptt):
+    # Seeds are drawn afresh per run; a failure says how to get the same inputs again, and --seed does.
+    pair = (f"{FX}/add_problem.py:reference", f"{FX}/add_unwritten.py:candidate")
+    failed = ptt("validate", *pair)
+    assert failed.returncode == 1
+    seed = int(re.search(r"^replay +the same inputs with --seed (\d+)$", failed.stdout, re.M).group(1))
+    replayed = json.loads(ptt("validate", *pair, "--seed", str(seed), "--json").stdout)
+    assert replayed["seeds"] == [seed, seed + 1, seed + 2]
+    assert json.loads(ptt("validate", *pair, "--json").stdout)["seeds"][0] != seed
+    passed = ptt("validate", f"{FX}/add_problem.py:reference", f"{FX}/add_good.py:candidate")
+    assert passed.returncode == 0 and "--seed" not in passed.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
@@ -79,6 +93,7 @@ def test_validate_exits_1_for_a_failing_kernel_and_json_carries_the_findings(ptt
             "not a @triton.jit",
         ),
         (["validate", f"{FX}/add_problem.py:reference", f"{FX}/add_good.py:candidate", "--tol", "bf16=x"], "--tol"),
+        (["validate", f"{FX}/add_problem.py:reference", f"{FX}/add_good.py:candidate", "--seed", "-1"], "--seed"),
         (["bench", f"{FX}/add_good.py:candidate", "--baseline", "nowhere.py:fn"], "does not exist"),
         (
             [

@@ -299,8 +299,9 @@ def test_an_unusable_socket_folder_falls_back_to_this_process_and_says_so_with_v
 @pytest.mark.parametrize(
     "args",
     [
-        ("validate", f"{FX}/add_problem.py:reference", f"{FX}/add_good.py:candidate"),
-        ("validate", f"{FX}/add_problem.py:reference", f"{FX}/add_unwritten.py:candidate", "--json"),
+        # A seed of their own: left out, each run draws fresh ones and the two outputs name different seeds.
+        ("validate", f"{FX}/add_problem.py:reference", f"{FX}/add_good.py:candidate", "--seed", "7"),
+        ("validate", f"{FX}/add_problem.py:reference", f"{FX}/add_unwritten.py:candidate", "--seed", "7", "--json"),
         ("validate", "nope.py:f", f"{FX}/add_good.py:candidate", "--json"),
         ("compile", f"{KERNELS}:scale_kernel", "--signature", "*fp32, *fp32, i32, fp32", "--constexpr", "BLOCK=1024"),
         ("compile", f"{KERNELS}:launcher", "--signature", "*fp32"),

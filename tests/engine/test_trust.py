@@ -307,6 +307,23 @@ def test_forging_attacks_fail(runner, attack, kinds):
 
 
 @pytest.mark.slow
+def test_answers_tabled_at_import_for_known_seeds_pass_only_a_run_that_replays_those_seeds(runner):
+    # The fixture rebuilds the inputs of seeds 1234-1236 at import and answers them from a table. Replaying those
+    # seeds shows the table works; a run's own seeds, drawn afresh, leave the kernel's wrong answer.
+    def run(**seed):
+        return validate(
+            f"{PROBLEM}:reference", f"{ATTACKS / 'seeded_table.py'}:candidate", runner=runner, seeds=3,
+            derive_shapes=False, determinism=False, timeout_s=60, **seed,
+        )  # fmt: skip
+
+    replayed = run(seed=1234)
+    assert replayed.ok and replayed.seeds == [1234, 1235, 1236], replayed.findings
+    fresh = run()
+    assert not fresh.ok and "mismatch" in _errors(fresh.findings), fresh.findings
+    assert not set(fresh.seeds) & {1234, 1235, 1236}
+
+
+@pytest.mark.slow
 def test_the_twins_pass(runner):
     assert _validate(runner, "good.py").ok
     copy = _validate(runner, "copy_good.py", ATTACKS / "copy_problem.py")
