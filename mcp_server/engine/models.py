@@ -37,6 +37,9 @@ def interpreter_caveats() -> list[str]:
         "accumulates as an H100's does by default (a model matching its largest error to four digits, not "
         "proven bit for bit); with max_num_imprecise_acc between 1 and K the dot sums in fp32 here, where an "
         "H100 keeps an error of about 4e-5 of the result's scale; other fp8 formats are not emulated",
+        "host reads: tensor data handed to Python during a call is counted through torch.Tensor's .tolist(), "
+        ".numpy() and .item(); a read around them (the storage through a memoryview, the C tensor type's own "
+        "methods) is found only by the source scan, where a GPU's CUDA trace sees every device→host copy",
         "resources: shared memory, registers, spills and occupancy of each config are not checked here "
         "(`ptt compile` covers every config for a target)",
         "performance: interpreter timings say nothing about the GPU (bench needs one)",
@@ -81,7 +84,8 @@ class FindingKind(str, Enum):
     reads_reference = "reads_reference"  # source reaches the reference's module or the runner's job files
     host_compute = "host_compute"  # tensor data computed on the host in numpy during the call
     copy_only_kernel = "copy_only_kernel"  # every launched kernel only loads and stores; the reference computes
-    host_round_trip = "host_round_trip"  # input/output-sized data copied device→host during a call (CUDA trace)
+    # Input/output-sized data copied device→host during a call (CUDA trace), or handed to Python (the interpreter).
+    host_round_trip = "host_round_trip"
     # bench: what the timings say
     slower_than_eager = "slower_than_eager"  # the candidate loses to the reference in eager mode
     slower_than_compile = "slower_than_compile"  # … or to the reference under torch.compile

@@ -111,6 +111,9 @@ def test_gpu_code_outside_triton_and_torch_ops_is_evasion(tmp_path, source):
         # Twins of the thread-starter and raw-graph rules: starting threads and using the graph class torch gives.
         "import threading\nworker = threading.Thread(target=print)\n",
         "import torch\ng = torch.cuda.CUDAGraph()\nwith torch.cuda.graph(g):\n    pass\n",
+        # Twins of the C-tensor-type rule: super() in a module of one's own.
+        "import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n",
+        "import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n        super(M, self).__init__()\n",
     ],
 )
 def test_triton_gluon_torch_cuda_streams_and_lookalike_names_are_not(tmp_path, source):
@@ -137,6 +140,9 @@ def test_triton_gluon_torch_cuda_streams_and_lookalike_names_are_not(tmp_path, s
         # The raw CUDA graph class: its replays would run captured torch work the recorder never counts.
         "import torch\ng = torch._C._CUDAGraph()\n",
         "from torch.cuda.graphs import _CUDAGraph\n",
+        # Around the count of tensor data handed to Python: the C tensor type's own methods.
+        "import torch\ndef f(x):\n    return torch._C.TensorBase.tolist(x)\n",
+        "import torch\ndef f(x):\n    return super(torch.Tensor, x).tolist()\n",
         # A literal string given to exec is read as code too.
         'exec(\'import sys\\njob = sys.modules["mcp_" + "server"]\')\n',
     ],
@@ -298,6 +304,8 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("dispatch_toggle.py", {"evasion", "copy_only_kernel"}),
         ("numpy_host.py", {"host_compute", "copy_only_kernel"}),
         ("reads_reference.py", {"evasion", "reads_reference"}),
+        # Under the interpreter the reads are counted through torch.Tensor's methods; on a GPU the trace sees them.
+        ("python_host.py", {"host_round_trip"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):
@@ -326,6 +334,9 @@ def test_answers_tabled_at_import_for_known_seeds_pass_only_a_run_that_replays_t
 @pytest.mark.slow
 def test_the_twins_pass(runner):
     assert _validate(runner, "good.py").ok
+    flag = _validate(runner, "python_host_small.py")  # one element read back: a flag, not the data
+    assert flag.ok, flag.findings
+    assert {f.severity for f in flag.findings if f.kind is FindingKind.host_round_trip} <= {Severity.info}
     copy = _validate(runner, "copy_good.py", ATTACKS / "copy_problem.py")
     assert copy.ok, copy.findings
     assert not any(f.kind is FindingKind.copy_only_kernel for f in copy.findings)

@@ -177,6 +177,7 @@ def install_launch_hooks() -> None:
         return
     _follow_threads()
     _follow_graphs()
+    _follow_host_reads()
     from triton.runtime import autotuner, jit
 
     classes: list[Any] = [jit.JITFunction]
@@ -257,6 +258,8 @@ class Record:
     ops: dict[str, list[float]] = field(default_factory=dict)  # name -> [calls, work]
     # Every op the mode saw, counted or not (what the recorder's host cost scales with).
     dispatched: int = 0
+    # Bytes of tensor data the call handed to Python (``HOST_READS``, ``.item()``): see ``_follow_host_reads``.
+    host_read_bytes: int = 0
 
     @property
     def torch_work(self) -> float:
@@ -266,6 +269,7 @@ class Record:
         return {
             "launches": self.launches,
             "ops": {k: {"calls": int(v[0]), "work": v[1]} for k, v in self.ops.items()},
+            "host_read_bytes": self.host_read_bytes,
         }
 
 
@@ -298,6 +302,8 @@ class _Recorder(TorchDispatchMode):
             return
         name = func.overloadpacket.__name__
         base = name[:-1] if name.endswith("_") and name not in MOVEMENT_OPS else name
+        if name == "_local_scalar_dense" and not getattr(_tls, "host_read_depth", 0):
+            self.record.host_read_bytes += args[0].element_size()  # .item(), float(t), int(t), bool(t)
         if name in ALLOC_OPS:
             if self.poison and isinstance(out, torch.Tensor) and out.numel():
                 value = poison_value(out.dtype, self.second)
@@ -335,6 +341,34 @@ def _under_thread_ops(function: Any) -> Any:
                 _pop_mode()
 
     return run
+
+
+# Tensor methods that hand a tensor's values to Python, counted as host reads of the recorded call (``.item()`` is
+# counted where it dispatches). On a GPU the CUDA trace sees such reads as device→host copies; under the interpreter,
+# where every tensor already lives on the host, these counts are the evidence (trust.evidence).
+HOST_READS = ("tolist", "numpy", "__array__")
+
+
+def _follow_host_reads() -> None:
+    """Wrap ``HOST_READS`` on ``torch.Tensor`` to add the bytes read to the recording in progress (on any thread;
+    not inside a Triton launch, and once where one calls another: ``__array__`` calls ``numpy``)."""
+    for name in HOST_READS:
+        original = getattr(torch.Tensor, name)
+
+        def read(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            active = _active
+            depth = getattr(_tls, "host_read_depth", 0)
+            if active is not None and depth == 0 and not _in_triton() and isinstance(self, torch.Tensor):
+                with _thread_lock:
+                    active.record.host_read_bytes += self.numel() * self.element_size()
+            _tls.host_read_depth = depth + 1
+            try:
+                return __original(self, *args, **kwargs)
+            finally:
+                _tls.host_read_depth = depth
+
+        read.__name__ = read.__qualname__ = name
+        setattr(torch.Tensor, name, read)
 
 
 def _follow_threads() -> None:

@@ -103,5 +103,26 @@ def judge_window(
     return findings
 
 
+def host_read_finding(read: int, io_bytes: int, case: str, seed: int | None) -> Finding:
+    """Without a trace (the interpreter, where tensors live on the host): ``read`` bytes of tensor data handed to
+    Python during the call (``.tolist()``, ``.numpy()``, ``.item()``), judged as a device→host copy would be."""
+    big = read >= (max(MIN_ROUND_TRIP_BYTES, io_bytes // 2) if io_bytes else MIN_ROUND_TRIP_BYTES)
+    return Finding(
+        kind=FindingKind.host_round_trip,
+        severity=Severity.error if big else Severity.info,
+        message=(
+            f"{case}: the call handed {read} bytes of tensor data to Python (.tolist(), .numpy(), .item())"
+            + (
+                f", as much as an input or output tensor ({io_bytes} bytes): the answer was worked out on the host, "
+                "not by the kernel"
+                if big
+                else " (small: a size or flag)"
+            )
+        ),
+        case=case,
+        seed=seed,
+    )
+
+
 def _short(name: str) -> str:
     return name if len(name) <= 90 else name[:87] + "…"

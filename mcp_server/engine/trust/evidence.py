@@ -72,6 +72,14 @@ def run_findings(
             )
         )
     windows = (trace or {}).get("windows") if isinstance(trace, dict) else None
+    if not isinstance(windows, dict):
+        # No CUDA trace (the interpreter): what the calls handed to Python is the evidence of host work.
+        for case in cand_meta.get("cases") or []:
+            read = int(((case.get("record") or {}).get("host_read_bytes")) or 0) if case.get("status") == "ok" else 0
+            if read:
+                name, seed = _split(case["key"])
+                io_bytes = _io_bytes((ref_data.get("cases") or {}).get(case["key"]) or {})
+                findings.append(cuda_trace.host_read_finding(read, io_bytes, name, seed))
     if isinstance(windows, dict):
         for case in cand_meta.get("cases") or []:
             if case.get("status") != "ok":

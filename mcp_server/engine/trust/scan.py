@@ -59,6 +59,12 @@ NAME_RULES: tuple[Rule, ...] = (
         "switches PyTorch dispatch off or around the op recorder",
     ),
     _rule(r"^torch\._C\._dispatch_", EV, E, "calls the dispatcher directly, under the op recorder"),
+    _rule(
+        r"^torch\._C\._?TensorBase\b",
+        EV,
+        E,
+        "calls the C tensor type's methods, around the judge's count of tensor data read by Python",
+    ),
     # Starting or stopping a profiler (record_function annotations are harmless and not matched).
     _rule(
         r"^torch\.(profiler\.(profile|_KinetoProfile)|autograd\.profiler\.(profile|emit_nvtx|emit_itt)|_C\._profiler)"
@@ -338,6 +344,11 @@ class _Scanner(ast.NodeVisitor):
                 self.hit(node, EV, W, f"`{func.id}()` runs code the scan cannot read")
             else:
                 self._scan_source(node, code)
+        if name == "super" and node.args and (self.dotted(node.args[0]) or "").startswith("torch."):
+            self.hit(
+                node, EV, E, "`super(torch…)` calls a torch class's base methods, around the judge's count of tensor "
+                "data read by Python",
+            )  # fmt: skip
         if name in ("getattr", "setattr", "delattr") and len(node.args) >= 2:
             target = self.dotted(node.args[0]) or ""
             attr = node.args[1]
