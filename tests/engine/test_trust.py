@@ -207,7 +207,7 @@ def test_the_kernel_data_flow(body, copy):
 
 
 def test_a_reference_that_only_moves_data_does_not_count_as_computing():
-    assert not kernels.reference_computes({"embedding", "flip", "index"})
+    assert not kernels.reference_computes({"embedding", "flip", "index", "index_select", "gather"})
     assert kernels.reference_computes({"mul", "add"})
 
 
@@ -329,6 +329,16 @@ def test_answers_tabled_at_import_for_known_seeds_pass_only_a_run_that_replays_t
     fresh = run()
     assert not fresh.ok and "mismatch" in _errors(fresh.findings), fresh.findings
     assert not set(fresh.seeds) & {1234, 1235, 1236}
+
+
+@pytest.mark.slow
+def test_a_lookup_table_filled_at_import_is_torch_work_and_a_kernel_that_computes_passes(runner):
+    # index_select with a table torch filled at import computes any function of a 16-bit input: it counts as work.
+    problem = ATTACKS / "sigmoid_problem.py"
+    table = _validate(runner, "lookup_table.py", problem)
+    assert not table.ok and "torch_compute" in _errors(table.findings), table.findings
+    good = _validate(runner, "sigmoid_good.py", problem)
+    assert good.ok, good.findings
 
 
 @pytest.mark.slow

@@ -56,7 +56,9 @@ _CONTAINERS = (("_tls", _tls), ("_launches", _launches), ("_thread_lock", _threa
 # Frozen: in bench the candidate shares the process, and the guard (jobs.integrity) watches only what cannot change
 # in place.
 ALLOC_OPS = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"})
-# Data movement, views, allocation and initialisation: not the kernel's arithmetic.
+# Data movement, views, allocation and initialisation: not the kernel's arithmetic. Lookups by index (gather,
+# index_select, index, embedding) are not among them: with a table filled at import they compute any function of a
+# 16-bit input (attacks/lookup_table.py).
 MOVEMENT_OPS = ALLOC_OPS | {
     "view",
     "_unsafe_view",
@@ -127,8 +129,6 @@ MOVEMENT_OPS = ALLOC_OPS | {
     "_neg_view",
     "resolve_conj",
     "resolve_neg",
-    "index_select",
-    "gather",
     "flatten",
     "unflatten",
     "movedim",

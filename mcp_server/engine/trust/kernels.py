@@ -66,6 +66,8 @@ PLAIN_BUILTINS = {"range", "len", "int", "float", "min", "max", "print", "isinst
 MOVE_LIKE_TORCH_OPS = {
     "embedding",
     "index",
+    "index_select",
+    "gather",
     "_unsafe_index",
     "index_put",
     "index_copy",
