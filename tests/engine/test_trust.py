@@ -143,6 +143,7 @@ def test_triton_gluon_torch_cuda_streams_and_lookalike_names_are_not(tmp_path, s
         # Around the count of tensor data handed to Python: the C tensor type's own methods.
         "import torch\ndef f(x):\n    return torch._C.TensorBase.tolist(x)\n",
         "import torch\ndef f(x):\n    return super(torch.Tensor, x).tolist()\n",
+        "import torch\ndef f(x):\n    return torch._C.StorageBase.tolist(x.untyped_storage())\n",
         # A literal string given to exec is read as code too.
         'exec(\'import sys\\njob = sys.modules["mcp_" + "server"]\')\n',
     ],
@@ -306,6 +307,7 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("reads_reference.py", {"evasion", "reads_reference"}),
         # Under the interpreter the reads are counted through torch.Tensor's methods; on a GPU the trace sees them.
         ("python_host.py", {"host_round_trip"}),
+        ("storage_host.py", {"host_round_trip"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

@@ -111,7 +111,8 @@ def host_read_finding(read: int, io_bytes: int, case: str, seed: int | None) -> 
         kind=FindingKind.host_round_trip,
         severity=Severity.error if big else Severity.info,
         message=(
-            f"{case}: the call handed {read} bytes of tensor data to Python (.tolist(), .numpy(), .item())"
+            f"{case}: the call handed {read} bytes of tensor data to Python (.tolist(), .numpy(), .item(), a storage's "
+            ".tolist())"
             + (
                 f", as much as an input or output tensor ({io_bytes} bytes): the answer was worked out on the host, "
                 "not by the kernel"

@@ -60,7 +60,7 @@ NAME_RULES: tuple[Rule, ...] = (
     ),
     _rule(r"^torch\._C\._dispatch_", EV, E, "calls the dispatcher directly, under the op recorder"),
     _rule(
-        r"^torch\._C\._?TensorBase\b",
+        r"^torch\._C\.(_?TensorBase|StorageBase)\b",
         EV,
         E,
         "calls the C tensor type's methods, around the judge's count of tensor data read by Python",
