@@ -831,7 +831,11 @@ def summarize(result: ValidateResult) -> str:
         head = f"PASS: {passed}/{judged} cases {where}"
     else:
         kinds = sorted({f.kind.value for f in errors})
-        head = f"FAIL ({', '.join(kinds)}): {passed}/{judged} cases passed {where}"
+        if judged and passed == judged:
+            # Every value was right: what fails the run is how it was reached (the findings).
+            head = f"FAIL ({', '.join(kinds)}): values right in all {judged} cases {where}, but see the findings"
+        else:
+            head = f"FAIL ({', '.join(kinds)}): {passed}/{judged} cases passed {where}"
     return head
 
 

@@ -314,6 +314,9 @@ def test_forging_attacks_fail(runner, attack, kinds):
     result = _validate(runner, attack)
     assert not result.ok
     assert kinds <= _errors(result.findings), result.findings
+    # Right values reached the wrong way: the summary must not read as if the cases had failed on their values.
+    right = all(c.status == "passed" for c in result.cases)
+    assert result.summary.startswith("FAIL (") and ("values right in all" in result.summary) is right
 
 
 @pytest.mark.slow
