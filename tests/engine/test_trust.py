@@ -308,6 +308,7 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         # Under the interpreter the reads are counted through torch.Tensor's methods; on a GPU the trace sees them.
         ("python_host.py", {"host_round_trip"}),
         ("storage_host.py", {"host_round_trip"}),
+        ("storage_items.py", {"host_round_trip"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

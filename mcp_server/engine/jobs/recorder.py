@@ -343,33 +343,26 @@ def _under_thread_ops(function: Any) -> Any:
     return run
 
 
-# Tensor methods that hand a tensor's values to Python, counted as host reads of the recorded call (``.item()`` is
-# counted where it dispatches). On a GPU the CUDA trace sees such reads as device→host copies; under the interpreter,
-# where every tensor already lives on the host, these counts are the evidence (trust.evidence).
+# Tensor methods that hand a tensor's values to Python without dispatching an op, counted as host reads of the
+# recorded call. Item access dispatches ``_local_scalar_dense``, counted in ``observe``: ``.item()``, ``float(t)``,
+# and a storage's items, ``.tolist()`` and ``bytes()``. On a GPU the CUDA trace sees such reads as device→host
+# copies; under the interpreter, where every tensor already lives on the host, these counts are the evidence
+# (trust.evidence).
 HOST_READS = ("tolist", "numpy", "__array__", "__dlpack__")
 
 
-def _nbytes(obj: Any) -> int:
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    return int(obj.nbytes())  # a storage
-
-
 def _follow_host_reads() -> None:
-    """Wrap ``HOST_READS`` on ``torch.Tensor`` and ``tolist`` on the storage classes to add the bytes read to the
-    recording in progress (on any thread; not inside a Triton launch, and once where one calls another:
-    ``__array__`` calls ``numpy``)."""
-    targets = [(torch.Tensor, name) for name in HOST_READS]
-    targets += [(torch.UntypedStorage, "tolist"), (torch.TypedStorage, "tolist")]
-    for cls, name in targets:
-        original = getattr(cls, name)
+    """Wrap ``HOST_READS`` on ``torch.Tensor`` to add the bytes read to the recording in progress (on any thread;
+    not inside a Triton launch, and once where one read goes through another: ``__array__`` calls ``numpy``)."""
+    for name in HOST_READS:
+        original = getattr(torch.Tensor, name)
 
         def read(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
             active = _active
             depth = getattr(_tls, "host_read_depth", 0)
             if active is not None and depth == 0 and not _in_triton():
                 with _thread_lock:
-                    active.record.host_read_bytes += _nbytes(self)
+                    active.record.host_read_bytes += self.numel() * self.element_size()
             _tls.host_read_depth = depth + 1
             try:
                 return __original(self, *args, **kwargs)
@@ -377,7 +370,7 @@ def _follow_host_reads() -> None:
                 _tls.host_read_depth = depth
 
         read.__name__ = read.__qualname__ = name
-        setattr(cls, name, read)
+        setattr(torch.Tensor, name, read)
 
 
 def _follow_threads() -> None:

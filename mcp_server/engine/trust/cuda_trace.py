@@ -112,7 +112,7 @@ def host_read_finding(read: int, io_bytes: int, case: str, seed: int | None) -> 
         severity=Severity.error if big else Severity.info,
         message=(
             f"{case}: the call handed {read} bytes of tensor data to Python (.tolist(), .numpy(), .item(), a storage's "
-            ".tolist())"
+            "items)"
             + (
                 f", as much as an input or output tensor ({io_bytes} bytes): the answer was worked out on the host, "
                 "not by the kernel"
