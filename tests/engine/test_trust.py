@@ -154,6 +154,19 @@ def test_reaching_the_judges_objects_in_the_process_is_evasion(tmp_path, source)
     assert "evasion" in _errors(found), found
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import pickle\ndef f(x):\n    return pickle.dumps(x)\n",
+        "import io\nimport torch\ndef f(x):\n    torch.save(x, io.BytesIO())\n",
+    ],
+)
+def test_serializing_is_a_host_compute_warning(tmp_path, source):
+    # A tensor's bytes reach Python through pickle or torch.save without a read the interpreter counts.
+    found = _scan_source(tmp_path, source)
+    assert {(f.kind.value, f.severity) for f in found} == {("host_compute", Severity.warning)}, found
+
+
 def test_setting_torch_flags_is_fine_but_patching_triton_is_evasion(tmp_path):
     (tmp_path / "flags.py").write_text("import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n")
     (tmp_path / "patch.py").write_text("import triton\ntriton.runtime.jit.JITFunction.run = print\n")

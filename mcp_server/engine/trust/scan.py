@@ -100,6 +100,13 @@ NAME_RULES: tuple[Rule, ...] = (
     _rule(r"^(sys\._getframe|inspect\.(currentframe|stack|getouterframes))$", EV, E, "reads its caller's frames"),
     _rule(r"^sys\.modules$", EV, E, "reaches loaded modules by name (the judge's own among them)"),
     _rule(r"^(runpy|importlib\.util\.spec_from_file_location|importlib\.machinery)\b", EV, W, "imports a file by path"),
+    _rule(
+        r"^(pickle|_pickle|dill|cloudpickle|marshal)\.(dumps?|Pickler)$|^torch\.save$",
+        HOST,
+        W,
+        "serializes objects: a tensor's bytes reach Python this way, which the interpreter's count of host reads "
+        "does not see",
+    ),
     _rule(r"^(subprocess|multiprocessing|torch\.multiprocessing|pty)\b", PROC, E, "starts processes"),
     _rule(r"^concurrent\.futures\.ProcessPoolExecutor$|^asyncio\.create_subprocess", PROC, E, "starts processes"),
     _rule(
