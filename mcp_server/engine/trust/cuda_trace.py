@@ -6,6 +6,9 @@ which is compute by ATen, cuBLAS, cuDNN or a compiler other than the candidate's
 dispatch recorder explains up to ``KERNELS_PER_OP`` compute kernels per torch op it saw (those ops are
 judged as ``torch_compute`` already, ``allow_torch_ops`` included); compute kernels beyond that ran where
 the recorder could not see them. Their share of the call's GPU time decides the finding.
+
+Without a trace (the interpreter, where tensors live on the host), ``host_read_finding`` judges the tensor data the
+calls handed to Python by the rule device→host copies are judged by.
 """
 
 from __future__ import annotations
@@ -81,8 +84,7 @@ def judge_window(
             )
     dtoh = int(window.get("dtoh_bytes") or 0)
     if dtoh:
-        threshold = max(MIN_ROUND_TRIP_BYTES, io_bytes // 2) if io_bytes else MIN_ROUND_TRIP_BYTES
-        big = dtoh >= threshold
+        big = _whole_tensor(dtoh, io_bytes)
         findings.append(
             Finding(
                 kind=FindingKind.host_round_trip,
@@ -106,7 +108,7 @@ def judge_window(
 def host_read_finding(read: int, io_bytes: int, case: str, seed: int | None) -> Finding:
     """Without a trace (the interpreter, where tensors live on the host): ``read`` bytes of tensor data handed to
     Python during the call (``.tolist()``, ``.numpy()``, ``.item()``), judged as a device→host copy would be."""
-    big = read >= (max(MIN_ROUND_TRIP_BYTES, io_bytes // 2) if io_bytes else MIN_ROUND_TRIP_BYTES)
+    big = _whole_tensor(read, io_bytes)
     return Finding(
         kind=FindingKind.host_round_trip,
         severity=Severity.error if big else Severity.info,
@@ -123,6 +125,12 @@ def host_read_finding(read: int, io_bytes: int, case: str, seed: int | None) -> 
         case=case,
         seed=seed,
     )
+
+
+def _whole_tensor(moved: int, io_bytes: int) -> bool:
+    """Whether ``moved`` bytes read back are data (at least half the smallest input or output, ``io_bytes``, and
+    ``MIN_ROUND_TRIP_BYTES``), not a size or a flag."""
+    return moved >= (max(MIN_ROUND_TRIP_BYTES, io_bytes // 2) if io_bytes else MIN_ROUND_TRIP_BYTES)
 
 
 def _short(name: str) -> str:

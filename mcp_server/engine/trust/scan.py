@@ -63,7 +63,7 @@ NAME_RULES: tuple[Rule, ...] = (
         r"^torch\._C\.(_?TensorBase|StorageBase)\b",
         EV,
         E,
-        "calls the C tensor type's methods, around the judge's count of tensor data read by Python",
+        "calls the C tensor or storage type's own methods, around the judge's count of tensor data read by Python",
     ),
     # Starting or stopping a profiler (record_function annotations are harmless and not matched).
     _rule(
