@@ -32,7 +32,9 @@ def _attention_verdict(script, long_ms: float, short_ms: float):
 
     long_case = next(c.label for c in SPEC.bench_cases if c.dims["S"] >= 4096)
     rows = [_row(long_case, long_ms, flash_ms=1.0, eager_ms=0.8), _row("not a bench case", short_ms, 1.0, 0.8)]
-    return script.judge("attention", SPEC, {"rows": rows}, None, {})
+    # bf16 as fast as SDPA's pick throughout: these verdicts turn on the fp16 rows alone.
+    bf16 = {"rows": [_row(long_case, 0.75, flash_ms=1.0, eager_ms=0.8)]}
+    return script.judge("attention", SPEC, {"rows": rows}, None, {"fwd_bfloat16": bf16, "fwd_bwd_bfloat16": bf16})
 
 
 def test_attention_is_judged_against_the_flash_backend_at_long_sequences(script):
@@ -45,6 +47,30 @@ def test_attention_slower_than_sdpas_own_pick_misses_its_bar(script):
     met, words = _attention_verdict(script, long_ms=1.05, short_ms=0.5)  # 0.95× flash, 0.76× SDPA's pick
     assert met is False
     assert "flash backend at seq ≥ 4096 0.952×" in words and "own pick 0.76× (missed)" in words
+
+
+def test_attention_is_held_to_sdpas_pick_in_bf16_too_and_a_bf16_run_not_made_misses(script):
+    from reference_kernels.attention import SPEC
+
+    long_case = next(c.label for c in SPEC.bench_cases if c.dims["S"] >= 4096)
+
+    def verdict(bf16_ms: float | None):
+        fwd = {"dtype": "float16", "rows": [_row(long_case, 0.75, flash_ms=1.0, eager_ms=0.8)]}
+        fb = {"rows": [_row(long_case, 3.0, flash_ms=5.0, eager_ms=3.1)]}
+        extra = {}
+        if bf16_ms is not None:
+            extra = {
+                "fwd_bfloat16": {"rows": [_row(long_case, bf16_ms, flash_ms=1.0, eager_ms=0.8)]},
+                "fwd_bwd_bfloat16": {"rows": [_row(long_case, 3.0, flash_ms=5.0, eager_ms=3.1)]},
+            }
+        return script.judge("attention", SPEC, fwd, fb, extra)
+
+    met, words = verdict(0.78)  # bf16 1.03× SDPA's pick
+    assert met is True and "bfloat16 min vs SDPA's own pick 1.03×" in words
+    met, words = verdict(0.82)  # bf16 0.98×: fp16 alone would pass
+    assert met is False and "bfloat16 min vs SDPA's own pick 0.98× (missed)" in words
+    met, words = verdict(None)
+    assert met is False and "bfloat16 min fwd+bwd vs SDPA's own pick: not measured" in words
 
 
 def test_attention_slower_than_90_percent_of_the_flash_backend_misses_its_bar(script):
