@@ -6,8 +6,8 @@ For each kernel, through the project's own tools (isolated children): validate e
 backward where the op trains) in each GPU dtype on the SPEC's cases, then bench every stage against eager
 PyTorch and torch.compile on the SPEC's bench cases (forward; forward + backward where the op trains), in the
 first GPU dtype (matmul and attention, whose bars name both 16-bit types: the best stage in the other one too),
-then judge the kernel's bar from those numbers. `--readme` regenerates the kernel table of docs/performance.md from the JSON
-files; a bar that is missed is shown with the measured ratio.
+then judge the kernel's bar from those numbers. `--readme` regenerates the kernel table of docs/performance.md
+from the JSON files; a bar that is missed is shown with the measured ratio.
 """
 
 from __future__ import annotations
