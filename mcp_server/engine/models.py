@@ -71,6 +71,7 @@ class FindingKind(str, Enum):
     stream_race = "stream_race"  # outputs read on the caller's stream before a sync were not yet written
     reference_precision = "reference_precision"  # the reference could not run in float64 (warning)
     unsupported_shape = "unsupported_shape"  # the candidate refused a derived shape with a clean exception
+    loose_tolerance = "loose_tolerance"  # values compared at a tolerance looser than their dtype's default
     backward_mismatch = "backward_mismatch"  # gradients differ from autograd's on the reference
     timeout = "timeout"
     out_of_bounds = "out_of_bounds"  # a load/store/atomic outside every tensor argument (interpreter check)

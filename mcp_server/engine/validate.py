@@ -288,6 +288,7 @@ def validate(
             )
         judge.findings.extend(trust_findings)
         judge.judge_reference_precision()
+        judge.note_loose_tolerances(given=bool(tolerances))
 
     findings = judge.capped_findings()
     ok = not any(f.severity is Severity.error for f in findings)
@@ -344,6 +345,24 @@ class _Judge:
         self.torch_ops: dict[str, list[float]] = {}
         # The largest share of the reference's torch work the candidate's counted torch ops did in one call.
         self.torch_share = 0.0
+
+    def note_loose_tolerances(self, given: bool) -> None:
+        """Say where outputs were compared at a tolerance looser than their dtype's default: a warning when this run
+        was given it (``--tol``), info when the reference module declares it. A PASS holds at that tolerance only."""
+        compared = {row.dtype for row in self.rows}
+        for name, (atol, rtol) in sorted(self.tolerances.items()):
+            default = compare.DEFAULT_TOLERANCES.get(name)
+            if name not in compared or default is None or (atol <= default[0] and rtol <= default[1]):
+                continue
+            by = max(atol / default[0], rtol / default[1])
+            self.add(
+                FindingKind.loose_tolerance,
+                f"{name} outputs were compared at atol={atol:g}, rtol={rtol:g}, up to {by:.3g}× the default "
+                f"({default[0]:g}, {default[1]:g}), as "
+                + ("this run was told (--tol)" if given else "the reference module declares")
+                + ": a pass holds at that tolerance",
+                severity=Severity.warning if given else Severity.info,
+            )
 
     # -- helpers -----------------------------------------------------------------------------------
     def add(

@@ -85,6 +85,26 @@ def test_the_float64_runs_agreement_check_scales_and_counts_values_lost_to_overf
     assert "relative norm 0.5," in _disagreement([tiny], [tiny * 2])
 
 
+def test_a_tolerance_looser_than_the_default_is_named_and_a_tighter_or_unused_one_is_not(runner, fx, tmp_path):
+    add = fx("add_problem.py", "reference")
+
+    def loose(tolerances=None, reference=add):
+        result = validate(
+            reference, fx("add_good.py", "candidate"), tolerances=tolerances, derive_shapes=False, runner=runner
+        )
+        assert result.ok, result.findings
+        return [(f.severity, f.message) for f in result.findings if f.kind is FindingKind.loose_tolerance]
+
+    (given,) = loose({"float32": (1.0, 1.0)})  # what --tol fp32=1,1 gives
+    assert given[0] is Severity.warning and "atol=1, rtol=1" in given[1] and "1e+05×" in given[1]
+    assert loose({"float32": (1e-6, 1e-6)}) == [] and loose({"bfloat16": (1.0, 1.0)}) == []  # tighter; no such output
+    # Declared by the reference module: the problem's author chose it, so it is said, not warned about.
+    problem = tmp_path / "declares.py"
+    problem.write_text(Path(add.rsplit(":", 1)[0]).read_text() + '\nTOLERANCES = {"float32": (1e-3, 1e-3)}\n')
+    (declared,) = loose(reference=f"{problem}:reference")
+    assert declared[0] is Severity.info and "the reference module declares" in declared[1]
+
+
 def test_validate_passes_a_correct_softmax_on_labelled_cases_without_deriving(runner, fx):
     result = validate(fx("softmax_problem.py", "reference"), fx("softmax_good.py", "candidate"), runner=runner)
     assert result.ok, result.findings
