@@ -7,7 +7,8 @@ The verdict for a floating output has two parts, both required:
    own worst error in this dtype: a kernel may be as far off as PyTorch itself is, ``k`` times over.
 2. Norm: ``‖cand − truth‖ / ‖truth‖ ≤ max(k·‖ref − truth‖ / ‖truth‖, floor[dtype])``. An all-zero or
    constant output has a relative norm error near 1 and fails here even when values are tiny enough to
-   slip under an absolute tolerance.
+   slip under an absolute tolerance. An output of fewer than ``FEW_ELEMENTS`` values is held here only to
+   ``GROSS_NORM_ERROR``: the norm of a few rounding errors is too noisy to hold to k times PyTorch's.
 
 NaN and ±Inf positions must agree with the reference's (a NaN is allowed where either reference has one,
 and required where both do). Integer and bool outputs must match exactly. Tensors are processed in chunks
@@ -49,6 +50,13 @@ NORM_FLOOR: Mapping[str, float] = MappingProxyType({"float64": 1e-12, "float32":
                                                    "float8_e5m2fnuz": 2.0**-3})  # fmt: skip
 # How many times PyTorch's own error a candidate may have.
 TORCH_ERROR_FACTOR = 4.0
+# Below this many finite elements the norm of the rounding errors is a handful of samples: two right kernels summing
+# in different orders land further apart than TORCH_ERROR_FACTOR often (with one element and errors of one spread,
+# one time in six; a row sum of 300 fp32 values, blocked by 128, was 9.5× PyTorch's own error on a seed). There the
+# elementwise bound judges accuracy and the norm only a gross error (an all-zero or constant output), from
+# GROSS_NORM_ERROR on.
+FEW_ELEMENTS = 64
+GROSS_NORM_ERROR = 0.1
 # Past this relative-norm distance between the reference in its own dtype and its more precise run, "as far off
 # as PyTorch itself, k times over" admits outputs that are mostly wrong (from 1/k on, an all-zero output passes),
 # so such an output gets no verdict. Rounding to fp8 stays well under it (e5m2's half step is 12.5 % at most).
@@ -172,9 +180,11 @@ def compare_tensor(
     # Pass 1: PyTorch's own error (max and norm) and the truth's norm.
     max_torch_err = 0.0
     sq_truth = sq_torch = 0.0
+    n_finite = 0
     for lo, hi in _chunks(n):
         r, g = r_all[lo:hi].double(), g_all[lo:hi].double()
         fin = torch.isfinite(r) & torch.isfinite(g)
+        n_finite += int(fin.sum())
         diff = (r - g)[fin].abs()
         if diff.numel():
             max_torch_err = max(max_torch_err, float(diff.max()))
@@ -234,6 +244,8 @@ def compare_tensor(
             result.nondeterministic += int((far & ~unwritten).sum())
     result.rel_norm_err = math.sqrt(sq_err) / truth_norm if truth_norm > 0 else 0.0
     norm_limit = max(tol.factor * result.torch_rel_norm_err, tol.norm_floor)
+    if n_finite < FEW_ELEMENTS:
+        norm_limit = max(norm_limit, GROSS_NORM_ERROR)
     norm_bad = truth_norm > 0 and result.rel_norm_err > norm_limit
     result.first_bad = bad or None
     if result.uninitialized:

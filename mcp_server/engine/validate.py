@@ -599,12 +599,27 @@ class _Judge:
             entry[0] += use["calls"]
             entry[1] += use["work"]
         cand_work = sum(v["work"] for v in counted.values())
-        if cand_work <= 0:
+        allowed = {k: v for k, v in ops.items() if k in self.allow}
+        allowed_work = sum(v["work"] for v in allowed.values())
+        if cand_work <= 0 and allowed_work <= 0:
             return
         ref_work = float(ref_case.get("torch_work") or 0.0)
         if ref_work <= 0:
             outputs = ref_case.get("outputs") or []
             ref_work = float(sum(_prod(o["shape"]) for o in outputs)) or 1.0
+        if allowed_work / ref_work >= TORCH_WORK_WARNING:
+            # Allowed, so no failure; but a pass then does not say a Triton kernel did this part of the work.
+            ops_named = ", ".join(f"aten.{k} ×{v['calls']}" for k, v in allowed.items())
+            self.add(
+                FindingKind.torch_compute,
+                f"{name}: torch ops allowed by allow_torch_ops did {allowed_work / ref_work:.0%} of the reference's "
+                f"own torch work ({ops_named}): the pass does not say a Triton kernel did that part",
+                name,
+                seed,
+                severity=Severity.warning,
+            )
+        if cand_work <= 0:
+            return
         ratio = cand_work / ref_work
         self.torch_share = max(self.torch_share, ratio)
         top = sorted(counted.items(), key=lambda kv: -kv[1]["work"])[:4]

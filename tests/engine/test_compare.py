@@ -26,6 +26,22 @@ def test_an_all_zero_output_fails_on_the_norm_even_when_every_element_is_within_
     assert result.problem is FindingKind.mismatch and result.rel_norm_err > 0.9  # … the norm is not
 
 
+def test_a_few_element_output_is_held_to_gross_errors_on_the_norm_and_a_large_one_to_pytorchs_error():
+    # One value from a sum that cancels: a right kernel summing in another order is 9.5× PyTorch's own error off
+    # the truth (the seed validate found), every element inside atol + rtol·|truth|.
+    g = torch.tensor([0.12], dtype=torch.float64)
+    r, c = (g + 3.3e-7).float(), (g + 3.1e-6).float()
+    tol = tolerance_for(torch.float32)
+    assert compare_tensor(c, r, g, tol).ok
+    tiny = torch.tensor([3e-6], dtype=torch.float64)  # all zeros where the truth is tiny: gross, still caught
+    assert compare_tensor(torch.zeros(1), tiny.float(), tiny, tol).problem is FindingKind.mismatch
+    # The same relative error on every one of 4096 values is a whole output off: the norm still catches it.
+    g = torch.full((4096,), 0.12, dtype=torch.float64)
+    r, c = (g + 3.3e-7).float(), (g + 3.1e-6).float()
+    result = compare_tensor(c, r, g, tol)
+    assert result.mismatches == 0 and result.problem is FindingKind.mismatch, result
+
+
 def test_a_constant_output_fails():
     r, g = _truth()
     assert compare_tensor(torch.full_like(r, float(r.mean())), r, g, tolerance_for(torch.float32)).problem

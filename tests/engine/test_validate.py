@@ -184,8 +184,13 @@ def test_the_largest_torch_share_is_reported_for_bench_to_hold_timed_calls_to(ru
         runner=runner,
     )
     assert allowed.torch_share == 0.0
+    # Allowed work fails nothing, but the verdict says how much of the reference's work it was.
+    said = [f for f in allowed.findings if f.kind is FindingKind.torch_compute]
+    assert said and {f.severity for f in said} == {Severity.warning}
+    assert "allowed by allow_torch_ops did 100%" in said[0].message
     honest = validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner)
     assert honest.ok and honest.torch_share == 0.0
+    assert not [f for f in honest.findings if f.kind is FindingKind.torch_compute]
 
 
 @pytest.mark.slow
