@@ -35,6 +35,19 @@ def test_a_right_result_passes_and_skipped_work_fails():
     assert tc.compare_outputs([few], [want], None, 0.0)
 
 
+def test_a_few_values_are_held_one_by_one_with_atol_and_a_cancelled_sum_in_another_order_passes():
+    # One sum of 300 values that nearly cancel: two right orders differ by more than 4× the float32 norm floor
+    # relative to the small result, but by far less than atol.
+    want = torch.tensor([0.12])
+    assert tc.compare_outputs([want + 2e-5], [want], None, 0.0) is None
+    # The same sum from 16-bit partial sums is off by 1e-3 of a large result: caught value by value.
+    big = torch.tensor([17.0, -4.0])
+    assert "values further from the reference" in tc.compare_outputs([big * (1 + 1e-3)], [big], None, 0.0)
+    # And zeros for tiny values are a gross error on the norm.
+    tiny = torch.tensor([3e-6, -2e-6])
+    assert "relative norm distance" in tc.compare_outputs([torch.zeros(2)], [tiny], None, 0.0)
+
+
 def test_a_result_kept_from_other_inputs_fails():
     want = torch.randn(4096, generator=_gen(1))
     stale = torch.randn(4096, generator=_gen(2))
