@@ -421,22 +421,27 @@ def _finish(
     module = harness(name, dtypes[0], tmp)
     best = max(spec.stages)
     grads = list(spec.grad_inputs) or None
-    if spec.has_backward:
-        fb = bench(
-            f"{module}:stage{best}",
-            f"{module}:reference",
-            extra_baselines=baselines(name, module, backward=True) or None,
+
+    def best_stage(harnessed: Path, backward: bool, plot: str | None = None) -> dict:
+        """The best stage benched against the kernel's peers, as JSON."""
+        result = bench(
+            f"{harnessed}:stage{best}",
+            f"{harnessed}:reference",
+            extra_baselines=baselines(name, harnessed, backward=backward) or None,
             validate_first=False,
             reps=REPS.get(name, 50),
             compile_baseline=name not in NO_COMPILE,
-            backward=True,
-            grad_inputs=grads,
+            backward=backward,
+            grad_inputs=grads if backward else None,
             runner=runner,
             progress=_progress,
-            plot=str(out_dir / f"{name}_fwd_bwd.png"),
+            plot=plot,
             timeout_s=1200,
         )
-        report["fwd_bwd"] = json.loads(fb.model_dump_json())
+        return json.loads(result.model_dump_json())
+
+    if spec.has_backward:
+        report["fwd_bwd"] = best_stage(module, backward=True, plot=str(out_dir / f"{name}_fwd_bwd.png"))
     extras: dict[str, Any] = {}
     if name in ("matmul", "attention"):
         # Their bars hold in every dtype: the best stage in the others, against the same peers (forward + backward
@@ -444,20 +449,7 @@ def _finish(
         for dtype in dtypes[1:]:
             module_d = harness(name, dtype, tmp)
             for backward in (False, True) if spec.has_backward else (False,):
-                other = bench(
-                    f"{module_d}:stage{best}",
-                    f"{module_d}:reference",
-                    extra_baselines=baselines(name, module_d, backward=backward) or None,
-                    validate_first=False,
-                    reps=REPS.get(name, 50),
-                    compile_baseline=name not in NO_COMPILE,
-                    backward=backward,
-                    grad_inputs=grads if backward else None,
-                    runner=runner,
-                    progress=_progress,
-                    timeout_s=1200,
-                )
-                extras[f"{'fwd_bwd' if backward else 'fwd'}_{dtype}"] = json.loads(other.model_dump_json())
+                extras[f"{'fwd_bwd' if backward else 'fwd'}_{dtype}"] = best_stage(module_d, backward)
     if name == "cross_entropy":
         extras["memory"] = cross_entropy_memory()
     report["extra"] = extras
