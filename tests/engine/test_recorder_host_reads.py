@@ -1,0 +1,72 @@
+"""jobs.recorder counts the tensor data a recorded call hands to Python, which is the evidence of host work under the
+interpreter (trust.evidence): every route, once each, on any thread, never inside a Triton launch, and nothing
+outside a recording. Run here in this process on CPU tensors."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from mcp_server.engine.jobs import recorder
+
+recorder.install_launch_hooks()  # as a job does before it loads user code
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda x: x.tolist(),
+        lambda x: x.numpy().sum(),
+        lambda x: np.asarray(x),  # __array__, which calls numpy(): counted once
+        lambda x: np.from_dlpack(x),
+        lambda x: [float(v) for v in x],  # item access, element by element
+        lambda x: bytes(x.untyped_storage()),
+        lambda x: x.untyped_storage().tolist(),
+    ],
+    ids=["tolist", "numpy", "array", "dlpack", "items", "storage-bytes", "storage-tolist"],
+)
+def test_every_route_to_the_data_counts_its_bytes_once(read):
+    x = torch.randn(256)
+    with recorder.recording() as record:
+        read(x)
+    assert record.host_read_bytes == x.numel() * x.element_size()
+
+
+def test_sizes_views_and_reads_outside_a_recording_count_nothing_and_a_flag_counts_one_element():
+    x = torch.randn(64, 32)
+    x.tolist()  # no recording under way
+    with recorder.recording() as record:
+        _ = x.shape, x.stride(), x.numel(), x[:, :4].T, x.data_ptr()
+    assert record.host_read_bytes == 0
+    with recorder.recording() as record:
+        bool(torch.isfinite(x[0, 0]))
+    assert record.host_read_bytes == 1  # one bool
+
+
+def test_a_read_on_another_thread_counts_as_the_calls():
+    x = torch.randn(100)
+    with recorder.recording() as record:
+        worker = threading.Thread(target=x.tolist)
+        worker.start()
+        worker.join()
+    assert record.host_read_bytes == 400
+
+
+@triton.jit
+def _double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, 2 * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def test_what_the_interpreter_reads_inside_a_launch_is_not_the_calls():
+    x = torch.randn(1000)
+    out = torch.empty_like(x)
+    with recorder.recording() as record:
+        _double[(4,)](x, out, x.numel(), BLOCK=256)
+    assert record.host_read_bytes == 0 and record.launches
+    torch.testing.assert_close(out, 2 * x)
