@@ -404,6 +404,14 @@ def test_cuda_graph_mode_says_it_checks_no_output_of_a_problem_that_writes_its_i
 
 
 @pytest.mark.gpu
+def test_a_problem_without_floating_inputs_says_its_timed_calls_could_not_get_new_values(runner):
+    # Integer inputs keep their values (they may be indices or sizes), so a kept result would be right for them.
+    result = _judged_bench(runner, "int_add.py:candidate", "int_problem.py", reps=30)
+    assert result.ok, result.findings
+    assert any("could not be given new values" in note for note in result.notes), result.notes
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize(
     ("name", "mode"),
     [("library_later", "events"), ("library_later", "cuda-graph"), ("library_in_thread_later", "events")],

@@ -49,6 +49,10 @@ GRAPH_WRITES_INPUTS = (
     "no timed output was checked: the problem writes its inputs, so in CUDA-graph mode a captured call's outputs are "
     "inputs that the calls after it in the same replay rewrite (events mode checks them)"
 )
+NO_FRESH_VALUES = (
+    "no input here is floating, so timed calls could not be given new values: a result a candidate kept from an "
+    "earlier call on the same inputs is right for them, and would be timed unseen"
+)
 # The longest GPU-side sleep a timing round starts with (ms).
 _MAX_SLEEP_MS = 2000.0
 
@@ -693,6 +697,8 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         samples: dict[str, list[float]] = {t["provider"]: [] for t in live}
         per_round = max(3, reps // ROUNDS)
         fresh = [timed_check.FreshValues(s) for s in sets]
+        if not any(f.plan for f in fresh):
+            notes.add(NO_FRESH_VALUES)
         keeper = check.keeper()
         if keeper is not None:
             keeper.sources = {id(s): f for s, f in zip(sets, fresh, strict=True)}
