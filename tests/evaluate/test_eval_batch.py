@@ -4,6 +4,7 @@ resuming after a stop, --redo, a changed solution, the CLI, and KernelBench's fi
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -58,6 +59,9 @@ def test_the_whole_set_is_judged_per_problem_with_default_settings(pool, solutio
     assert all(r.timing == "not measured" and r.candidate_ms is None and r.speedup_eager is None for r in passed)
     assert all(r.device == "cpu-interpreter" and r.worker == "cpu-interpreter" for r in passed)
     assert report.evaluated_now == 6 and report.resumed == 0 and not report.ok
+    # A failure names the seed that gives its inputs again (they are drawn afresh per run).
+    square = next(r for r in report.problems if r.name == "4_square")
+    assert re.search(r"these inputs again: ptt validate --seed \d+$", square.summary), square.summary
     assert (tmp_path / "fast_p.png").exists() and report.plot
     assert seen[0].startswith("evaluating 5 pair(s)") and any("4_square FAILED (mismatch)" in m for m in seen)
     assert Path(report.db) == solutions / ".ptt-eval.db"

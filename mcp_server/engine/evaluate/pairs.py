@@ -222,7 +222,9 @@ def _judge(
     validate_s = _since(t0)
     if not verdict.ok:
         kinds = sorted({f.kind.value for f in verdict.errors})
-        return done(status="failed", failure_kinds=kinds, summary=verdict.summary, validate_s=validate_s)
+        # The seeds were drawn for this run: say which, so `ptt validate --seed` can give the same inputs again.
+        summary = f"{verdict.summary}; these inputs again: ptt validate --seed {verdict.seeds[0]}"
+        return done(status="failed", failure_kinds=kinds, summary=summary, validate_s=validate_s)
     if device.interpreter or not settings.bench:
         note = "not measured: no GPU (Triton interpreter)" if device.interpreter else "not timed (--no-bench)"
         state = "not measured" if device.interpreter else "not timed"
