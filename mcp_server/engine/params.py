@@ -265,7 +265,7 @@ VALIDATE = ToolParams(
             int | None,
             None,
             "Seed of the first input set (the others follow it); default a fresh one each run, so no candidate can "
-            "know its inputs beforehand. Give one a result's seeds list to replay that run's inputs.",
+            "know its inputs beforehand. Give the first of a result's seeds to replay that run's inputs.",
             limits={"ge": 0, "le": 2**62 - 1},
         ),
         Param(
