@@ -42,6 +42,7 @@ PLAN = [
     ("python_host.py", PROBLEM, "fail", False),
     ("storage_host.py", PROBLEM, "fail", False),
     ("storage_items.py", PROBLEM, "fail", False),
+    ("unhooks_reads.py", PROBLEM, "fail", False),
     ("python_host_small.py", PROBLEM, "pass", False),
     ("lookup_table.py", ATTACKS / "sigmoid_problem.py", "fail", False),
     ("sigmoid_good.py", ATTACKS / "sigmoid_problem.py", "pass", False),

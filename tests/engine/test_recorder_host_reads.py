@@ -57,6 +57,22 @@ def test_a_read_on_another_thread_counts_as_the_calls():
     assert record.host_read_bytes == 400
 
 
+def test_a_wrapper_taken_off_torch_tensor_is_named_and_put_back():
+    wrapper = torch.Tensor.__dict__["tolist"]
+    x = torch.randn(100)
+    with recorder.recording() as record:
+        torch.Tensor.tolist = torch._C.TensorBase.tolist  # inside the call: seen when the call ends
+        x.tolist()
+    assert record.host_reads_unhooked == ["tolist"] and torch.Tensor.__dict__["tolist"] is wrapper
+    del torch.Tensor.numpy  # before the call: the C method shows through, seen when the call starts
+    with recorder.recording() as record:
+        x.numpy()
+    assert record.host_reads_unhooked == ["numpy"] and record.host_read_bytes == 400
+    with recorder.recording() as record:
+        x.tolist()
+    assert record.host_reads_unhooked == [] and record.host_read_bytes == 400
+
+
 @triton.jit
 def _double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)

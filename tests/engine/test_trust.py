@@ -322,6 +322,7 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("python_host.py", {"host_round_trip"}),
         ("storage_host.py", {"host_round_trip"}),
         ("storage_items.py", {"host_round_trip"}),
+        ("unhooks_reads.py", {"evasion"}),  # names hidden from the scan; the recorder sees its wrapper gone
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

@@ -260,6 +260,8 @@ class Record:
     dispatched: int = 0
     # Bytes of tensor data the call handed to Python (``HOST_READS``, ``.item()``): see ``_follow_host_reads``.
     host_read_bytes: int = 0
+    # ``HOST_READS`` whose wrapper was gone from ``torch.Tensor`` at the call's start or end (put back each time).
+    host_reads_unhooked: list[str] = field(default_factory=list)
 
     @property
     def torch_work(self) -> float:
@@ -270,6 +272,7 @@ class Record:
             "launches": self.launches,
             "ops": {k: {"calls": int(v[0]), "work": v[1]} for k, v in self.ops.items()},
             "host_read_bytes": self.host_read_bytes,
+            "host_reads_unhooked": self.host_reads_unhooked,
         }
 
 
@@ -349,6 +352,8 @@ def _under_thread_ops(function: Any) -> Any:
 # copies; under the interpreter, where every tensor already lives on the host, these counts are the evidence
 # (trust.evidence).
 HOST_READS = ("tolist", "numpy", "__array__", "__dlpack__")
+# The wrapper installed for each of them, to tell whether code put the original back.
+_HOST_READ_WRAPPERS: dict[str, Any] = {}
 
 
 def _follow_host_reads() -> None:
@@ -371,6 +376,16 @@ def _follow_host_reads() -> None:
 
         read.__name__ = read.__qualname__ = name
         setattr(torch.Tensor, name, read)
+        _HOST_READ_WRAPPERS[name] = read
+
+
+def _rehook_host_reads(record: Record) -> None:
+    """Note in ``record`` each ``HOST_READS`` wrapper code took off ``torch.Tensor``, and put it back."""
+    for name, wrapper in _HOST_READ_WRAPPERS.items():
+        if torch.Tensor.__dict__.get(name) is not wrapper:
+            if name not in record.host_reads_unhooked:
+                record.host_reads_unhooked.append(name)
+            setattr(torch.Tensor, name, wrapper)
 
 
 def _follow_threads() -> None:
@@ -545,6 +560,7 @@ def recording(poison: bool = False, second: bool = False) -> Iterator[Record]:
     global _launch_recording, _active
     install_launch_hooks()
     record = Record()
+    _rehook_host_reads(record)
     start = len(_launches)
     _launch_recording = True
     outer = _active
@@ -557,3 +573,4 @@ def recording(poison: bool = False, second: bool = False) -> Iterator[Record]:
         _launch_recording = False
         record.launches = _launches[start:]
         del _launches[start:]
+        _rehook_host_reads(record)
