@@ -34,7 +34,7 @@ from mcp_server.engine.models import (
 )
 from mcp_server.engine.resolve import resolve_inputs
 from mcp_server.engine.runner import Runner, shared_runner
-from mcp_server.engine.specs import parse_spec, swapped_kernelbench, swapped_kernelbench_hint
+from mcp_server.engine.specs import parse_spec, swapped_kernelbench_hint
 
 NO_GPU = "bench needs a CUDA GPU; interpreter timings are meaningless (validate and compile work without one)"
 Progress = Callable[[float, float | None, str], None]
@@ -216,9 +216,12 @@ def bench(
     try:
         cand_spec = parse_spec(candidate, role="candidate", defaults=("ModelNew", "candidate"), cwd=cwd)
     except UsageError as exc:
-        swapped = swapped_kernelbench(reference, candidate, cwd) if reference else None
-        command = f"ptt bench {swapped[1]} --reference {swapped[0]}" if swapped else ""
-        raise UsageError(f"{exc}{swapped_kernelbench_hint(*swapped, command) if swapped else ''}") from None
+        hint = (
+            swapped_kernelbench_hint(reference, candidate, cwd, "ptt bench {solution} --reference {problem}")
+            if reference
+            else ""
+        )
+        raise UsageError(f"{exc}{hint}") from None
     ref_spec = parse_spec(reference, role="reference", defaults=("Model", "reference"), cwd=cwd) if reference else None
     files = [str(cand_spec.path)] + ([str(ref_spec.path)] if ref_spec else [])
     resolved = resolve_inputs(inputs, cwd=cwd)

@@ -177,24 +177,21 @@ def parse_spec(text: str, *, role: str, defaults: tuple[str, ...] = (), cwd: Pat
     return CallableSpec(path=path, name=name, top_level=frozenset(names), dynamic_names=dynamic)
 
 
-def swapped_kernelbench(reference: str, candidate: str, cwd: Path | None = None) -> tuple[str, str] | None:
-    """(problem, solution) as the user gave them, when a KernelBench solution (``ModelNew``) was given as the
-    reference and its problem (``Model``) as the candidate; None otherwise (or when either does not parse)."""
+def swapped_kernelbench_hint(reference: str, candidate: str, cwd: Path | None, command: str) -> str:
+    """The line a usage error gets when a KernelBench solution (``ModelNew``) was given as the reference and its
+    problem (``Model``) as the candidate, naming the right command (``command``, with ``{problem}`` and
+    ``{solution}`` as the user wrote them); empty otherwise, or when either does not parse."""
     try:
         solution = parse_spec(reference, role="reference", defaults=("ModelNew",), cwd=cwd)
         problem = parse_spec(candidate, role="candidate", defaults=("Model",), cwd=cwd)
     except UsageError:
-        return None
+        return ""
     if solution.name != "ModelNew" or problem.name != "Model":
-        return None
-    return candidate.strip(), reference.strip()
-
-
-def swapped_kernelbench_hint(problem: str, solution: str, command: str) -> str:
-    """The line a usage error gets for KernelBench files given the other way round (``command``: the right one)."""
+        return ""
+    right = command.format(problem=candidate.strip(), solution=reference.strip())
     return (
-        f"\n{solution} defines ModelNew (a KernelBench solution) and {problem} defines Model (its problem): the two "
-        f"are the other way round. The command: `{command}`."
+        f"\n{reference.strip()} defines ModelNew (a KernelBench solution) and {candidate.strip()} defines Model (its "
+        f"problem): the two are the other way round. The command: `{right}`."
     )
 
 

@@ -50,7 +50,7 @@ from mcp_server.engine.models import (
 )
 from mcp_server.engine.resolve import resolve_inputs
 from mcp_server.engine.runner import DEFAULT_TIMEOUT_S, Runner, shared_runner
-from mcp_server.engine.specs import CallableSpec, parse_spec, swapped_kernelbench, swapped_kernelbench_hint
+from mcp_server.engine.specs import CallableSpec, parse_spec, swapped_kernelbench_hint
 from mcp_server.engine.trust import evidence
 
 # Input seeds are drawn afresh for each run (a seed given replays one). Fixed seeds would let a candidate rebuild
@@ -151,8 +151,7 @@ def validate(
     try:
         ref_spec = parse_spec(reference, role="reference", defaults=("Model", "reference"), cwd=cwd)
     except UsageError as exc:
-        swapped = swapped_kernelbench(reference, candidate, cwd)
-        hint = swapped_kernelbench_hint(*swapped, f"ptt validate {swapped[0]} {swapped[1]}") if swapped else ""
+        hint = swapped_kernelbench_hint(reference, candidate, cwd, "ptt validate {problem} {solution}")
         raise UsageError(f"{exc}{hint}") from None
     cand_spec = parse_spec(candidate, role="candidate", defaults=("ModelNew", "candidate"), cwd=cwd)
     resolved = resolve_inputs(inputs, check=True, cwd=cwd)  # a bad type-list item raises UsageError

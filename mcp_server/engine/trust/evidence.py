@@ -71,17 +71,16 @@ def run_findings(
                 message=f"no CUDA trace of the calls could be taken ({trace['error']}); kernels were not cross-checked",
             )
         )
-    unhooked = sorted(
-        {name for case in cand_meta.get("cases") or [] for name in (case.get("record") or {}).get("host_reads_unhooked")
-         or []}
-    )  # fmt: skip
+    unhooked: set[str] = set()
+    for case in cand_meta.get("cases") or []:
+        unhooked.update((case.get("record") or {}).get("host_reads_unhooked") or [])
     if unhooked:
         findings.append(
             Finding(
                 kind=FindingKind.evasion,
                 severity=Severity.error,
-                message=f"torch.Tensor.{', .'.join(unhooked)} had been replaced when a call started or ended, taking "
-                "away the judge's count of tensor data read by Python (put back each time)",
+                message=f"torch.Tensor.{', .'.join(sorted(unhooked))} had been replaced when a call started or "
+                "ended, taking away the judge's count of tensor data read by Python (put back each time)",
             )
         )
     windows = (trace or {}).get("windows") if isinstance(trace, dict) else None
