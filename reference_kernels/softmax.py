@@ -12,7 +12,8 @@ Programs → data:
 - stage 3: no autotuner. While a row fits the register budget, stage 2's kernels with the tile picked by
   rule (``_one_block_plan``: 16 fp32 values per thread, ≥ 2 programs per SM), so every shape gets one
   fixed, predictable config and a launch costs one JIT dispatch; the forward drops its masks where the tiles
-  cover the rows exactly (``EVEN``). Past the budget, a looped kernel:
+  cover the rows exactly (``EVEN``), and so does the backward, which gives each thread 32 values from 8192
+  columns (``_bwd_one_block_plan``). Past the budget, a looped kernel:
   persistent programs walk rows, as many per SM as keep the rows in flight inside half the L2
   (``_looped_plan``); per row pass 1 streams column chunks keeping a running max and sum *per lane*
   (``s ← s·e^(m−m') + e^(x−m')`` in a one-exp form), so the loop has no cross-warp reduction and the
@@ -101,6 +102,13 @@ MIN_BLOCK_N = rows_plan.MIN_BLOCK_N
 # range stage 2's pruned autotuner searches.
 _VALUES_PER_THREAD = 16
 _MIN_TILE = 2048
+# The backward's one-block tile drops its masks where the tiles cover the rows exactly, and from 8192 columns
+# gives each thread 32 values of y and of dy (8 warps at 8192). At 4096 rows on the H200, bf16, µs (masked 16
+# warps as before / unmasked 8 / Liger-Kernel; row_kernels_sweep.py --kernels softmax,
+# results/h200/row_kernels_sweep_softmax.json): 8192 cols 48.6 / 47.5 / 47.2; at 4096 cols, 8 warps either way,
+# masked / unmasked 25.7 / 25.4, Liger 25.3; at 16384×8192 all within 0.3 %.
+_BWD_WIDE_VALUES_PER_THREAD = 32
+_BWD_WIDE_MIN_COLS = 8192
 # Stage 3 stacks rows only while every SM still gets this many programs: fewer, fatter programs leave
 # SMs idle at small row counts.
 _MIN_PROGRAMS_PER_SM = 2
@@ -244,8 +252,7 @@ def _softmax_bwd_kernel(
     ROWS: tl.constexpr,
     EVEN: tl.constexpr = False,
 ):
-    # EVEN: the tiles cover the rows exactly, so nothing is masked. Stage 3 keeps the masks here: unmasked ran
-    # within about 1 % at 4096-16384 columns and 2.4 % slower at 32768 (results/h100/row_kernels_sweep_softmax.json).
+    # EVEN: the tiles cover the rows exactly, so nothing is masked (stage 3's, where they do; see _BWD_WIDE_*).
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     mask = None if EVEN else (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
@@ -365,6 +372,15 @@ def _one_block_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[tuple[int], d
     return rows_plan.stacked_plan(n_rows, n_cols, n_sms, _MIN_TILE, _VALUES_PER_THREAD, _MIN_PROGRAMS_PER_SM)
 
 
+def _bwd_one_block_plan(n_rows: int, n_cols: int, n_sms: int) -> tuple[tuple[int], dict[str, int]]:
+    """The backward's whole-row tile: the forward's, but 32 values per thread from 8192 columns (8 warps there),
+    and unmasked where the tiles cover the rows exactly."""
+    block = _block_n(n_cols)
+    per_thread = _BWD_WIDE_VALUES_PER_THREAD if block >= _BWD_WIDE_MIN_COLS else _VALUES_PER_THREAD
+    grid, meta = rows_plan.stacked_plan(n_rows, n_cols, n_sms, _MIN_TILE, per_thread, _MIN_PROGRAMS_PER_SM)
+    return grid, {**meta, "EVEN": rows_plan.even_tiles(n_rows, n_cols, meta)}
+
+
 @functools.lru_cache(maxsize=256)
 def _looped_plan(
     n_rows: int, n_cols: int, row_bytes: int, n_sms: int, forward: bool
@@ -423,7 +439,7 @@ def _bwd(y: torch.Tensor, dy: torch.Tensor, path: str) -> torch.Tensor:
     dx2 = dx if dx.dim() == 2 else dx.view(n_rows, n_cols)
     args = (y2, dy2, dx2, n_rows, n_cols, y2.stride(0), dy2.stride(0), n_cols)
     if path == "one_block":
-        grid, meta = _one_block_plan(n_rows, n_cols, _num_sms(y))
+        grid, meta = _bwd_one_block_plan(n_rows, n_cols, _num_sms(y))
         _softmax_bwd_kernel[grid](*args, **meta)
     elif path == "looped":
         grid, meta = _looped_plan(n_rows, n_cols, 2 * n_cols * y.element_size(), _num_sms(y), forward=False)

@@ -75,9 +75,37 @@ def test_stage3_forward_drops_its_masks_only_where_the_tiles_cover_the_rows(rows
     torch.testing.assert_close(mod.softmax_stage3(x), torch.softmax(x, -1), atol=1e-6, rtol=1e-5)
 
 
+def test_stage3_backward_tiles_give_32_values_per_thread_from_8192_columns():
+    # The backward's rule (see _bwd_one_block_plan): the forward's tile to 4096 columns, 8 warps at 8192.
+    assert mod._bwd_one_block_plan(4096, 8192, 132) == (
+        (4096,), {"BLOCK_N": 8192, "ROWS": 1, "num_warps": 8, "EVEN": True}
+    )  # fmt: skip
+    assert mod._bwd_one_block_plan(4096, 4096, 132) == (
+        (4096,), {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 8, "EVEN": True}
+    )  # fmt: skip
+    assert mod._bwd_one_block_plan(4096, 1024, 132) == (
+        (2048,), {"BLOCK_N": 1024, "ROWS": 2, "num_warps": 4, "EVEN": True}
+    )  # fmt: skip
+    assert mod._bwd_one_block_plan(4096, 8000, 132)[1]["EVEN"] is False
+    assert mod._bwd_one_block_plan(4095, 1024, 132)[1]["EVEN"] is False
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(32, 64), (30, 64), (4, 256), (4, 250), (3, 8192), (3, 8000)])
+def test_stage3_backward_is_right_with_and_without_its_masks(rows, cols):
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    g = torch.Generator(device=device).manual_seed(rows * cols)
+    x = torch.randn(rows, cols, device=device, generator=g, requires_grad=True)
+    dy = torch.randn(rows, cols, device=device, generator=g)
+    mod.softmax_stage3(x).backward(dy)
+    ref = x.detach().clone().requires_grad_(True)
+    torch.softmax(ref, -1).backward(dy)
+    torch.testing.assert_close(x.grad, ref.grad, atol=1e-6, rtol=1e-5)
+
+
 @pytest.mark.parametrize("even", [False, True])
 def test_the_measured_kernel_options_stage3_leaves_off_still_compute_softmax(even):
-    # The second read of x (forward) and the unmasked backward are sweep options (benchmarks/row_kernels_sweep.py).
+    # The second read of x (forward) is a sweep option (benchmarks/row_kernels_sweep.py), and both kernels run
+    # masked and unmasked.
     device = "cuda" if torch.cuda.is_available() else "cpu"
     x, dy = torch.randn(8, 256, device=device), torch.randn(8, 256, device=device)
     y, dx = torch.empty_like(x), torch.empty_like(x)
