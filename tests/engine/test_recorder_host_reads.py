@@ -4,6 +4,8 @@ outside a recording. Run here in this process on CPU tensors."""
 
 from __future__ import annotations
 
+import io
+import pickle
 import threading
 
 import numpy as np
@@ -27,9 +29,17 @@ recorder.install_launch_hooks()  # as a job does before it loads user code
         lambda x: [float(v) for v in x],  # item access, element by element
         lambda x: bytes(x.untyped_storage()),
         lambda x: x.untyped_storage().tolist(),
+        lambda x: torch.save(x, io.BytesIO()),  # the zip format: write_record
+        lambda x: torch.save(x, io.BytesIO(), _use_new_zipfile_serialization=False),  # the old one: _write_file
+        lambda x: pickle.dumps(x),  # the storage's __reduce__, which saves in the old format
+        lambda x: x.untyped_storage().__reduce__(),
+        lambda x: x.share_memory_(),  # the storage as a shared-memory file (share_memory_, then _share_*_cpu_)
     ],
-    ids=["tolist", "numpy", "array", "dlpack", "items", "storage-bytes", "storage-tolist"],
-)
+    ids=[
+        "tolist", "numpy", "array", "dlpack", "items", "storage-bytes", "storage-tolist", "save", "save-legacy",
+        "pickle", "storage-reduce", "shared-memory",
+    ],
+)  # fmt: skip
 def test_every_route_to_the_data_counts_its_bytes_once(read):
     x = torch.randn(256)
     with recorder.recording() as record:
@@ -63,11 +73,19 @@ def test_a_wrapper_taken_off_torch_tensor_is_named_and_put_back():
     with recorder.recording() as record:
         torch.Tensor.tolist = torch._C.TensorBase.tolist  # inside the call: seen when the call ends
         x.tolist()
-    assert record.host_reads_unhooked == ["tolist"] and torch.Tensor.__dict__["tolist"] is wrapper
+    assert record.host_reads_unhooked == ["torch.Tensor.tolist"] and torch.Tensor.__dict__["tolist"] is wrapper
     del torch.Tensor.numpy  # before the call: the C method shows through, seen when the call starts
     with recorder.recording() as record:
         x.numpy()
-    assert record.host_reads_unhooked == ["numpy"] and record.host_read_bytes == 400
+    assert record.host_reads_unhooked == ["torch.Tensor.numpy"] and record.host_read_bytes == 400
+    # The storage's and torch.save's points alike.
+    del torch.UntypedStorage._write_file
+    writer = torch._C.PyTorchFileWriter.__dict__["write_record"]
+    torch._C.PyTorchFileWriter.write_record = writer.__wrapped__ if hasattr(writer, "__wrapped__") else print
+    with recorder.recording() as record:
+        pass
+    assert record.host_reads_unhooked == ["torch.UntypedStorage._write_file", "torch._C.PyTorchFileWriter.write_record"]
+    assert torch._C.PyTorchFileWriter.__dict__["write_record"] is writer
     with recorder.recording() as record:
         x.tolist()
     assert record.host_reads_unhooked == [] and record.host_read_bytes == 400

@@ -161,6 +161,20 @@ def test_killing_everything_reachable_hurts_no_one_outside_the_job(runner):
     assert _answers_quickly(runner) < 3
 
 
+def test_under_the_interpreter_a_job_cannot_read_its_own_memory_file(runner):
+    probe = runner.run("probe", {}, env={"TRITON_INTERPRET": "1"})
+    with probe:
+        if not probe.sandbox or not probe.sandbox.get("pidns"):
+            pytest.skip("no PID namespace here, so no private /proc to hide a job's memory files in (docs/sandbox.md)")
+    # The attack reads the inputs at their addresses in /proc/self/mem (its path built at run time): it gets nothing.
+    attack = _validate(runner, "own_memory.py")
+    assert not attack.ok
+    assert "unpack requires a buffer" in next(f.message for f in attack.findings if f.kind is FindingKind.exception)
+    # The rest of its /proc is still there (the twin reads its status file and passes).
+    twin = _validate(runner, "own_status.py")
+    assert twin.ok, twin.findings
+
+
 def _beside_a_neighbour(runner, attack: str):
     results = {}
 

@@ -49,7 +49,7 @@ def test_the_scan_names_each_way_out(attack, kind):
     assert kind in _errors(scan.scan(ATTACKS / attack, PROBLEM))
 
 
-@pytest.mark.parametrize("twin", ["good.py", "copy_good.py"])
+@pytest.mark.parametrize("twin", ["good.py", "copy_good.py", "python_host_small.py"])
 def test_the_scan_passes_the_twins(twin):
     assert scan.scan(ATTACKS / twin, PROBLEM) == []
 
@@ -144,6 +144,14 @@ def test_triton_gluon_torch_cuda_streams_and_lookalike_names_are_not(tmp_path, s
         "import torch\ndef f(x):\n    return torch._C.TensorBase.tolist(x)\n",
         "import torch\ndef f(x):\n    return super(torch.Tensor, x).tolist()\n",
         "import torch\ndef f(x):\n    return torch._C.StorageBase.tolist(x.untyped_storage())\n",
+        # …reached through a class's base types, or by a name the scan cannot read.
+        "def f(x):\n    return type(x).__mro__[1].tolist(x)\n",
+        "def f(x):\n    return x.__class__.__bases__[0].tolist(x)\n",
+        "def f(x):\n    return type(x).mro()[1].numpy(x)\n",
+        "import inspect\ndef f(x):\n    return inspect.getmro(type(x))[1].tolist(x)\n",
+        "def f(x):\n    return getattr(type(x), '__base__').tolist(x)\n",
+        "import torch\ndef f(x):\n    return getattr(torch._C, 'Tensor' + 'Base').tolist(x)\n",
+        "import torch\ndef f(x):\n    return torch._C.__dict__['TensorBase'].tolist(x)\n",
         # A literal string given to exec is read as code too.
         'exec(\'import sys\\njob = sys.modules["mcp_" + "server"]\')\n',
     ],
@@ -162,8 +170,31 @@ def test_reaching_the_judges_objects_in_the_process_is_evasion(tmp_path, source)
     ],
 )
 def test_serializing_is_a_host_compute_warning(tmp_path, source):
-    # A tensor's bytes reach Python through pickle or torch.save without a read the interpreter counts.
+    # A tensor's bytes reach Python through pickle or torch.save (the recorder counts them during a call).
     found = _scan_source(tmp_path, source)
+    assert {(f.kind.value, f.severity) for f in found} == {("host_compute", Severity.warning)}, found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(x):\n    return x.untyped_storage().__reduce__()\n",
+        "def f(x):\n    return x.__reduce_ex__(2)\n",
+        "import io\ndef f(x):\n    x.untyped_storage()._write_file(io.BytesIO(), False, True, 4)\n",
+        "def f(x):\n    return x.untyped_storage()._share_filename_cpu_()\n",
+        "def f(x):\n    return getattr(x.untyped_storage(), '_share_fd_cpu_')()\n",
+    ],
+)
+def test_serializing_internals_and_shared_memory_files_are_host_compute_errors(tmp_path, source):
+    # What pickle and torch.save call inside, and a storage as a shared-memory file: no place in a launcher.
+    found = _scan_source(tmp_path, source)
+    assert "host_compute" in _errors(found), found
+
+
+def test_a_tensors_type_name_and_shared_memory_alone_are_not_errors(tmp_path):
+    # The twins: a class's own name, and share_memory_ (a warning: the recorder counts what it exposes).
+    assert _scan_source(tmp_path, "def f(x):\n    return type(x).__name__, x.__class__.__qualname__\n") == []
+    found = _scan_source(tmp_path, "def f(x):\n    return x.share_memory_()\n")
     assert {(f.kind.value, f.severity) for f in found} == {("host_compute", Severity.warning)}, found
 
 
@@ -323,6 +354,9 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("storage_host.py", {"host_round_trip"}),
         ("storage_items.py", {"host_round_trip"}),
         ("unhooks_reads.py", {"evasion"}),  # names hidden from the scan; the recorder sees its wrapper gone
+        ("serialized_host.py", {"host_round_trip"}),  # torch.save's bytes, counted as read by Python
+        ("reduce_host.py", {"host_compute", "host_round_trip"}),  # a storage's __reduce__: pickle's route
+        ("base_type_host.py", {"evasion"}),  # the C tensor type's .tolist(), reached through __mro__
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):
@@ -370,6 +404,11 @@ def test_the_twins_pass(runner):
     copy = _validate(runner, "copy_good.py", ATTACKS / "copy_problem.py")
     assert copy.ok, copy.findings
     assert not any(f.kind is FindingKind.copy_only_kernel for f in copy.findings)
+    saved = _validate(runner, "serialized_small.py")  # torch.save of one element
+    assert saved.ok, saved.findings
+    assert {f.severity for f in saved.findings if f.kind is FindingKind.host_round_trip} == {Severity.info}
+    status = _validate(runner, "own_status.py")  # its own /proc status and its tensors' type name
+    assert status.ok, status.findings
 
 
 @pytest.mark.gpu

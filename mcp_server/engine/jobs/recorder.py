@@ -260,7 +260,7 @@ class Record:
     dispatched: int = 0
     # Bytes of tensor data the call handed to Python (``HOST_READS``, ``.item()``): see ``_follow_host_reads``.
     host_read_bytes: int = 0
-    # ``HOST_READS`` whose wrapper was gone from ``torch.Tensor`` at the call's start or end (put back each time).
+    # Host-read points (``owner.name``) whose wrapper was gone at the call's start or end (put back each time).
     host_reads_unhooked: list[str] = field(default_factory=list)
 
     @property
@@ -346,28 +346,57 @@ def _under_thread_ops(function: Any) -> Any:
     return run
 
 
-# Tensor methods that hand a tensor's values to Python without dispatching an op, counted as host reads of the
-# recorded call. Item access dispatches ``_local_scalar_dense``, counted in ``observe``: ``.item()``, ``float(t)``,
-# and a storage's items, ``.tolist()`` and ``bytes()``. On a GPU the CUDA trace sees such reads as device→host
-# copies; under the interpreter, where every tensor already lives on the host, these counts are the evidence
-# (trust.evidence).
+# Methods that hand a tensor's or a storage's bytes to Python without dispatching an op, counted as host reads of
+# the recorded call. Item access dispatches ``_local_scalar_dense``, counted in ``observe``: ``.item()``,
+# ``float(t)``, and a storage's items, ``.tolist()`` and ``bytes()``. On a GPU the CUDA trace sees such reads as
+# device→host copies; under the interpreter, where every tensor already lives on the host, these counts are the
+# evidence (trust.evidence).
 HOST_READS = ("tolist", "numpy", "__array__", "__dlpack__")
-# The wrapper installed for each of them, to tell whether code put the original back.
-_HOST_READ_WRAPPERS: dict[str, Any] = {}
+# A storage's bytes as a file: torch.save's old format (also behind a storage's ``__reduce__``, so pickle) writes
+# through ``_write_file``; shared memory exposes them as a file or descriptor any code can read.
+STORAGE_READS = ("_write_file", "share_memory_", "_share_fd_cpu_", "_share_filename_cpu_")
+# The wrapper installed at each point ``(owner, name)``, to tell whether code put the original back, and the
+# point's name in findings.
+_HOST_READ_WRAPPERS: dict[tuple[Any, str], tuple[Any, str]] = {}
+
+
+def _tensor_bytes(self: Any, *_: Any) -> int:
+    return self.numel() * self.element_size()
+
+
+def _storage_bytes(self: Any, *_: Any) -> int:
+    return self.nbytes()
+
+
+def _record_bytes(self: Any, name: Any = None, data: Any = None, size: Any = 0, *_: Any) -> int:
+    """torch.save's zip format: ``write_record(name, data, size)`` with data a storage (or its address); a record
+    of str or bytes is Python's already."""
+    return 0 if isinstance(data, str | bytes | bytearray) else int(size or 0)
+
+
+def _host_read_points() -> list[tuple[Any, str, str, Any]]:
+    """(owner, its name in findings, method, bytes read by a call) of every point there is in this torch."""
+    points: list[tuple[Any, str, str, Any]] = [(torch.Tensor, "torch.Tensor", n, _tensor_bytes) for n in HOST_READS]
+    points += [(torch.UntypedStorage, "torch.UntypedStorage", n, _storage_bytes) for n in STORAGE_READS]
+    writer = getattr(torch._C, "PyTorchFileWriter", None)
+    if writer is not None:
+        points.append((writer, "torch._C.PyTorchFileWriter", "write_record", _record_bytes))
+    return [point for point in points if hasattr(point[0], point[2])]
 
 
 def _follow_host_reads() -> None:
-    """Wrap ``HOST_READS`` on ``torch.Tensor`` to add the bytes read to the recording in progress (on any thread;
-    not inside a Triton launch, and once where one read goes through another: ``__array__`` calls ``numpy``)."""
-    for name in HOST_READS:
-        original = getattr(torch.Tensor, name)
+    """Wrap every host-read point to add the bytes read to the recording in progress (on any thread; not inside a
+    Triton launch, and once where one read goes through another: ``__array__`` calls ``numpy``, a storage's
+    ``__reduce__`` torch.save)."""
+    for owner, label, name, count in _host_read_points():
+        original = getattr(owner, name)
 
-        def read(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+        def read(self: Any, *args: Any, __original: Any = original, __count: Any = count, **kwargs: Any) -> Any:
             active = _active
             depth = getattr(_tls, "host_read_depth", 0)
             if active is not None and depth == 0 and not _in_triton():
                 with _thread_lock:
-                    active.record.host_read_bytes += self.numel() * self.element_size()
+                    active.record.host_read_bytes += __count(self, *args)
             _tls.host_read_depth = depth + 1
             try:
                 return __original(self, *args, **kwargs)
@@ -375,17 +404,17 @@ def _follow_host_reads() -> None:
                 _tls.host_read_depth = depth
 
         read.__name__ = read.__qualname__ = name
-        setattr(torch.Tensor, name, read)
-        _HOST_READ_WRAPPERS[name] = read
+        setattr(owner, name, read)
+        _HOST_READ_WRAPPERS[(owner, name)] = (read, f"{label}.{name}")
 
 
 def _rehook_host_reads(record: Record) -> None:
-    """Note in ``record`` each ``HOST_READS`` wrapper code took off ``torch.Tensor``, and put it back."""
-    for name, wrapper in _HOST_READ_WRAPPERS.items():
-        if torch.Tensor.__dict__.get(name) is not wrapper:
-            if name not in record.host_reads_unhooked:
-                record.host_reads_unhooked.append(name)
-            setattr(torch.Tensor, name, wrapper)
+    """Note in ``record`` each host-read wrapper code took off its class, and put it back."""
+    for (owner, name), (wrapper, label) in _HOST_READ_WRAPPERS.items():
+        if owner.__dict__.get(name) is not wrapper:
+            if label not in record.host_reads_unhooked:
+                record.host_reads_unhooked.append(label)
+            setattr(owner, name, wrapper)
 
 
 def _follow_threads() -> None:

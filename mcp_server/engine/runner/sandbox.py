@@ -29,7 +29,7 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 4096, 16384, 1 << 18
 SANDBOX_FILE = "sandbox.json"
 POLL_S = 0.05
 MEMORY_POLL_S = 0.1
@@ -62,11 +62,25 @@ def unshare(flags: int) -> str | None:
         return str(exc)
 
 
-def _mount(source: bytes | None, target: bytes, fstype: bytes | None, flags: int) -> bool:
+def _mount(source: bytes | None, target: bytes, fstype: bytes | None, flags: int, data: bytes | None = None) -> bool:
     try:
-        return libc().mount(source, target, fstype, ctypes.c_ulong(flags), None) == 0
+        return libc().mount(source, target, fstype, ctypes.c_ulong(flags), data) == 0
     except (OSError, AttributeError):
         return False
+
+
+def _hide_own_memory() -> bool:
+    """In the worker's private /proc: its own memory files read as empty (``/proc/<pid>/mem`` and ``/proc/kcore``
+    under /dev/null, the per-thread ``task/*/mem`` under an empty read-only tmpfs, which also empties
+    ``/proc/thread-self``). Under the interpreter every tensor lives in this process's memory, where reading
+    ``mem`` at a tensor's address would hand its bytes to Python around the judge's count of host reads."""
+    pid = os.getpid()
+    hidden = _mount(b"/dev/null", b"/proc/%d/mem" % pid, None, MS_BIND) and _mount(
+        b"none", b"/proc/%d/task" % pid, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k,mode=0555"
+    )
+    if os.path.exists("/proc/kcore"):
+        hidden = _mount(b"/dev/null", b"/proc/kcore", None, MS_BIND) and hidden
+    return hidden
 
 
 # --- the process tree --------------------------------------------------------------------------------
@@ -174,6 +188,9 @@ def _prepare_worker(job: dict[str, Any], supervisor_pid: int, in_pidns: bool) ->
         enforced["private_proc"] = _mount(None, b"/", None, MS_REC | MS_PRIVATE) and _mount(
             b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC
         )
+        interpreting = (job.get("env") or {}).get("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET")) == "1"
+        if enforced["private_proc"] and interpreting:
+            enforced["own_memory_hidden"] = _hide_own_memory()
     uid = job.get("sandbox", {}).get("uid")
     if uid is not None:
         _drop_privileges(int(uid), int(job["sandbox"].get("gid", uid)))

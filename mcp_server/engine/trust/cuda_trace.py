@@ -107,14 +107,15 @@ def judge_window(
 
 def host_read_finding(read: int, io_bytes: int, case: str, seed: int | None) -> Finding:
     """Without a trace (the interpreter, where tensors live on the host): ``read`` bytes of tensor data handed to
-    Python during the call (``.tolist()``, ``.numpy()``, ``.item()``), judged as a device→host copy would be."""
+    Python during the call (``.tolist()``, ``.numpy()``, ``.item()``, serialization), judged as a device→host copy
+    would be."""
     big = _whole_tensor(read, io_bytes)
     return Finding(
         kind=FindingKind.host_round_trip,
         severity=Severity.error if big else Severity.info,
         message=(
             f"{case}: the call handed {read} bytes of tensor data to Python (.tolist(), .numpy(), .item(), a storage's "
-            "items)"
+            "items, torch.save or pickle)"
             + (
                 f", as much as an input or output tensor ({io_bytes} bytes): the answer was worked out on the host, "
                 "not by the kernel"

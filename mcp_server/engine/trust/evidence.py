@@ -79,8 +79,8 @@ def run_findings(
             Finding(
                 kind=FindingKind.evasion,
                 severity=Severity.error,
-                message=f"torch.Tensor.{', .'.join(sorted(unhooked))} had been replaced when a call started or "
-                "ended, taking away the judge's count of tensor data read by Python (put back each time)",
+                message=f"{', '.join(sorted(unhooked))} had been replaced when a call started or ended, taking "
+                "away the judge's count of tensor data read by Python (put back each time)",
             )
         )
     windows = (trace or {}).get("windows") if isinstance(trace, dict) else None

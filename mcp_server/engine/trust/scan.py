@@ -74,6 +74,12 @@ NAME_RULES: tuple[Rule, ...] = (
         "starts or stops a profiler: the CUDA trace that is the judge's evidence",
     ),
     _rule(r"^(sys|threading)\.(settrace|setprofile)$|^sys\.monitoring", EV, E, "installs a trace/profile hook"),
+    _rule(
+        r"^inspect\.getmro$|^torch\._C\.__dict__$",
+        EV,
+        E,
+        "reaches torch's C types, whose own methods read tensor data around the judge's count of what Python reads",
+    ),
     _rule(r"^(ctypes|_ctypes|cffi)\b", EV, E, "calls native code directly (ctypes/cffi)"),
     _rule(r"^torch\.(ops|classes)\.load_library$", EV, E, "loads a native library"),
     _rule(
@@ -104,8 +110,7 @@ NAME_RULES: tuple[Rule, ...] = (
         r"^(pickle|_pickle|dill|cloudpickle|marshal)\.(dumps?|Pickler)$|^torch\.save$",
         HOST,
         W,
-        "serializes objects: a tensor's bytes reach Python this way, which the interpreter's count of host reads "
-        "does not see",
+        "serializes objects: a tensor's bytes reach Python this way (during a call, counted as data read by Python)",
     ),
     _rule(r"^(subprocess|multiprocessing|torch\.multiprocessing|pty)\b", PROC, E, "starts processes"),
     _rule(r"^concurrent\.futures\.ProcessPoolExecutor$|^asyncio\.create_subprocess", PROC, E, "starts processes"),
@@ -121,6 +126,34 @@ NAME_RULES: tuple[Rule, ...] = (
 )
 # Attribute names that reach into a frame's variables (our code's, once a frame of ours is found).
 FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame"}
+# Attribute names flagged on whatever object they are read from (``type(x).__mro__`` has no dotted name).
+ATTR_RULES: dict[str, tuple[FindingKind, Severity, str]] = {
+    **dict.fromkeys(
+        ("__mro__", "__bases__", "__base__", "mro"),
+        (
+            EV,
+            E,
+            "reaches a class's base types, where the C tensor and storage types' own methods read tensor data "
+            "around the judge's count of what Python reads",
+        ),
+    ),
+    **dict.fromkeys(
+        (
+            "__reduce__",
+            "__reduce_ex__",
+            "__getstate__",
+            "_write_file",
+            "write_record",
+            "_share_fd_cpu_",
+            "_share_filename_cpu_",
+            "_get_shared_fd",
+            "_new_shared_fd_cpu",
+            "_new_shared_filename_cpu",
+        ),
+        (HOST, E, "hands a tensor's or storage's bytes to Python (serialized, or as a shared-memory file)"),
+    ),
+    "share_memory_": (HOST, W, "puts tensor data in shared memory, where it can be read as a file"),
+}
 # String constants that point at the runner's files or other processes.
 STRING_RULES: tuple[Rule, ...] = (
     _rule(r"/proc/(self|\d+|thread-self)|/proc/\{|^/proc/?$", EV, E, "reads /proc (its own fds, other processes)"),
@@ -235,6 +268,12 @@ class _Scanner(ast.NodeVisitor):
                 self.hit(node, rule.kind, rule.severity, f"`{dotted}` {rule.why}")
                 return
 
+    def check_attr(self, node: ast.AST, attr: str) -> None:
+        rule = ATTR_RULES.get(attr)
+        if rule is not None:
+            kind, severity, why = rule
+            self.hit(node, kind, severity, f"`.{attr}` {why}")
+
     # -- names -------------------------------------------------------------------------------------
     def dotted(self, node: ast.AST) -> str | None:
         parts: list[str] = []
@@ -280,6 +319,7 @@ class _Scanner(ast.NodeVisitor):
             self.hit(node, EV, E, f"`.{node.attr}` reads another frame's variables")
         if node.attr in ("__subclasses__", "__globals__"):
             self.hit(node, EV, E, f"`.{node.attr}` reaches classes or module globals the candidate was not given")
+        self.check_attr(node, node.attr)
         # Report the outermost chain only.
         inner = node.value
         while isinstance(inner, ast.Attribute):
@@ -361,8 +401,12 @@ class _Scanner(ast.NodeVisitor):
             attr = node.args[1]
             if isinstance(attr, ast.Constant) and isinstance(attr.value, str):
                 self.check_name(node, f"{target}.{attr.value}")
+                self.check_attr(node, attr.value)
                 if name != "getattr" and target:
                     self._check_patch(ast.Attribute(value=node.args[0], attr=attr.value, lineno=node.lineno))
+            elif target.startswith("torch._C"):
+                self.hit(node, EV, E, f"`{name}({target}, <computed name>)` reaches torch's C internals by a name "
+                         "the scan cannot read")  # fmt: skip
             elif target.startswith(("torch", "triton", "os", "sys", "signal")):
                 self.hit(node, EV, W, f"`{name}({target}, <computed name>)` hides which attribute it reaches")
         if name in ("importlib.import_module", "__import__") and node.args:
