@@ -417,6 +417,11 @@ def test_on_a_gpu_the_cuda_trace_sees_hidden_compute_and_host_round_trips(runner
     assert {"evasion", "copy_only_kernel", "torch_compute"} <= _errors(toggle.findings), toggle.findings
     host = _validate(runner, "numpy_host.py")
     assert {"host_compute", "host_round_trip"} <= _errors(host.findings), host.findings
+    for attack in ("serialized_host.py", "reduce_host.py"):  # torch.save and __reduce__ copy device→host
+        saved = _validate(runner, attack)
+        assert "host_round_trip" in _errors(saved.findings), (attack, saved.findings)
+    small = _validate(runner, "serialized_small.py")
+    assert small.ok, small.findings
     good = _validate(runner, "good.py")
     assert good.ok, good.findings
     assert not any(f.kind in (FindingKind.torch_compute, FindingKind.host_round_trip) for f in good.findings)
