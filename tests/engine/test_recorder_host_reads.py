@@ -34,10 +34,12 @@ recorder.install_launch_hooks()  # as a job does before it loads user code
         lambda x: pickle.dumps(x),  # the storage's __reduce__, which saves in the old format
         lambda x: x.untyped_storage().__reduce__(),
         lambda x: x.share_memory_(),  # the storage as a shared-memory file (share_memory_, then _share_*_cpu_)
+        lambda x: torch._C._to_dlpack(x),  # a capsule, without the tensor's __dlpack__
+        lambda x: torch.utils.dlpack.to_dlpack(x),
     ],
     ids=[
         "tolist", "numpy", "array", "dlpack", "items", "storage-bytes", "storage-tolist", "save", "save-legacy",
-        "pickle", "storage-reduce", "shared-memory",
+        "pickle", "storage-reduce", "shared-memory", "c-dlpack", "utils-dlpack",
     ],
 )  # fmt: skip
 def test_every_route_to_the_data_counts_its_bytes_once(read):
@@ -45,6 +47,27 @@ def test_every_route_to_the_data_counts_its_bytes_once(read):
     with recorder.recording() as record:
         read(x)
     assert record.host_read_bytes == x.numel() * x.element_size()
+
+
+class _Holder(torch.nn.Module):
+    def __init__(self, t):
+        super().__init__()
+        self.register_buffer("t", t)
+
+    def forward(self):
+        return self.t
+
+
+@pytest.mark.parametrize("to", ["buffer", "file"])
+def test_torchscript_and_c_serializers_count_what_they_write(to, tmp_path):
+    # Counted by the size of what they hand over (bytes returned, or the file written): the buffer and more.
+    module = torch.jit.script(_Holder(torch.randn(1000)))
+    with recorder.recording() as record:
+        torch.jit.save(module, io.BytesIO() if to == "buffer" else str(tmp_path / "m.pt"))
+    assert 4000 < record.host_read_bytes < 4000 + 8192
+    with recorder.recording() as record:
+        torch._C._pickle_save(torch.randn(1000))
+    assert 4000 < record.host_read_bytes < 4000 + 8192
 
 
 def test_sizes_views_and_reads_outside_a_recording_count_nothing_and_a_flag_counts_one_element():

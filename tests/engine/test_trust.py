@@ -183,6 +183,7 @@ def test_serializing_is_a_host_compute_warning(tmp_path, source):
         "import io\ndef f(x):\n    x.untyped_storage()._write_file(io.BytesIO(), False, True, 4)\n",
         "def f(x):\n    return x.untyped_storage()._share_filename_cpu_()\n",
         "def f(x):\n    return getattr(x.untyped_storage(), '_share_fd_cpu_')()\n",
+        "import torch\ndef f(x):\n    return torch._C._pickle_save(x)\n",
     ],
 )
 def test_serializing_internals_and_shared_memory_files_are_host_compute_errors(tmp_path, source):
@@ -357,6 +358,8 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("serialized_host.py", {"host_round_trip"}),  # torch.save's bytes, counted as read by Python
         ("reduce_host.py", {"host_compute", "host_round_trip"}),  # a storage's __reduce__: pickle's route
         ("base_type_host.py", {"evasion"}),  # the C tensor type's .tolist(), reached through __mro__
+        ("dlpack_host.py", {"host_round_trip"}),  # torch._C._to_dlpack, read by numpy
+        ("script_host.py", {"host_round_trip"}),  # TorchScript's serializer
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

@@ -360,27 +360,61 @@ STORAGE_READS = ("_write_file", "share_memory_", "_share_fd_cpu_", "_share_filen
 _HOST_READ_WRAPPERS: dict[tuple[Any, str], tuple[Any, str]] = {}
 
 
-def _tensor_bytes(self: Any, *_: Any) -> int:
-    return self.numel() * self.element_size()
+# A tensor as a DLPack capsule (what numpy.from_dlpack and others read): the functions behind ``__dlpack__``.
+DLPACK_EXPORTS = ("_to_dlpack", "_to_dlpack_versioned")
+# TorchScript's and torch._C's serializers, which write a module's or an object's tensors as bytes returned or
+# as a file: what they hand over is counted by its size.
+SCRIPT_TO_BYTES = ("save_to_buffer", "_save_to_buffer_for_mobile")
+SCRIPT_TO_FILE = ("save", "_save_for_mobile")
+C_TO_BYTES = ("_pickle_save", "_save_jit_module_to_bytes", "_save_mobile_module_to_bytes")
+C_TO_FILE = ("_save_jit_module", "_save_mobile_module", "_save_parameters")
 
 
-def _storage_bytes(self: Any, *_: Any) -> int:
-    return self.nbytes()
+def _tensor_bytes(args: tuple, _: Any) -> int:
+    return args[0].numel() * args[0].element_size()
 
 
-def _record_bytes(self: Any, name: Any = None, data: Any = None, size: Any = 0, *_: Any) -> int:
+def _storage_bytes(args: tuple, _: Any) -> int:
+    return args[0].nbytes()
+
+
+def _record_bytes(args: tuple, _: Any) -> int:
     """torch.save's zip format: ``write_record(name, data, size)`` with data a storage (or its address); a record
     of str or bytes is Python's already."""
+    data, size = (*args, None, None, None, 0)[2:4]
     return 0 if isinstance(data, str | bytes | bytearray) else int(size or 0)
 
 
+def _returned_bytes(_: tuple, result: Any) -> int:
+    return len(result) if isinstance(result, bytes | bytearray) else 0
+
+
+def _file_bytes(args: tuple, _: Any) -> int:
+    """The size of the file a serializer just wrote: its first path argument."""
+    for arg in args:
+        if isinstance(arg, str) and os.path.isfile(arg):
+            return os.path.getsize(arg)
+    return 0
+
+
 def _host_read_points() -> list[tuple[Any, str, str, Any]]:
-    """(owner, its name in findings, method, bytes read by a call) of every point there is in this torch."""
+    """(owner, its name in findings, method, bytes read by a call from its arguments and result) of every point
+    there is in this torch."""
+    import torch.utils.dlpack as dlpack
+
     points: list[tuple[Any, str, str, Any]] = [(torch.Tensor, "torch.Tensor", n, _tensor_bytes) for n in HOST_READS]
     points += [(torch.UntypedStorage, "torch.UntypedStorage", n, _storage_bytes) for n in STORAGE_READS]
+    points += [(torch._C, "torch._C", n, _tensor_bytes) for n in DLPACK_EXPORTS]
+    points += [(torch, "torch", "to_dlpack", _tensor_bytes), (dlpack, "torch.utils.dlpack", "to_dlpack", _tensor_bytes)]
     writer = getattr(torch._C, "PyTorchFileWriter", None)
     if writer is not None:
         points.append((writer, "torch._C.PyTorchFileWriter", "write_record", _record_bytes))
+    script = getattr(torch._C, "ScriptModule", None)
+    if script is not None:
+        points += [(script, "torch._C.ScriptModule", n, _returned_bytes) for n in SCRIPT_TO_BYTES]
+        points += [(script, "torch._C.ScriptModule", n, _file_bytes) for n in SCRIPT_TO_FILE]
+    points += [(torch._C, "torch._C", n, _returned_bytes) for n in C_TO_BYTES]
+    points += [(torch._C, "torch._C", n, _file_bytes) for n in C_TO_FILE]
     return [point for point in points if hasattr(point[0], point[2])]
 
 
@@ -391,17 +425,18 @@ def _follow_host_reads() -> None:
     for owner, label, name, count in _host_read_points():
         original = getattr(owner, name)
 
-        def read(self: Any, *args: Any, __original: Any = original, __count: Any = count, **kwargs: Any) -> Any:
-            active = _active
+        def read(*args: Any, __original: Any = original, __count: Any = count, **kwargs: Any) -> Any:
             depth = getattr(_tls, "host_read_depth", 0)
-            if active is not None and depth == 0 and not _in_triton():
-                with _thread_lock:
-                    active.record.host_read_bytes += __count(self, *args)
             _tls.host_read_depth = depth + 1
             try:
-                return __original(self, *args, **kwargs)
+                result = __original(*args, **kwargs)
             finally:
                 _tls.host_read_depth = depth
+            active = _active
+            if active is not None and depth == 0 and not _in_triton():
+                with _thread_lock:
+                    active.record.host_read_bytes += __count(args, result)
+            return result
 
         read.__name__ = read.__qualname__ = name
         setattr(owner, name, read)

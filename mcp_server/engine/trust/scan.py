@@ -107,10 +107,17 @@ NAME_RULES: tuple[Rule, ...] = (
     _rule(r"^sys\.modules$", EV, E, "reaches loaded modules by name (the judge's own among them)"),
     _rule(r"^(runpy|importlib\.util\.spec_from_file_location|importlib\.machinery)\b", EV, W, "imports a file by path"),
     _rule(
-        r"^(pickle|_pickle|dill|cloudpickle|marshal)\.(dumps?|Pickler)$|^torch\.save$",
+        r"^(pickle|_pickle|dill|cloudpickle|marshal)\.(dumps?|Pickler)$|^torch\.(save|jit\.save|export\.save)$"
+        r"|^torch\.(onnx|package)\b",
         HOST,
         W,
         "serializes objects: a tensor's bytes reach Python this way (during a call, counted as data read by Python)",
+    ),
+    _rule(
+        r"^torch\._C\._(pickle_save|save_\w+|gds_save_storage)$",
+        HOST,
+        E,
+        "calls one of torch's C serializers, which hands tensor data to Python as bytes or a file",
     ),
     _rule(r"^(subprocess|multiprocessing|torch\.multiprocessing|pty)\b", PROC, E, "starts processes"),
     _rule(r"^concurrent\.futures\.ProcessPoolExecutor$|^asyncio\.create_subprocess", PROC, E, "starts processes"),
