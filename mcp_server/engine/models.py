@@ -39,9 +39,10 @@ def interpreter_caveats() -> list[str]:
         "H100 keeps an error of about 4e-5 of the result's scale; other fp8 formats are not emulated",
         "host reads: tensor data handed to Python during a call is counted through torch.Tensor's .tolist(), "
         ".numpy(), __dlpack__ and DLPack exports, item access (.item(), a storage's items), torch.save, pickle and "
-        "TorchScript's serializers, and a storage's shared-memory file; a read around them (the C types' own "
-        "methods, raw memory through ctypes) is found only by the source scan, and the job's own memory file is "
-        "hidden only where the sandbox has a private /proc, where a GPU's CUDA trace sees every device→host copy",
+        "TorchScript's serializers, a storage's shared-memory file, and apply_/map_/map2_; a read around them (the "
+        "C types' own methods, raw memory through ctypes) is found only by the source scan, and the job's own "
+        "memory file is hidden only where the sandbox has a private /proc, where a GPU's CUDA trace sees every "
+        "device→host copy",
         "resources: shared memory, registers, spills and occupancy of each config are not checked here "
         "(`ptt compile` covers every config for a target)",
         "performance: interpreter timings say nothing about the GPU (bench needs one)",

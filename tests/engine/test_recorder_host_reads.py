@@ -36,10 +36,11 @@ recorder.install_launch_hooks()  # as a job does before it loads user code
         lambda x: x.share_memory_(),  # the storage as a shared-memory file (share_memory_, then _share_*_cpu_)
         lambda x: torch._C._to_dlpack(x),  # a capsule, without the tensor's __dlpack__
         lambda x: torch.utils.dlpack.to_dlpack(x),
+        lambda x: x.apply_(lambda v: v),  # Python called on every element
     ],
     ids=[
         "tolist", "numpy", "array", "dlpack", "items", "storage-bytes", "storage-tolist", "save", "save-legacy",
-        "pickle", "storage-reduce", "shared-memory", "c-dlpack", "utils-dlpack",
+        "pickle", "storage-reduce", "shared-memory", "c-dlpack", "utils-dlpack", "apply",
     ],
 )  # fmt: skip
 def test_every_route_to_the_data_counts_its_bytes_once(read):
@@ -68,6 +69,16 @@ def test_torchscript_and_c_serializers_count_what_they_write(to, tmp_path):
     with recorder.recording() as record:
         torch._C._pickle_save(torch.randn(1000))
     assert 4000 < record.host_read_bytes < 4000 + 8192
+
+
+def test_python_called_on_pairs_and_triples_of_elements_counts_every_tensor_it_sees():
+    x, y, z = torch.randn(100), torch.randn(100), torch.randn(100)
+    with recorder.recording() as record:
+        x.map_(y, lambda a, b: a * b + a)
+    assert record.host_read_bytes == 800
+    with recorder.recording() as record:
+        x.map2_(y, z, lambda a, b, c: a + b * c)
+    assert record.host_read_bytes == 1200
 
 
 def test_sizes_views_and_reads_outside_a_recording_count_nothing_and_a_flag_counts_one_element():

@@ -184,6 +184,7 @@ def test_serializing_is_a_host_compute_warning(tmp_path, source):
         "def f(x):\n    return x.untyped_storage()._share_filename_cpu_()\n",
         "def f(x):\n    return getattr(x.untyped_storage(), '_share_fd_cpu_')()\n",
         "import torch\ndef f(x):\n    return torch._C._pickle_save(x)\n",
+        "def f(x, y):\n    return x.clone().map_(y, lambda a, b: a * b + a)\n",
     ],
 )
 def test_serializing_internals_and_shared_memory_files_are_host_compute_errors(tmp_path, source):
@@ -360,6 +361,7 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("base_type_host.py", {"evasion"}),  # the C tensor type's .tolist(), reached through __mro__
         ("dlpack_host.py", {"host_round_trip"}),  # torch._C._to_dlpack, read by numpy
         ("script_host.py", {"host_round_trip"}),  # TorchScript's serializer
+        ("per_element_python.py", {"host_compute", "host_round_trip"}),  # map_: Python on every element pair
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

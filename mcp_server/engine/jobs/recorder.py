@@ -352,6 +352,8 @@ def _under_thread_ops(function: Any) -> Any:
 # device→host copies; under the interpreter, where every tensor already lives on the host, these counts are the
 # evidence (trust.evidence).
 HOST_READS = ("tolist", "numpy", "__array__", "__dlpack__")
+# CPU tensors' methods that call a Python function on every element (of the tensor and of the others given).
+PYTHON_PER_ELEMENT = ("apply_", "map_", "map2_")
 # A storage's bytes as a file: torch.save's old format (also behind a storage's ``__reduce__``, so pickle) writes
 # through ``_write_file``; shared memory exposes them as a file or descriptor any code can read.
 STORAGE_READS = ("_write_file", "share_memory_", "_share_fd_cpu_", "_share_filename_cpu_")
@@ -372,6 +374,10 @@ C_TO_FILE = ("_save_jit_module", "_save_mobile_module", "_save_parameters")
 
 def _tensor_bytes(args: tuple, _: Any) -> int:
     return args[0].numel() * args[0].element_size()
+
+
+def _tensors_bytes(args: tuple, _: Any) -> int:
+    return sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
 
 
 def _storage_bytes(args: tuple, _: Any) -> int:
@@ -403,6 +409,7 @@ def _host_read_points() -> list[tuple[Any, str, str, Any]]:
     import torch.utils.dlpack as dlpack
 
     points: list[tuple[Any, str, str, Any]] = [(torch.Tensor, "torch.Tensor", n, _tensor_bytes) for n in HOST_READS]
+    points += [(torch.Tensor, "torch.Tensor", n, _tensors_bytes) for n in PYTHON_PER_ELEMENT]
     points += [(torch.UntypedStorage, "torch.UntypedStorage", n, _storage_bytes) for n in STORAGE_READS]
     points += [(torch._C, "torch._C", n, _tensor_bytes) for n in DLPACK_EXPORTS]
     points += [(torch, "torch", "to_dlpack", _tensor_bytes), (dlpack, "torch.utils.dlpack", "to_dlpack", _tensor_bytes)]

@@ -160,6 +160,10 @@ ATTR_RULES: dict[str, tuple[FindingKind, Severity, str]] = {
         (HOST, E, "hands a tensor's or storage's bytes to Python (serialized, or as a shared-memory file)"),
     ),
     "share_memory_": (HOST, W, "puts tensor data in shared memory, where it can be read as a file"),
+    **dict.fromkeys(
+        ("apply_", "map_", "map2_"),
+        (HOST, E, "calls a Python function on every element of a tensor: the arithmetic runs in Python on the host"),
+    ),
 }
 # String constants that point at the runner's files or other processes.
 STRING_RULES: tuple[Rule, ...] = (
