@@ -168,14 +168,15 @@ def _layernorm_fwd_kernel(
     )
     # Where a plain sum overflows (rows of values near the fp32 maximum), the statistic comes from the same sum
     # over scaled values (exact powers of two). That second reduction runs only in a tile holding such a row.
+    # Overflow shows as ±inf, or as NaN where partial sums overflowed both ways: "not below the maximum" takes both.
     sum_x = tl.sum(x, axis=1)
     mean = sum_x / n_cols
-    if tl.sum((tl.abs(sum_x) >= _FP32_MAX).to(tl.int32), axis=0) > 0:
+    if tl.sum((tl.abs(sum_x) < _FP32_MAX).to(tl.int32), axis=0) < ROWS:
         mean = tl.where(tl.abs(sum_x) < _FP32_MAX, mean, (tl.sum(x * _SCALE, axis=1) / n_cols) * _UNSCALE)
     xc = x - mean[:, None] if EVEN else tl.where(mask, x - mean[:, None], 0.0)
     ss = tl.sum(xc * xc, axis=1)
     rstd = tl.rsqrt(ss / n_cols + eps)
-    if tl.sum((ss >= _FP32_MAX).to(tl.int32), axis=0) > 0:
+    if tl.sum((ss < _FP32_MAX).to(tl.int32), axis=0) < ROWS:
         xcs = xc * _SQ_SCALE
         rstd = _rstd(ss, tl.sum(xcs * xcs, axis=1), n_cols, eps)
     w = tl.load(w_ptr + cols, mask=None if EVEN else col_ok, other=None if EVEN else 0.0).to(tl.float32)

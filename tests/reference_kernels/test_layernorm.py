@@ -155,11 +155,14 @@ def test_weight_and_bias_gradients_are_bitwise_reproducible_on_gpu(n):
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 @pytest.mark.parametrize(
-    ("rows", "cols"), [(3, 300), (2, mod.FWD_ONE_BLOCK_MAX_COLS + 100)], ids=["one-block", "looped"]
+    ("rows", "cols"),
+    [(3, 300), (3, 9000), (2, mod.FWD_ONE_BLOCK_MAX_COLS + 100)],
+    ids=["one-block", "one-block-wide", "looped"],
 )
 def test_rows_near_the_float32_maximum_normalise_without_overflow(rows, cols):
     # A quarter of fp32's maximum: Σx and Σ(x − μ)² overflow fp32 where computed plainly (NaN or y = b). The
-    # statistics must come out of scaled sums instead; float64 gives the exact answer to compare with.
+    # statistics must come out of scaled sums instead; float64 gives the exact answer to compare with. At 9000
+    # columns partial sums overflow both ways and Σx comes out NaN, not ±inf: the guard must take that too.
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
     x = torch.randn(rows, cols, device=device)
