@@ -177,20 +177,27 @@ def compare_tensor(
         result.first_bad = bad or None
         return result
 
-    # Pass 1: PyTorch's own error (max and norm) and the truth's norm.
-    max_torch_err = 0.0
+    # Pass 1: PyTorch's own error (max and norm) and the truth's norm. Where the reference in its own dtype lost
+    # the answer (non-finite where the truth is finite: an intermediate that overflowed), the truth still counts
+    # and PyTorch's own error there is taken as one unit in the last place of the largest such value.
+    max_torch_err = lost_peak = 0.0
     sq_truth = sq_torch = 0.0
     n_finite = 0
     for lo, hi in _chunks(n):
         r, g = r_all[lo:hi].double(), g_all[lo:hi].double()
         fin = torch.isfinite(r) & torch.isfinite(g)
-        n_finite += int(fin.sum())
+        lost = torch.isfinite(g) & ~torch.isfinite(r)
+        n_finite += int((fin | lost).sum())
         diff = (r - g)[fin].abs()
         if diff.numel():
             max_torch_err = max(max_torch_err, float(diff.max()))
         sq_torch += float((diff * diff).sum())
-        gf = g[fin]
+        gf = g[fin | lost]
         sq_truth += float((gf * gf).sum())
+        if lost.any():
+            lost_peak = max(lost_peak, float(g[lost].abs().max()))
+    if lost_peak > 0 and ref.is_floating_point():
+        max_torch_err = max(max_torch_err, torch.finfo(ref.dtype).eps * lost_peak)
     slack = tol.factor * max_torch_err
     truth_norm = math.sqrt(sq_truth)
     # A truth of zeros (or of values whose squares underflow) that the reference in its own dtype is not: no
@@ -217,7 +224,9 @@ def compare_tensor(
         else:
             unwritten = torch.zeros_like(c_nan)
         nan_bad = (c_nan & ~(r_nan | g_nan) & ~unwritten) | (~c_nan & r_nan & g_nan)
-        c_inf, r_inf, g_inf = torch.isinf(c), torch.isinf(r), torch.isinf(g)
+        # A truth past the output dtype's largest value is that dtype's infinity: overflow is the right rounding.
+        g_inf = torch.isinf(g.to(cand.dtype).double() if cand.is_floating_point() else g)
+        c_inf, r_inf = torch.isinf(c), torch.isinf(r)
         inf_ok = (r_inf & (torch.sign(r) == torch.sign(c))) | (g_inf & (torch.sign(g) == torch.sign(c)))
         inf_bad = (c_inf & ~inf_ok) | (~c_inf & ~c_nan & r_inf & g_inf)
         result.nan_mismatches += int((nan_bad | inf_bad).sum())

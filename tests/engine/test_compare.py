@@ -63,6 +63,43 @@ def test_the_allowed_error_grows_with_pytorchs_own_error():
     assert not compare_tensor(cand, g.float(), g, tolerance_for(torch.float32)).ok
 
 
+def test_where_pytorch_lost_the_answer_its_error_is_taken_as_an_ulp_of_the_largest_value_lost():
+    # The reference in its own dtype is NaN everywhere (its intermediates overflowed); float64 has the answer. A
+    # result whose small values carry the rounding of terms near the largest (cancellation in fp32) passes; one
+    # that is 1 % off at those values, or off as a whole, does not.
+    g = torch.randn(4096, dtype=torch.float64) * 1e37
+    g[:8] = 4e32  # values that cancel from terms of order 1e37
+    r = torch.full((4096,), float("nan"))
+    rounded = g.float().double()
+    rounded[:8] += 2e30  # a few ulps of 1e37
+    tol = tolerance_for(torch.float32)
+    assert compare_tensor(rounded.float(), r, g, tol).ok
+    off = rounded.clone()
+    off[:8] = 4e32 * 1.01 + 2e30 * 10 * 4
+    result = compare_tensor(off.float(), r, g, tol)
+    assert result.problem is FindingKind.mismatch and result.mismatches == 8, result
+    assert compare_tensor((g * 1.01).float(), r, g, tol).problem is FindingKind.mismatch
+    # The same bound as a reference that had the values, rounded to float32 (its own error then sets the slack).
+    assert compare_tensor(rounded.float(), g.float(), g, tol).ok
+
+
+def test_a_truth_past_the_dtypes_largest_value_is_its_infinity():
+    # float64 says -3.43e38, past float32's -3.40e38: -inf is the right float32 answer, +inf is not, and so is a
+    # float32 result off elsewhere.
+    g = torch.randn(4096, dtype=torch.float64) * 1e37
+    g[3] = -3.43e38
+    r = g.float()  # rounds to -inf too
+    tol = tolerance_for(torch.float32)
+    assert compare_tensor(g.float(), torch.full((4096,), float("nan")), g, tol).ok  # PyTorch lost it; inf is right
+    assert compare_tensor(g.float(), r, g, tol).ok
+    wrong = g.float()
+    wrong[3] = float("inf")
+    assert compare_tensor(wrong, r, g, tol).problem is FindingKind.nan_mismatch
+    big = g.clone()
+    big[3] = -3.0e38  # representable: an infinity there is an overflow the kernel caused
+    assert compare_tensor(big.float().index_fill(0, torch.tensor([3]), float("-inf")), big.float(), big, tol).problem
+
+
 def test_nan_positions_must_match():
     r, g = _truth()
     r[5] = g[5] = float("nan")

@@ -61,6 +61,24 @@ def test_a_float64_run_that_computes_something_else_is_not_taken_as_the_truth(ru
     assert not wrong.ok and FindingKind.mismatch in kinds(wrong)
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+def test_a_reference_whose_own_dtype_loses_the_answer_the_same_way_every_run_lets_float64_judge(runner, fx):
+    # PyTorch's float32 layer_norm near float32's maximum: 0.66 of the output's norm off float64, yet the same on
+    # nudged inputs, so it is taken as the truth. The guarded kernel, which matches float64, once failed against
+    # it; now a result that matches float64 passes on that, and one that matches neither still fails.
+    problem = fx("overflow_norm_problem.py", "reference")
+    right = validate(problem, fx("overflow_norm_kernels.py", "candidate"), runner=runner, derive_shapes=False)
+    assert right.ok, right.findings
+    assert any(
+        f.kind is FindingKind.reference_precision and "matches the reference's float64 result" in f.message
+        for f in right.findings
+    ), right.findings
+    off = validate(problem, fx("overflow_norm_kernels.py", "candidate_off"), runner=runner, derive_shapes=False)
+    assert not off.ok and FindingKind.mismatch in kinds(off)
+    message = next(f.message for f in off.findings if f.kind is FindingKind.mismatch)
+    assert "nor the reference's float64 result" in message
+
+
 def test_a_reference_that_loses_its_answer_in_its_own_dtype_judges_nothing_rather_than_everything(runner, fx):
     # Its float64 run is the truth here (a second bf16 run disagrees with the first, so bf16 is what is off);
     # 4x its own 58 % error would pass zeros, and judging against the bf16 run would fail the accurate kernel.

@@ -96,8 +96,9 @@ def _disagreement(out: list[Any], out64: list[Any], limit: float = compare.TRUST
         if far > limit or lost > max(1, own.numel() // 100):
             return (
                 f"its float64 run differs from its run in its own dtype on output {i} (relative norm "
-                f"{far:.3g}, {lost} values finite only in its own dtype), more than rounding explains, so it "
-                "computes something else in float64"
+                f"{far:.3g}, {lost} values finite only in its own dtype), more than rounding explains: it "
+                "computes something else in float64, or its own dtype loses the answer (an intermediate that "
+                "overflows)"
             )
     return ""
 
@@ -292,14 +293,17 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         out64, grads64, where64, cause = _float64_pass(
             call, kernelbench, pre, out, device, grad_out, bool(params.get("backward"))
         )
-        other = None
+        other = alt64 = alt_grads64 = None
         if out64 is not None and cause:
             # Far from its own-dtype run: either the float64 run computes something else (a .view() between
-            # dtypes), or the own dtype loses the answer (cancellation). Only a reference that agrees with
-            # itself in its own dtype is judged against that dtype; otherwise float64 stays the truth, and the
-            # comparison withholds a verdict on an output that far off.
+            # dtypes), or the own dtype loses the answer (cancellation, or an intermediate that overflows, which
+            # loses it the same way on every run). Only a reference that agrees with itself in its own dtype is
+            # judged against that dtype; otherwise float64 stays the truth, and the comparison withholds a
+            # verdict on an output that far off. The float64 run is kept as a second truth (``alt64``): a
+            # candidate that reaches it within the dtype's tolerance has the answer the own dtype lost.
             other, how = _second_opinion(call, kernelbench, pre, out, device, seed)
             if other is not None and not _disagreement(out, other, STABLE):
+                alt64, alt_grads64 = out64, grads64
                 out64 = grads64 = None
             else:
                 other, cause = None, ""
@@ -332,6 +336,8 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             "grad_out": common.to_cpu(grad_out) if grad_out is not None else None,
             "grads": common.to_cpu(grads) if grads is not None else None,
             "grads64": common.to_cpu(grads64) if grads64 is not None else None,
+            "alt64": common.to_cpu(alt64) if alt64 is not None else None,
+            "alt_grads64": common.to_cpu(alt_grads64) if alt_grads64 is not None else None,
         }
         if model is not base_model:
             saved["cases"][key]["init"] = model_inits.get(id(model))
