@@ -628,7 +628,8 @@ def _check_inputs(
     lo, hi = (int(v) for v in torch.aminmax(lengths))  # one device sync
     if lo < 1 or hi > T:
         raise ValueError(f"semi_markov_crf: lengths must lie in [1, T={T}]; got values in [{lo}, {hi}]")
-    return lengths.to(device=emissions.device, dtype=torch.int64)
+    # The kernels read lengths[b] at b: a strided view (every other element of a wider buffer) is made contiguous.
+    return lengths.to(device=emissions.device, dtype=torch.int64).contiguous()
 
 
 _SCAN_KERNELS = {1: _crf_scan_simple_kernel, 2: _crf_scan_tiled_tuned, 3: _crf_scan_register_tuned}

@@ -211,7 +211,7 @@ def compare_tensor(
         return result
 
     # Pass 2: the candidate.
-    sq_err = 0.0
+    sq_err = sq_ulp = 0.0
     for lo, hi in _chunks(n):
         c, r, g = c_all[lo:hi].double(), r_all[lo:hi].double(), g_all[lo:hi].double()
         c_nan, r_nan, g_nan = torch.isnan(c), torch.isnan(r), torch.isnan(g)
@@ -240,6 +240,9 @@ def compare_tensor(
             rel = err / (g.abs() + tol.atol)
             result.max_rel_err = max(result.max_rel_err, float(rel[fin].max()))
         sq_err += float((err * err).sum())
+        if cand.is_floating_point():
+            ulp = _ulp(g[fin], cand.dtype)
+            sq_ulp += float((ulp * ulp).sum())
         any_bad = value_bad | nan_bad | inf_bad | unwritten
         if len(bad) < MAX_BAD_SHOWN and any_bad.any():
             for idx in torch.nonzero(any_bad).flatten()[: MAX_BAD_SHOWN - len(bad)].tolist():
@@ -253,6 +256,10 @@ def compare_tensor(
             result.nondeterministic += int((far & ~unwritten).sum())
     result.rel_norm_err = math.sqrt(sq_err) / truth_norm if truth_norm > 0 else 0.0
     norm_limit = max(tol.factor * result.torch_rel_norm_err, tol.norm_floor)
+    if truth_norm > 0:
+        # One unit in the last place of the output dtype at every value is rounding, never a wrong answer: it
+        # matters where the values are few units of that dtype's smallest step (subnormal outputs).
+        norm_limit = max(norm_limit, math.sqrt(sq_ulp) / truth_norm)
     if n_finite < FEW_ELEMENTS:
         norm_limit = max(norm_limit, GROSS_NORM_ERROR)
     norm_bad = truth_norm > 0 and result.rel_norm_err > norm_limit
@@ -272,6 +279,13 @@ def compare_tensor(
         result.problem = FindingKind.nondeterministic
     result.ok = result.problem is None
     return result
+
+
+def _ulp(g: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """One unit in the last place of ``dtype`` at each value of ``g`` (float64): the step between neighbouring
+    values of that dtype there, the smallest subnormal step below its smallest normal."""
+    info = torch.finfo(dtype)
+    return torch.exp2(torch.floor(torch.log2(g.abs().clamp_min(info.tiny)))) * info.eps
 
 
 def describe(kind: FindingKind, comparison: TensorComparison, label: str) -> str:

@@ -11,10 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from mcp_server.engine.audit import SUITE, AuditReport, audit, render_markdown
+from mcp_server.engine.audit import SUITE, AuditReport, audit, dynamic, render_markdown
 from mcp_server.engine.audit.dynamic import LOOSE_FACTOR, bench_section
 from mcp_server.engine.errors import UsageError
-from mcp_server.engine.models import BenchResult, BenchRow, Finding, FindingKind, ProviderTiming, Severity
+from mcp_server.engine.models import (
+    BenchResult,
+    BenchRow,
+    Finding,
+    FindingKind,
+    Location,
+    ProviderTiming,
+    Severity,
+    ValidateResult,
+)
 
 SUITE_FX = Path(__file__).resolve().parents[1] / "fixtures" / "audit" / "suite"
 CATEGORY_TITLES = ("Correctness", "Performance", "Memory access", "Numerical stability", "Best practices")
@@ -157,3 +166,29 @@ def test_allow_torch_ops_lets_a_candidate_keep_its_gemm_in_torch(runner):
         f for f in allowed.findings if f.rule == "torch_compute" and f.severity is Severity.error
     ]
     assert any("--allow-torch-op mm" in line for line in allowed.reproduce)
+
+
+def _result(*findings: Finding) -> ValidateResult:
+    return ValidateResult(
+        ok=False, device="cpu-interpreter", reference="r.py:f", candidate="c.py:g", mode="callable", seeds=[1],
+        cases=[], rows=[], findings=list(findings),
+    )  # fmt: skip
+
+
+def test_no_verdict_on_a_stress_input_is_the_references_limit_not_the_candidates_fault():
+    # At near-underflow inputs a reference in its own dtype can lose its answer (products past its range): the
+    # judge gives no verdict. In a stress run that is a warning and the run is not judged; on the base inputs,
+    # or beside a real failure, it stays what it was.
+    where = Location(file="c.py", line=1)
+    no_verdict = Finding(kind=FindingKind.reference_precision, severity=Severity.error, message="out: no verdict.")
+    wrong = Finding(kind=FindingKind.mismatch, severity=Severity.error, message="out: 3 of 8 elements outside")
+    assert dynamic._unjudgeable("near_underflow", _result(no_verdict))
+    assert not dynamic._unjudgeable("base", _result(no_verdict))
+    assert not dynamic._unjudgeable("near_underflow", _result(no_verdict, wrong))
+    found = dynamic._suite_findings("near_underflow", _result(no_verdict, wrong), None, where)
+    assert {(f.kind, f.severity) for f in found} == {
+        (FindingKind.reference_precision, Severity.warning),
+        (FindingKind.mismatch, Severity.error),
+    }
+    base = dynamic._suite_findings("base", _result(no_verdict), None, where)
+    assert [(f.kind, f.severity) for f in base] == [(FindingKind.reference_precision, Severity.error)]

@@ -83,6 +83,20 @@ def test_where_pytorch_lost_the_answer_its_error_is_taken_as_an_ulp_of_the_large
     assert compare_tensor(rounded.float(), g.float(), g, tol).ok
 
 
+def test_subnormal_outputs_one_step_apart_are_rounding_and_zeros_for_many_steps_are_not():
+    # fp16 outputs of one to three subnormal steps (5.96e-8): a result one step off at half of them is 0.7 of the
+    # norm away, yet only rounding; zeros where the truth is 40 steps and more are wrong.
+    step = 2.0**-24
+    g = (torch.randint(1, 4, (2048,)) * step).double()
+    r = g.half()
+    off = (g + step * (torch.arange(2048) % 2)).half()
+    tol = tolerance_for(torch.float16)
+    assert compare_tensor(off, r, g, tol).ok
+    big = (torch.randint(40, 60, (2048,)) * step).double()
+    result = compare_tensor(torch.zeros(2048, dtype=torch.float16), big.half(), big, tol)
+    assert result.problem is FindingKind.mismatch and result.mismatches == 0, result
+
+
 def test_a_truth_past_the_dtypes_largest_value_is_its_infinity():
     # float64 says -3.43e38, past float32's -3.40e38: -inf is the right float32 answer, +inf is not, and so is a
     # float32 result off elsewhere.

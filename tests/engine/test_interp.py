@@ -113,6 +113,17 @@ def test_masked_twin_is_in_bounds(runner):
     assert any("races" in c for c in result.interpreter_caveats)
 
 
+def test_tensor_descriptor_loads_and_stores_pass_the_address_checks_and_a_plain_load_past_the_end_does_not(runner):
+    # Descriptor loads hand the interpreter their cache and eviction options by keyword: the address checks once
+    # refused them (a TypeError on every right kernel using descriptors, the matmul and attention reference kernels
+    # among them).
+    problem = fx("../validate/add_problem.py", "reference")
+    right = validate(problem, fx("add_descriptor.py", "candidate"), runner=runner)
+    assert right.ok, right.findings
+    oob = validate(problem, fx("add_descriptor.py", "candidate_oob"), runner=runner)
+    assert FindingKind.out_of_bounds in {f.kind for f in errors(oob)}, oob.findings
+
+
 @pytest.mark.slow
 def test_every_autotune_config_is_validated_and_the_failing_one_named(runner):
     result = validate(fx("rowsum_problem.py", "reference"), fx("rowsum_autotuned.py", "candidate"), runner=runner)

@@ -246,3 +246,15 @@ def test_spec_round_trips_dims_and_models_bytes_and_flops():
     assert SPEC.flops(dims, torch.float32) == 5 * 2 * 7 * (15 + 25)
     lengths = args[3]
     assert lengths.max() == 7 and lengths.min() >= 1
+
+
+@pytest.mark.parametrize("stage", sorted(SPEC.stages))
+def test_lengths_given_as_a_strided_view_are_read_element_by_element(stage):
+    # Every other element of a buffer twice as wide: the kernels read lengths[b] at b, so the view must be made
+    # contiguous first (it once read the gap between two lengths, and the batch element scored -inf).
+    case = next(c for c in SMALL_CASES if c.dims["ragged"] and c.dims["semiring"] == 0)
+    (em, tr, du, lengths), _ = _inputs(case, torch.float32, DEVICE)
+    wide = torch.zeros(2 * lengths.numel(), dtype=lengths.dtype, device=DEVICE)
+    wide[::2] = lengths
+    fn = getattr(crf, f"semi_markov_crf_stage{stage}")
+    torch.testing.assert_close(fn(em, tr, du, wide[::2]), fn(em, tr, du, lengths), atol=0, rtol=0)

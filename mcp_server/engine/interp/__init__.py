@@ -85,13 +85,14 @@ def _install_bounds(interp: Any) -> None:
     original_rmw = builder.create_atomic_rmw
     original_cas = builder.create_atomic_cas
 
-    def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any) -> Any:
+    # Tensor descriptors' loads pass cache_modifier and the rest by keyword: every argument is passed through.
+    def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any, **options: Any) -> Any:
         bounds.check(ptrs.data, mask.data, _itemsize(ptrs), "load")
-        return original_load(self, ptrs, mask, other, *rest)
+        return original_load(self, ptrs, mask, other, *rest, **options)
 
-    def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
+    def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **options: Any) -> Any:
         bounds.check(ptrs.data, mask.data, _itemsize(ptrs), "store")
-        return original_store(self, ptrs, value, mask, *rest)
+        return original_store(self, ptrs, value, mask, *rest, **options)
 
     def create_atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any) -> Any:
         bounds.check(ptr.data, mask.data, _itemsize(ptr), "atomic")
