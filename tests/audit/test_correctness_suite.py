@@ -192,3 +192,19 @@ def test_no_verdict_on_a_stress_input_is_the_references_limit_not_the_candidates
     }
     base = dynamic._suite_findings("base", _result(no_verdict), None, where)
     assert [(f.kind, f.severity) for f in base] == [(FindingKind.reference_precision, Severity.error)]
+
+
+def test_nan_positions_that_differ_at_injected_nans_warn_and_elsewhere_fail():
+    # A causal kernel that never reads masked keys keeps a row finite that PyTorch's 0·NaN turns to NaN.
+    where = Location(file="c.py", line=1)
+    nan = Finding(kind=FindingKind.nan_mismatch, severity=Severity.error, message="out: 8 elements have NaN/Inf")
+    wrong = Finding(kind=FindingKind.mismatch, severity=Severity.error, message="out: 3 of 8 elements outside")
+    for run in ("nan", "inf"):
+        assert dynamic._special_only(run, _result(nan))
+        found = dynamic._suite_findings(run, _result(nan), None, where)
+        assert [(f.kind, f.severity) for f in found] == [(FindingKind.nan_mismatch, Severity.warning)]
+        assert not dynamic._special_only(run, _result(nan, wrong))
+    for run in ("base", "near_overflow"):
+        assert not dynamic._special_only(run, _result(nan))
+        found = dynamic._suite_findings(run, _result(nan), None, where)
+        assert [(f.kind, f.severity) for f in found] == [(FindingKind.nan_mismatch, Severity.error)]

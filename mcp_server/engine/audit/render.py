@@ -22,6 +22,7 @@ STATUS_LABEL = {"pass": "✅ PASS", "warn": "⚠️ WARN", "fail": "❌ FAIL", "
 TIER_LABEL = {
     "strict": "✅ pass (default tolerance)",
     "loose": "⚠️ pass only at the loose tolerance",
+    "special": "⚠️ values pass; NaN/Inf not where PyTorch has them",
     "fail": "❌ fail",
     "not run": "➖ not run",
 }
@@ -128,7 +129,7 @@ def reproduce(
             f"ptt validate {q(report.reference)} {q(report.candidate)}{inp}{allow}" + (" --backward" * backward)
         )
         for run in report.correctness.runs:
-            if run.transform and run.tier in ("loose", "fail"):
+            if run.transform and run.tier in ("loose", "special", "fail"):
                 lines.append(f"ptt audit {subject}{ref}{inp}{allow} --sections correctness --suite {run.transform}")
     shown = [k for k in report.compiled.kernels if any(f.kernel == k.kernel for f in report.findings)]
     for k in (shown or report.compiled.kernels)[:4]:
