@@ -525,8 +525,8 @@ class _Judge:
                     name,
                     seed,
                 )
-            second = cand_out2[i] if cand_out2 is not None and i < len(cand_out2) else None
-            r64 = ref_out64[i] if ref_out64 is not None and i < len(ref_out64) else None
+            second = _nth(cand_out2, i)
+            r64 = _nth(ref_out64, i)
             self.compare_one(label, name, seed, f"out{i}", c, r, r64, second, _nth(ref.get("alt64"), i))
 
         judge_configs(self, ref_case, cand_case, ref, cand)  # every other autotune config, run once each
@@ -775,7 +775,7 @@ class _Judge:
             c = same[i] if i < len(same) else None
             if not isinstance(c, torch.Tensor) or c.shape != r.shape or c.dtype != r.dtype:
                 continue  # the first call's checks report shape and dtype
-            r64 = ref_out64[i] if ref_out64 is not None and i < len(ref_out64) else None
+            r64 = _nth(ref_out64, i)
             tol = compare.tolerance_for(r.dtype, self.tolerances)
             cmp = compare.compare_tensor(c, r, r64, tol)
             if cmp.problem is None:
@@ -838,7 +838,7 @@ class _Judge:
             if c is None:
                 self.add(FindingKind.backward_mismatch, f"{name}: gradient {j} is missing (None)", name, seed)
                 continue
-            r64 = grads64[j] if grads64 is not None and j < len(grads64) else None
+            r64 = _nth(grads64, j)
             alt = _nth(ref.get("alt_grads64"), j)
             self.compare_one(f"{name} grad {j}", name, seed, f"grad{j}", c, r, r64, None, alt)
 

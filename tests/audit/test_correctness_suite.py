@@ -182,9 +182,9 @@ def test_no_verdict_on_a_stress_input_is_the_references_limit_not_the_candidates
     where = Location(file="c.py", line=1)
     no_verdict = Finding(kind=FindingKind.reference_precision, severity=Severity.error, message="out: no verdict.")
     wrong = Finding(kind=FindingKind.mismatch, severity=Severity.error, message="out: 3 of 8 elements outside")
-    assert dynamic._unjudgeable("near_underflow", _result(no_verdict))
-    assert not dynamic._unjudgeable("base", _result(no_verdict))
-    assert not dynamic._unjudgeable("near_underflow", _result(no_verdict, wrong))
+    assert dynamic._tolerated_tier("near_underflow", _result(no_verdict)) == "not run"
+    assert dynamic._tolerated_tier("base", _result(no_verdict)) is None
+    assert dynamic._tolerated_tier("near_underflow", _result(no_verdict, wrong)) is None
     found = dynamic._suite_findings("near_underflow", _result(no_verdict, wrong), None, where)
     assert {(f.kind, f.severity) for f in found} == {
         (FindingKind.reference_precision, Severity.warning),
@@ -200,11 +200,11 @@ def test_nan_positions_that_differ_at_injected_nans_warn_and_elsewhere_fail():
     nan = Finding(kind=FindingKind.nan_mismatch, severity=Severity.error, message="out: 8 elements have NaN/Inf")
     wrong = Finding(kind=FindingKind.mismatch, severity=Severity.error, message="out: 3 of 8 elements outside")
     for run in ("nan", "inf"):
-        assert dynamic._special_only(run, _result(nan))
+        assert dynamic._tolerated_tier(run, _result(nan)) == "special"
         found = dynamic._suite_findings(run, _result(nan), None, where)
         assert [(f.kind, f.severity) for f in found] == [(FindingKind.nan_mismatch, Severity.warning)]
-        assert not dynamic._special_only(run, _result(nan, wrong))
+        assert dynamic._tolerated_tier(run, _result(nan, wrong)) is None
     for run in ("base", "near_overflow"):
-        assert not dynamic._special_only(run, _result(nan))
+        assert dynamic._tolerated_tier(run, _result(nan)) is None
         found = dynamic._suite_findings(run, _result(nan), None, where)
         assert [(f.kind, f.severity) for f in found] == [(FindingKind.nan_mismatch, Severity.error)]

@@ -47,9 +47,19 @@ TRANSFORMS: dict[str, str] = {
 SUITE: tuple[str, ...] = ("base", *TRANSFORMS)
 # Transforms that probe numerical stability rather than plain correctness.
 STRESS = {"large", "small", "near_overflow", "near_underflow", "inf", "nan"}
-# Runs whose inputs carry injected NaN/Inf: where PyTorch's output has them there depends on its algorithm (a NaN
-# carried through a zero weight or a masked term, or not), so positions that differ are a warning, not a failure.
-SPECIAL = {"inf", "nan"}
+# Errors a stress run turns into warnings: in which runs, the tier a run reads when they are its only errors, and
+# what the warning adds. The judge's "no verdict" is the reference's limit at those inputs (it loses the answer in
+# its own dtype), not the candidate's fault; on injected NaN/Inf, where PyTorch's output has them depends on its
+# algorithm (a NaN carried through a zero weight or a masked term, or not).
+TOLERATED: dict[FindingKind, tuple[frozenset[str], Tier, str]] = {
+    FindingKind.reference_precision: (frozenset(STRESS), "not run", ""),
+    FindingKind.nan_mismatch: (
+        frozenset({"inf", "nan"}),
+        "special",
+        " (at injected NaN/Inf inputs PyTorch's own pattern depends on its algorithm, e.g. NaN carried through a "
+        "masked or zero-weighted term: a warning)",
+    ),
+}
 # Failures that a looser tolerance could excuse.
 VALUE_KINDS = {FindingKind.mismatch, FindingKind.backward_mismatch}
 MAX_FINDINGS_PER_RUN = 3
@@ -154,17 +164,17 @@ def _loose(strict: ValidateResult) -> dict[str, tuple[float, float]]:
     return out
 
 
-def _special_only(run: str, result: ValidateResult) -> bool:
-    """A run on injected NaN/Inf whose only errors are NaN/Inf positions: every value passed."""
-    errors = result.errors
-    return run in SPECIAL and bool(errors) and all(f.kind is FindingKind.nan_mismatch for f in errors)
+def _tolerated(run: str, finding: Finding) -> bool:
+    rule = TOLERATED.get(finding.kind)
+    return finding.severity is Severity.error and rule is not None and run in rule[0]
 
 
-def _unjudgeable(run: str, result: ValidateResult) -> bool:
-    """A stress run whose every error is the judge's "no verdict": at these inputs the reference in its own dtype
-    loses the answer (values past a float32 product's range, say), so nothing can be held against the candidate."""
-    errors = result.errors
-    return run in STRESS and bool(errors) and all(f.kind is FindingKind.reference_precision for f in errors)
+def _tolerated_tier(run: str, result: ValidateResult) -> Tier | None:
+    """The tier of a run whose errors are all of one kind this run tolerates (``TOLERATED``); None otherwise."""
+    kinds = {f.kind for f in result.errors}
+    if len(kinds) != 1 or not _tolerated(run, result.errors[0]):
+        return None
+    return TOLERATED[kinds.pop()][1]
 
 
 def _tier(strict: ValidateResult, loose: ValidateResult | None, derived: bool | None) -> Tier:
@@ -296,11 +306,9 @@ def correctness_section(
                 continue
             tier = _tier(strict, loose, derived)
             unjudged = None
-            if tier == "fail" and _unjudgeable(name, final):
-                tier = "not run"
-                unjudged = f"no verdict: {final.errors[0].message.splitlines()[0][:280]}"
-            elif tier == "fail" and _special_only(name, final):
-                tier = "special"
+            tolerated = _tolerated_tier(name, final) if tier == "fail" else None
+            if tolerated is not None:
+                tier = tolerated
                 unjudged = final.errors[0].message.splitlines()[0][:300]
             rows = [r for r in final.rows if _row_derived(final, r.case) == derived or derived is None]
             abs_err, norm_err = _errors(rows)
@@ -390,17 +398,8 @@ def _suite_findings(
     for f in final_findings:
         if f.severity is Severity.info and f.kind is not FindingKind.nondeterministic:
             continue
-        if run in STRESS and f.kind is FindingKind.reference_precision and f.severity is Severity.error:
-            # "No verdict" on a stress input is the reference's limit there, not the candidate's fault.
-            f = f.model_copy(update={"severity": Severity.warning})
-        elif run in SPECIAL and f.kind is FindingKind.nan_mismatch and f.severity is Severity.error:
-            f = f.model_copy(
-                update={
-                    "severity": Severity.warning,
-                    "message": f"{f.message} (at injected NaN/Inf inputs PyTorch's own pattern depends on its "
-                    "algorithm, e.g. NaN carried through a masked or zero-weighted term: a warning)",
-                }
-            )
+        if _tolerated(run, f):
+            f = f.model_copy(update={"severity": Severity.warning, "message": f.message + TOLERATED[f.kind][2]})
         key = (f.kind, f.severity)
         counts[key] = counts.get(key, 0) + 1
         if counts[key] <= MAX_FINDINGS_PER_RUN:

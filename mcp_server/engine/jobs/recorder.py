@@ -387,7 +387,8 @@ def _storage_bytes(args: tuple, _: Any) -> int:
 def _record_bytes(args: tuple, _: Any) -> int:
     """torch.save's zip format: ``write_record(name, data, size)`` with data a storage (or its address); a record
     of str or bytes is Python's already."""
-    data, size = (*args, None, None, None, 0)[2:4]
+    data = args[2] if len(args) > 2 else None
+    size = args[3] if len(args) > 3 else 0
     return 0 if isinstance(data, str | bytes | bytearray) else int(size or 0)
 
 
