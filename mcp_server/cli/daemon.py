@@ -14,8 +14,8 @@ Three kinds of process, all ours:
   jobs imported like a fork server. When a handler's runner needs a fork server it asks the zygote of that mode
   (``runner.parent.start_fork_server``), which forks one with the handler's environment and pipes. User code
   still runs only in the job children that fork server forks, never in the listener, a handler or a zygote.
-  On a machine without GPU device files the compiled-mode zygote (compile and audit only there) starts when a
-  handler first asks the listener for it;
+  Both start with the listener: without a GPU, validation runs kernels under the interpreter and puts them
+  through the GPU compiler's front end in compiled mode;
 
 The client (``dispatch``) is the `ptt` entry point: it connects (starting the listener when there is none),
 sends the request and waits. Ctrl-C is passed on (the handler stops like the in-process CLI would, and its fork
@@ -434,14 +434,13 @@ def _preload_parent() -> None:
 
 
 class _Zygote:
-    def __init__(self, paths: Paths, interpret: bool, wanted: bool = True):
+    def __init__(self, paths: Paths, interpret: bool):
         self.paths, self.interpret = paths, interpret
-        self.wanted = wanted  # False: not started until a handler asks for it
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def ensure(self) -> None:
-        if not self.wanted or (self.proc is not None and self.proc.poll() is None):
+        if self.proc is not None and self.proc.poll() is None:
             return
         if self.starts >= 5:  # handlers fall back to a fork server of their own
             return
@@ -486,11 +485,9 @@ def serve(base: Path) -> int:
     started = time.time()
     _log(f"listening on {paths.sock} (idle exit after {idle_s:g} s)")
     _stop_stale(paths)
-    # Without GPU device files the compiled-mode zygote serves only compile and audit jobs (kernels run under
-    # the interpreter): it starts when a handler first asks for it (op "zygote"), not with every listener.
-    from mcp_server.engine.runner.forkserver import gpu_device_nodes
-
-    zygotes = [_Zygote(paths, False, wanted=gpu_device_nodes()), _Zygote(paths, True)]
+    # Both modes start now: without a GPU a validation's kernels run in the interpreter's and its front-end
+    # compile check runs in the compiled mode's (a zygote a handler asks for later still starts: op "zygote").
+    zygotes = [_Zygote(paths, False), _Zygote(paths, True)]
     for z in zygotes:
         z.ensure()
     _preload_parent()
@@ -568,9 +565,8 @@ def serve(base: Path) -> int:
                         "zygotes": [z.proc.pid if z.proc else None for z in zygotes],
                     }
                 )
-        elif op == "zygote":  # a handler needs a zygote that is not running yet
+        elif op == "zygote":  # a handler needs a zygote that is not running (it exited)
             wanted = zygotes[1 if (message or {}).get("interpret") else 0]
-            wanted.wanted = True
             wanted.ensure()
             with contextlib.suppress(OSError):
                 channel.send({"started": wanted.proc is not None and wanted.proc.poll() is None})

@@ -43,7 +43,9 @@ def interpreter_caveats() -> list[str]:
         "C types' own methods, raw memory through ctypes) is found only by the source scan, and the job's own "
         "memory file is hidden only where the sandbox has a private /proc, where a GPU's CUDA trace sees every "
         "device→host copy",
-        "resources: shared memory, registers, spills and occupancy of each config are not checked here "
+        "GPU compilation: each launched kernel, with the arguments it was launched with, goes through the GPU "
+        "compiler's front end here (code the interpreter runs as Python and no GPU compiles is a compile_error); "
+        "its later stages do not run, so shared memory, registers, spills and occupancy are not checked "
         "(`ptt compile` covers every config for a target)",
         "performance: interpreter timings say nothing about the GPU (bench needs one)",
     ]

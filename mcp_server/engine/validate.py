@@ -51,7 +51,7 @@ from mcp_server.engine.models import (
 from mcp_server.engine.resolve import resolve_inputs
 from mcp_server.engine.runner import DEFAULT_TIMEOUT_S, Runner, shared_runner
 from mcp_server.engine.specs import CallableSpec, parse_spec, swapped_kernelbench_hint
-from mcp_server.engine.trust import evidence
+from mcp_server.engine.trust import evidence, frontend
 
 # Input seeds are drawn afresh for each run (a seed given replays one). Fixed seeds would let a candidate rebuild
 # the judge's inputs at import, by the reference's own get_inputs(), and answer them from a table torch filled there.
@@ -259,6 +259,7 @@ def validate(
             progress = (job_dir / "progress.txt").read_text()
         cand_data = None
         failure = cand_out.failure
+        specs = (cand_out.result or {}).get("launch_specs") if failure is None else None
         if failure is None:
             try:
                 cand_data = torch.load(cand_out.path("candidate.pt"), weights_only=True, map_location="cpu")
@@ -288,6 +289,10 @@ def validate(
         judge.findings.extend(trust_findings)
         judge.judge_reference_precision()
         judge.note_loose_tolerances(given=bool(tolerances))
+    if device.interpreter and specs is not None:
+        judge.findings.extend(
+            frontend.frontend_findings(runner, specs, judge.launches, env, [str(cand_spec.path)], workdir)
+        )
 
     findings = judge.capped_findings()
     ok = not any(f.severity is Severity.error for f in findings)

@@ -121,6 +121,7 @@ def test_jobs_are_named_in_one_registry_with_typed_parameters_and_results(runner
         "validate.reference",
         "validate.candidate",
         "compile",
+        "compile.frontend",
         "bench",
         "bench.peaks",
         "audit",

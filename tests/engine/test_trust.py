@@ -362,6 +362,8 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("dlpack_host.py", {"host_round_trip"}),  # torch._C._to_dlpack, read by numpy
         ("script_host.py", {"host_round_trip"}),  # TorchScript's serializer
         ("per_element_python.py", {"host_compute", "host_round_trip"}),  # map_: Python on every element pair
+        # Python on the interpreter's NumPy blocks inside the kernel: the GPU compiler's front end refuses it.
+        ("numpy_in_kernel.py", {"compile_error"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

@@ -19,12 +19,11 @@ from typing import Any
 
 import torch
 
-from mcp_server.engine.jobs import calls, common, grad_calls
-from mcp_server.engine.jobs.compile_job import TORCH_TO_TRITON
+from mcp_server.engine.jobs import calls, common, grad_calls, launch_specs
 from mcp_server.engine.runner.child import JobContext, UsageProblem, load_module, resolve
 
 # Launch options that are not kernel parameters.
-LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+LAUNCH_OPTIONS = launch_specs.LAUNCH_OPTIONS
 # Cases the launcher is run on to see its launches (each distinct specialisation is kept once).
 MAX_CASES = 12
 # Names that are never the launcher under audit.
@@ -133,47 +132,6 @@ def _heuristics(obj: Any) -> dict[str, Any]:
     return values
 
 
-def _python_fn(jit: Any) -> Any:
-    fn = getattr(jit, "fn", None)
-    return fn if inspect.isfunction(fn) else None
-
-
-def _constexpr_params(jit: Any) -> set[str]:
-    names = list(getattr(jit, "arg_names", []))
-    if hasattr(jit, "constexprs"):
-        return {names[i] for i in jit.constexprs if i < len(names)}
-    out = set()
-    fn = _python_fn(jit)
-    if fn is None:
-        return out
-    for name, param in inspect.signature(fn).parameters.items():
-        ann = param.annotation
-        text = ann if isinstance(ann, str) else getattr(ann, "__name__", "") or repr(ann)
-        if "constexpr" in str(text):
-            out.add(name)
-    return out
-
-
-def _not_specialised(jit: Any) -> set[str]:
-    names = list(getattr(jit, "arg_names", []))
-    raw = getattr(jit, "do_not_specialize", None)
-    if raw is None:
-        raw = (getattr(jit, "kwargs", None) or {}).get("do_not_specialize") or ()
-    out = set()
-    for item in raw or ():
-        if isinstance(item, int) and item < len(names):
-            out.add(names[item])
-        elif isinstance(item, str):
-            out.add(item)
-    return out
-
-
-def _plain(value: Any) -> tuple[bool, Any]:
-    if value is None or isinstance(value, bool | int | float | str):
-        return True, value
-    return False, None
-
-
 class Capture:
     """Launch records keyed by kernel and specialisation."""
 
@@ -211,7 +169,7 @@ class Capture:
 
     # -- one launch -------------------------------------------------------------------------------
     def kernel_info(self, jit: Any) -> tuple[str, str, int] | None:
-        fn = _python_fn(jit)
+        fn = launch_specs.python_fn(jit)
         if fn is None:
             return None
         code = fn.__code__
@@ -220,84 +178,6 @@ class Capture:
             self.elsewhere[label] = self.elsewhere.get(label, 0) + 1
             return None
         return fn.__name__, code.co_filename, code.co_firstlineno
-
-    def describe_args(self, jit: Any, args: tuple, kwargs: dict[str, Any], skip: set[str]) -> dict[str, Any]:
-        """Signature, constexprs and launch options of one launch, as Triton's JIT specialises them."""
-        names = list(jit.arg_names)
-        fn = _python_fn(jit)
-        bound: dict[str, Any] = dict(zip(names, args, strict=False))
-        for key, value in kwargs.items():
-            if key in names:
-                bound[key] = value
-        constexpr_params = _constexpr_params(jit)
-        no_spec = _not_specialised(jit)
-        defaults = inspect.signature(fn).parameters if fn is not None else {}
-        signature: dict[str, str] = {}
-        constexprs: dict[str, Any] = {}
-        unsupported: list[str] = []
-        aligned = True
-        ints_div16 = True
-        degenerate = False  # a size folded to 1: one row, one column…
-        pointer_dtypes: list[str] = []
-        for name in names:
-            if name in skip:
-                continue
-            if name not in bound:
-                default = defaults[name].default if name in defaults else inspect.Parameter.empty
-                if default is inspect.Parameter.empty:
-                    unsupported.append(f"`{name}` was not passed")
-                continue
-            value = bound[name]
-            if name in constexpr_params:
-                ok, plain = _plain(value)
-                if ok:
-                    constexprs[name] = plain
-                else:
-                    unsupported.append(f"constexpr `{name}` is a {type(value).__name__}")
-                continue
-            if isinstance(value, torch.Tensor):
-                kind = TORCH_TO_TRITON.get(value.dtype)
-                if kind is None:
-                    unsupported.append(f"`{name}` has dtype {value.dtype}")
-                    continue
-                is_aligned = value.data_ptr() % 16 == 0
-                aligned &= is_aligned
-                pointer_dtypes.append(kind)
-                signature[name] = f"*{kind}:{16 if is_aligned else 1}"
-            elif isinstance(value, bool):
-                signature[name] = "i1"
-            elif isinstance(value, int):
-                kind = "i32" if -(2**31) <= value < 2**31 else "i64"
-                if value == 1 and name not in no_spec:
-                    # Triton's JIT folds an integer argument equal to 1 into a constant.
-                    signature[name] = kind
-                    constexprs[name] = 1
-                    ints_div16 = False
-                    degenerate = True
-                elif value % 16 == 0 and value != 0 and name not in no_spec:
-                    signature[name] = f"{kind}:16"
-                else:
-                    signature[name] = kind
-                    ints_div16 = False
-            elif isinstance(value, float):
-                signature[name] = "fp32"
-            elif value is None:
-                # Triton's JIT folds None into a constant (an optional pointer left out).
-                signature[name] = "i32"
-                constexprs[name] = None
-            else:
-                unsupported.append(f"`{name}` is a {type(value).__name__}")
-        options = {k: kwargs[k] for k in LAUNCH_OPTIONS if isinstance(kwargs.get(k), int)}
-        return {
-            "signature": signature,
-            "constexprs": constexprs,
-            "options": options,
-            "unsupported": unsupported,
-            "aligned": aligned,
-            "ints_div16": ints_div16,
-            "degenerate": degenerate,
-            "pointer_dtypes": sorted(set(pointer_dtypes)),
-        }
 
     def pruned(self, tuner: Any, args: tuple, kwargs: dict[str, Any]) -> list[int]:
         """Indices of the configs the autotuner's pruning keeps for these arguments."""
@@ -329,12 +209,12 @@ class Capture:
             config = tuner.configs[index]
             constexprs = {**base}
             for key, value in config.kwargs.items():
-                ok, plain = _plain(value)
+                ok, plain = launch_specs.plain(value)
                 if ok:
                     constexprs[key] = plain
             for key, heur in heuristics.items():
                 try:
-                    ok, plain = _plain(heur({**bound, **config.kwargs}))
+                    ok, plain = launch_specs.plain(heur({**bound, **config.kwargs}))
                 except Exception:
                     ok = False
                 if ok:
@@ -364,7 +244,7 @@ class Capture:
         skip: set[str] = set()
         if tuner is not None:
             skip = {k for c in tuner.configs for k in c.kwargs} | set(_heuristics(tuner))
-        described = self.describe_args(jit, args, kwargs, skip)
+        described = launch_specs.describe_launch(jit, args, kwargs, skip)
         variants = self.variants(jit, tuner, args, kwargs, described, chosen)
         key = (
             name,

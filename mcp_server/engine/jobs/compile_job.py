@@ -62,7 +62,7 @@ SCALAR_TYPES = {
 IR_NAMES = ("ttir", "ttgir", "llir", "ptx", "sass")
 
 
-def _unwrap(obj: Any) -> tuple[Any, list[Any], dict[str, Any]]:
+def unwrap_kernel(obj: Any) -> tuple[Any, list[Any], dict[str, Any]]:
     """(JITFunction, autotune configs, heuristics) behind Autotuner/Heuristics wrappers."""
     from triton.runtime.autotuner import Autotuner, Heuristics
     from triton.runtime.jit import JITFunction
@@ -275,7 +275,7 @@ def _sass(cubin: bytes, workdir: Path) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def _load_as_on_gpu(path: str, ctx: JobContext) -> tuple[Any, bool]:
+def load_as_on_gpu(path: str, ctx: JobContext) -> tuple[Any, bool]:
     """Import the kernel's file with ``torch.cuda.is_available()`` answering True, so a module that declares
     its autotune configs by GPU presence (``if not torch.cuda.is_available(): configs = [small]``) shows the
     list a GPU would run. A module whose import then fails (it touches the GPU) is imported as it is."""
@@ -337,10 +337,10 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    module, as_gpu = _load_as_on_gpu(params["kernel"]["path"], ctx)
+    module, as_gpu = load_as_on_gpu(params["kernel"]["path"], ctx)
     obj = resolve(module, params["kernel"]["name"])
     try:
-        jit_fn, configs, heuristics = _unwrap(obj)
+        jit_fn, configs, heuristics = unwrap_kernel(obj)
     except TypeError as exc:
         kernels = _jit_names(module)
         listing = f" Kernels in this file: {', '.join(kernels)}." if kernels else ""

@@ -77,6 +77,10 @@ class CompileParams(_Params):
     ir: list[str] = []
 
 
+class FrontendParams(_Params):
+    kernels: list[dict[str, Any]]
+
+
 class BenchParams(_Params):
     candidate: CallableRef
     reference: CallableRef | None = None
@@ -123,6 +127,11 @@ class ValidateCandidateResult(_Result):
     device: str
     autotune_notes: list[str] = []
     trace: dict[str, Any] | None = None
+    launch_specs: dict[str, Any] | None = None
+
+
+class FrontendResult(_Result):
+    kernels: list[dict[str, Any]]
 
 
 class AnyResult(_Result):
@@ -164,12 +173,14 @@ VALIDATE_CANDIDATE = JobSpec(
     "validate.candidate", f"{_PKG}.validate_jobs:candidate", ValidateCandidateParams, ValidateCandidateResult
 )
 COMPILE = JobSpec("compile", f"{_PKG}.compile_job:run", CompileParams, AnyResult)
+FRONTEND = JobSpec("compile.frontend", f"{_PKG}.frontend_job:run", FrontendParams, FrontendResult)
 BENCH = JobSpec("bench", f"{_PKG}.bench_job:run", BenchParams, AnyResult)
 BENCH_PEAKS = JobSpec("bench.peaks", f"{_PKG}.bench_job:peaks", BenchPeaksParams, AnyResult)
 AUDIT = JobSpec("audit", f"{_PKG}.audit_job:run", AuditParams, AnyResult)
 
 JOBS: dict[str, JobSpec] = {
-    spec.name: spec for spec in (PROBE, VALIDATE_REFERENCE, VALIDATE_CANDIDATE, COMPILE, BENCH, BENCH_PEAKS, AUDIT)
+    spec.name: spec
+    for spec in (PROBE, VALIDATE_REFERENCE, VALIDATE_CANDIDATE, COMPILE, FRONTEND, BENCH, BENCH_PEAKS, AUDIT)
 }
 _BY_ENTRY = {spec.entry: spec for spec in JOBS.values()}
 

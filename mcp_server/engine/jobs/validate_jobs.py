@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import time
 from typing import Any
 
@@ -19,7 +20,7 @@ import torch
 
 from mcp_server.engine import compare
 from mcp_server.engine.interp import configs as autotune_configs
-from mcp_server.engine.jobs import calls, common, derive, grad_calls, recorder, timed_check, trace
+from mcp_server.engine.jobs import calls, common, derive, grad_calls, launch_specs, recorder, timed_check, trace
 from mcp_server.engine.runner.child import (
     JobContext,
     UsageProblem,
@@ -541,6 +542,10 @@ def _leaves(tree: Any) -> list[Any]:
 def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     device = _device(params)
     common.install_launch_hooks()
+    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+    if interpreted:
+        launch_specs.record_interpreted()
+        launch_specs.take()
     bundle = torch.load(params["cases_file"], weights_only=True)
     module, target = _load_target(params["candidate"], ctx)
     kernelbench = params.get("kernelbench", False)
@@ -599,6 +604,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             report.append(entry)
             continue
         ctx.mark(f"candidate case {key}")
+        launch_specs.set_case(key, own=case.get("name") is not None and not case.get("layout"))
         if kernelbench:
             model = base_model
             if case.get("init") is not None:
@@ -716,4 +722,6 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     result = {"cases": report, "weights": weights, "device": device, "autotune_notes": common.AUTOTUNE_NOTES}
     if params.get("trace"):
         result["trace"] = trace.collect()
+    if interpreted:
+        result["launch_specs"] = launch_specs.take()
     return result

@@ -1,0 +1,267 @@
+"""How a kernel launch looks to Triton's JIT, and the launches a job ran under the interpreter.
+
+:func:`describe_launch` types one launch's arguments as the JIT specialises them (pointer alignment, integers
+divisible by 16, integers equal to 1 and None folded to constants); the audit's capture and compile read it.
+
+Under ``TRITON_INTERPRET=1`` a ``@triton.jit`` body runs as Python, so a kernel can do there what the GPU
+compiler refuses (call a plain Python function, ``break`` out of a loop, reach into a tensor's NumPy data) and
+still give the right answer. :func:`record_interpreted` keeps, for each distinct specialisation an interpreted
+kernel was launched with, what the compiler's front end needs to lower it for a GPU (file, line, name,
+signature, constexprs); the trusted parent has it lowered in a child of its own
+(:mod:`mcp_server.engine.jobs.frontend_job`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from mcp_server.engine.jobs.compile_job import TORCH_TO_TRITON
+
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+# Distinct specialisations kept per job; launches past it are counted, not kept.
+LIMIT = 32
+
+
+def python_fn(jit: Any) -> Any:
+    fn = getattr(jit, "fn", None)
+    return fn if inspect.isfunction(fn) else None
+
+
+def constexpr_params_of(jit: Any) -> set[str]:
+    names = list(getattr(jit, "arg_names", []))
+    if hasattr(jit, "constexprs"):
+        return {names[i] for i in jit.constexprs if i < len(names)}
+    out = set()
+    fn = python_fn(jit)
+    if fn is None:
+        return out
+    for name, param in inspect.signature(fn).parameters.items():
+        ann = param.annotation
+        text = ann if isinstance(ann, str) else getattr(ann, "__name__", "") or repr(ann)
+        if "constexpr" in str(text):
+            out.add(name)
+    return out
+
+
+def not_specialised(jit: Any) -> set[str]:
+    names = list(getattr(jit, "arg_names", []))
+    raw = getattr(jit, "do_not_specialize", None)
+    if raw is None:
+        raw = (getattr(jit, "kwargs", None) or {}).get("do_not_specialize") or ()
+    out = set()
+    for item in raw or ():
+        if isinstance(item, int) and item < len(names):
+            out.add(names[item])
+        elif isinstance(item, str):
+            out.add(item)
+    return out
+
+
+def plain(value: Any) -> tuple[bool, Any]:
+    if value is None or isinstance(value, bool | int | float | str):
+        return True, value
+    return False, None
+
+
+def _descriptor_type(value: Any) -> str | None:
+    """Triton's own type of a host tensor descriptor argument (``tensordesc<fp16[64, 64]>``), else None."""
+    from triton.runtime.jit import mangle_type
+
+    try:
+        kind = mangle_type(value)
+    except Exception:
+        return None
+    return kind if isinstance(kind, str) and kind.startswith("tensordesc<") else None
+
+
+def describe_launch(
+    jit: Any,
+    args: tuple,
+    kwargs: dict[str, Any],
+    skip: set[str],
+    constant: Callable[[Any], tuple[bool, Any]] = plain,
+    descriptors: bool = False,
+) -> dict[str, Any]:
+    """Signature, constexprs and launch options of one launch, as Triton's JIT specialises them.
+
+    ``constant`` says which constexpr values can be carried (and how); ``descriptors`` types host tensor
+    descriptors as Triton does (the front-end check lowers them; ``compile``'s signatures do not take them)."""
+    names = list(jit.arg_names)
+    fn = python_fn(jit)
+    bound: dict[str, Any] = dict(zip(names, args, strict=False))
+    for key, value in kwargs.items():
+        if key in names:
+            bound[key] = value
+    constexpr_params = constexpr_params_of(jit)
+    no_spec = not_specialised(jit)
+    defaults = inspect.signature(fn).parameters if fn is not None else {}
+    signature: dict[str, str] = {}
+    constexprs: dict[str, Any] = {}
+    unsupported: list[str] = []
+    aligned = True
+    ints_div16 = True
+    degenerate = False  # a size folded to 1: one row, one column…
+    pointer_dtypes: list[str] = []
+    for name in names:
+        if name in skip:
+            continue
+        if name not in bound:
+            default = defaults[name].default if name in defaults else inspect.Parameter.empty
+            if default is inspect.Parameter.empty:
+                unsupported.append(f"`{name}` was not passed")
+            continue
+        value = bound[name]
+        if name in constexpr_params:
+            ok, value_ = constant(value)
+            if ok:
+                constexprs[name] = value_
+            else:
+                unsupported.append(f"constexpr `{name}` is a {type(value).__name__}")
+            continue
+        if isinstance(value, torch.Tensor):
+            kind = TORCH_TO_TRITON.get(value.dtype)
+            if kind is None:
+                unsupported.append(f"`{name}` has dtype {value.dtype}")
+                continue
+            is_aligned = value.data_ptr() % 16 == 0
+            aligned &= is_aligned
+            pointer_dtypes.append(kind)
+            signature[name] = f"*{kind}:{16 if is_aligned else 1}"
+        elif isinstance(value, bool):
+            signature[name] = "i1"
+        elif isinstance(value, int):
+            kind = "i32" if -(2**31) <= value < 2**31 else "i64"
+            if value == 1 and name not in no_spec:
+                # Triton's JIT folds an integer argument equal to 1 into a constant.
+                signature[name] = kind
+                constexprs[name] = 1
+                ints_div16 = False
+                degenerate = True
+            elif value % 16 == 0 and value != 0 and name not in no_spec:
+                signature[name] = f"{kind}:16"
+            else:
+                signature[name] = kind
+                ints_div16 = False
+        elif isinstance(value, float):
+            signature[name] = "fp32"
+        elif value is None:
+            # Triton's JIT folds None into a constant (an optional pointer left out).
+            signature[name] = "i32"
+            constexprs[name] = None
+        elif descriptors and (kind := _descriptor_type(value)):
+            signature[name] = kind
+        else:
+            unsupported.append(f"`{name}` is a {type(value).__name__}")
+    options = {k: kwargs[k] for k in LAUNCH_OPTIONS if isinstance(kwargs.get(k), int)}
+    return {
+        "signature": signature,
+        "constexprs": constexprs,
+        "options": options,
+        "unsupported": unsupported,
+        "aligned": aligned,
+        "ints_div16": ints_div16,
+        "degenerate": degenerate,
+        "pointer_dtypes": sorted(set(pointer_dtypes)),
+    }
+
+
+def constant_or_dtype(value: Any) -> tuple[bool, Any]:
+    """A constexpr as the front-end check carries it: a plain value, or a Triton dtype as ``{"dtype": name}``."""
+    import triton.language as tl
+
+    if isinstance(value, tl.constexpr):
+        value = value.value
+    if isinstance(value, tl.dtype):
+        return True, {"dtype": value.name}
+    return plain(value)
+
+
+_kept: dict[tuple, dict[str, Any]] = {}
+_over = [0]
+_installed = [False]
+# The case being run, and whether it is one of the problem's own (not a derived size or layout).
+_case: dict[str, Any] = {"key": None, "own": True}
+
+
+def set_case(key: str | None, own: bool) -> None:
+    """Name the case whose launches follow: a refusal in a derived case is judged as that case's refusal."""
+    _case["key"], _case["own"] = key, own
+
+
+def record_interpreted() -> None:
+    """Keep every interpreted launch's specialisation from now on (idempotent; a no-op off the interpreter)."""
+    if _installed[0]:
+        return
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:  # pragma: no cover
+        return
+    original = InterpretedFunction.run
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(self, *args, **kwargs)
+        # Only launches that ran: one the interpreter refused is the candidate's exception, judged as such.
+        if not kwargs.get("warmup", False):
+            with contextlib.suppress(Exception):  # recording must never break the user's launch
+                _keep(self, args, kwargs)
+        return out
+
+    InterpretedFunction.run = run
+    _installed[0] = True
+
+
+def _keep(jit: Any, args: tuple, kwargs: dict[str, Any]) -> None:
+    fn = python_fn(jit)
+    if fn is None:
+        return
+    # Defaults bound as the JIT binds them: the check lowers the kernel from its code, where they are not kept.
+    params = inspect.signature(fn).parameters
+    bound = dict(zip(params, args, strict=False))
+    bound.update({k: v for k, v in kwargs.items() if k in params})
+    for name, param in params.items():
+        if name not in bound and param.default is not inspect.Parameter.empty:
+            bound[name] = param.default
+    options = {k: v for k, v in kwargs.items() if k in LAUNCH_OPTIONS}
+    described = describe_launch(jit, (), {**bound, **options}, set(), constant=constant_or_dtype, descriptors=True)
+    code = fn.__code__
+    key = (
+        code.co_filename,
+        code.co_firstlineno,
+        fn.__name__,
+        repr(sorted(described["signature"].items())),
+        repr(sorted((k, repr(v)) for k, v in described["constexprs"].items())),
+    )
+    if key in _kept:
+        entry = _kept[key]
+        entry["own"] = entry["own"] or _case["own"]
+        if _case["key"] is not None and _case["key"] not in entry["cases"] and len(entry["cases"]) < 4:
+            entry["cases"].append(_case["key"])
+        return
+    if len(_kept) >= LIMIT:
+        _over[0] += 1
+        return
+    _kept[key] = {
+        "kernel": fn.__name__,
+        "path": code.co_filename,
+        "line": code.co_firstlineno,
+        "signature": described["signature"],
+        "constexprs": described["constexprs"],
+        "num_warps": described["options"].get("num_warps"),
+        "unsupported": described["unsupported"],
+        "free_names": list(code.co_freevars),
+        "own": _case["own"],
+        "cases": [_case["key"]] if _case["key"] is not None else [],
+    }
+
+
+def take() -> dict[str, Any]:
+    """The specialisations kept since the last call (and how many past the limit were not), then forget them."""
+    out = {"kernels": list(_kept.values()), "not_kept": _over[0]}
+    _kept.clear()
+    _over[0] = 0
+    return out

@@ -1,0 +1,136 @@
+"""Under the interpreter: would the GPU compiler take the kernels that just passed?
+
+The interpreter runs a ``@triton.jit`` body as Python, so a kernel that calls a plain Python function, leaves a
+loop with ``break`` or computes on its blocks' NumPy arrays gives right answers there and fails to compile on
+every GPU. The candidate's child keeps each interpreted launch's specialisation
+(:mod:`mcp_server.engine.jobs.launch_specs`); a child of its own, without the interpreter, lowers each one with
+Triton's front end (:mod:`mcp_server.engine.jobs.frontend_job`). A refusal is a ``compile_error``, an error: the
+kernel is not a GPU kernel. A launched kernel the check could not reach is a warning that says why.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from mcp_server.engine.jobs import registry
+from mcp_server.engine.models import Failure, Finding, FindingKind, Severity
+from mcp_server.engine.runner import Runner
+
+TIMEOUT_S = 120.0
+ADVICE = (
+    "Under the interpreter a kernel's body runs as Python; on a GPU it must be Triton: call @triton.jit "
+    "helpers, not plain functions, keep loops free of break/continue, and compute with triton.language"
+)
+
+
+def _label(spec: dict[str, Any]) -> str:
+    return f"{spec['kernel']} ({os.path.basename(spec['path'])}:{spec['line']})"
+
+
+def _first_line(failure: Failure) -> str:
+    """The compiler's message without the source excerpt (``where`` carries it) and the location prefix."""
+    line = (failure.message.splitlines() or [""])[0].strip()
+    where = failure.where
+    if where is not None and where.file and line.startswith(where.file):
+        line = line.split(": ", 1)[-1] if ": " in line else line
+    return line.rstrip(".")
+
+
+def _warning(message: str) -> Finding:
+    return Finding(kind=FindingKind.compile_error, severity=Severity.warning, message=message)
+
+
+def frontend_findings(
+    runner: Runner,
+    specs: dict[str, Any] | None,
+    launches: set[str],
+    env: dict[str, str | None],
+    user_files: list[str],
+    cwd: str,
+) -> list[Finding]:
+    kept = list((specs or {}).get("kernels") or [])
+    findings: list[Finding] = []
+    checked = {_label(s) for s in kept}
+    unseen = sorted(name for name in launches if name not in checked)
+    if unseen and not (specs or {}).get("not_kept"):
+        findings.append(
+            _warning(
+                f"not checked against the GPU compiler: {', '.join(unseen)} (launched, but no launch of it was "
+                "recorded under the interpreter)"
+            )
+        )
+    if (specs or {}).get("not_kept"):
+        findings.append(
+            _warning(
+                f"the GPU compiler's check took the first {len(kept)} kernel specialisations; "
+                f"{specs['not_kept']} launches past them were not checked"
+            )
+        )
+    if not kept:
+        return findings
+    outcome = runner.run(
+        registry.FRONTEND.name,
+        {"kernels": kept},
+        timeout_s=TIMEOUT_S,
+        env={**env, "TRITON_INTERPRET": None},
+        user_files=sorted({*user_files, *(s["path"] for s in kept)}),
+        cwd=cwd,
+    )
+    with outcome:
+        if outcome.usage_error or outcome.failure is not None:
+            why = outcome.usage_error or (outcome.failure.message if outcome.failure else "")
+            return [*findings, _warning(f"the GPU compiler's check of the launched kernels did not finish: {why}")]
+        results = (outcome.result or {}).get("kernels") or []
+    seen: set[tuple[str, str, bool]] = set()
+    for spec, result in zip(kept, results, strict=False):
+        label = _label(spec)
+        if result.get("failure"):
+            failure = Failure.model_validate(result["failure"])
+            first = _first_line(failure)
+            own = spec.get("own", True)
+            if (label, first, own) in seen:
+                continue
+            seen.add((label, first, own))
+            if not own:
+                # On a GPU the launch would raise in those cases: a refused derived case, which is a warning.
+                cases = ", ".join(k.rpartition("#")[0] or k for k in spec.get("cases") or []) or "a derived case"
+                findings.append(
+                    Finding(
+                        kind=FindingKind.unsupported_shape,
+                        severity=Severity.warning,
+                        message=(
+                            f"{cases}: {label} ran there under the Triton interpreter, but the GPU compiler refuses "
+                            f"it with those arguments ({first}), so on a GPU the candidate refuses this case"
+                        ),
+                        where=failure.where,
+                    )
+                )
+                continue
+            findings.append(
+                Finding(
+                    kind=FindingKind.compile_error,
+                    severity=Severity.error,
+                    message=(
+                        f"{label} ran under the Triton interpreter, but the GPU compiler refuses it (cuda:90, "
+                        f"cuda:100 and cuda:80 tried) with the arguments it was launched with: {first}. {ADVICE}"
+                    ),
+                    where=failure.where,
+                )
+            )
+        elif result.get("no_source") and (label, "no_source", True) not in seen:
+            seen.add((label, "no_source", True))
+            findings.append(
+                Finding(
+                    kind=FindingKind.compile_error,
+                    severity=Severity.error,
+                    message=(
+                        f"{label} has no source file ({spec['path']}: built by exec or at run time), so whether the "
+                        "GPU compiler takes it cannot be checked here; define the kernel in a .py file"
+                    ),
+                )
+            )
+        elif result.get("skipped") and (label, "skipped", True) not in seen:
+            seen.add((label, "skipped", True))
+            findings.append(_warning(f"not checked against the GPU compiler: {label}: {result['skipped']}"))
+    return findings

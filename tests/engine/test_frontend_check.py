@@ -1,0 +1,76 @@
+"""Under the interpreter, validate also asks the GPU compiler's front end whether it takes each launched kernel.
+
+A kernel body runs as Python under the interpreter, so code no GPU compiles gives right answers there; each of
+these fixtures passes every case on its values and must still fail, and each twin must pass with no finding.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcp_server.engine.models import FindingKind, Severity
+from mcp_server.engine.trust.frontend import frontend_findings
+from mcp_server.engine.validate import validate
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+PROBLEM = FIXTURES / "validate" / "attacks" / "problem.py"
+KERNELS = FIXTURES / "validate" / "interp_only" / "kernels.py"
+
+pytestmark = pytest.mark.skipif(
+    __import__("torch").cuda.is_available(), reason="on a GPU every launched kernel is compiled for real"
+)
+
+
+def _validate(runner, candidate: str, reference: str = f"{PROBLEM}:reference"):
+    return validate(reference, candidate, runner=runner, seeds=1, determinism=False, timeout_s=60)
+
+
+def _compile_errors(result):
+    return [f for f in result.findings if f.kind is FindingKind.compile_error and f.severity is Severity.error]
+
+
+@pytest.mark.parametrize(
+    ("name", "line", "says"),
+    [
+        ("candidate_helper", 31, "Cannot access global variable _fma_python"),  # a plain Python function
+        ("candidate_break", 48, "Break"),
+        ("candidate_built_break", 76, "Break"),  # built inside a function: found by its code, not its name
+    ],
+)
+def test_a_kernel_only_the_interpreter_runs_fails_at_the_line_the_compiler_refuses(runner, name, line, says):
+    result = _validate(runner, f"{KERNELS}:{name}")
+    assert all(c.status == "passed" for c in result.cases)  # the values are right…
+    assert not result.ok  # …and the verdict fails on the compiler's refusal
+    (finding,) = _compile_errors(result)
+    assert says in finding.message and "cuda:90" in finding.message
+    assert finding.where is not None and finding.where.file.endswith("kernels.py") and finding.where.line == line
+    assert result.summary.startswith("FAIL (compile_error)")
+
+
+@pytest.mark.parametrize("name", ["candidate", "candidate_built", "candidate_dtype"])
+def test_the_twins_the_compiler_takes_pass_with_nothing_to_report(runner, name):
+    result = _validate(runner, f"{KERNELS}:{name}")
+    assert result.ok, result.findings
+    assert not [f for f in result.findings if f.kind is FindingKind.compile_error]
+
+
+def test_tensor_descriptor_arguments_are_typed_as_triton_types_them(runner):
+    fixture = FIXTURES / "validate" / "interp_only" / "descriptor.py"
+    result = _validate(runner, f"{fixture}:candidate", f"{fixture}:reference")
+    assert result.ok, result.findings
+    assert not [f for f in result.findings if f.kind is FindingKind.compile_error]
+
+
+def test_a_kernel_built_from_a_string_has_no_source_for_the_check_and_fails(runner):
+    result = _validate(runner, f"{FIXTURES / 'validate' / 'interp_only' / 'exec_kernel.py'}:candidate")
+    assert all(c.status == "passed" for c in result.cases)
+    assert any("has no source file" in f.message for f in _compile_errors(result))
+
+
+def test_a_launch_the_check_never_saw_is_a_warning_not_a_pass_it_did_not_give():
+    findings = frontend_findings(None, {"kernels": [], "not_kept": 0}, {"k (kernel.py:3)"}, {}, [], ".")
+    (finding,) = findings
+    assert finding.severity is Severity.warning and "k (kernel.py:3)" in finding.message
+    assert frontend_findings(None, {"kernels": [], "not_kept": 0}, set(), {}, [], ".") == []
