@@ -52,6 +52,7 @@ PLAN = [
     ("script_host.py", PROBLEM, "fail", False),
     ("per_element_python.py", PROBLEM, "fail", False),
     ("numpy_in_kernel.py", PROBLEM, "fail", False),
+    ("rebinds_helper.py", PROBLEM, "fail", False),
     ("serialized_small.py", PROBLEM, "pass", False),
     ("own_status.py", PROBLEM, "pass", False),
     ("lookup_table.py", ATTACKS / "sigmoid_problem.py", "fail", False),

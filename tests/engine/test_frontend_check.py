@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mcp_server.engine.models import FindingKind, Severity
-from mcp_server.engine.trust.frontend import frontend_findings
+from mcp_server.engine.trust.frontend import _rebinding, frontend_findings
 from mcp_server.engine.validate import validate
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -67,6 +67,14 @@ def test_a_kernel_built_from_a_string_has_no_source_for_the_check_and_fails(runn
     result = _validate(runner, f"{FIXTURES / 'validate' / 'interp_only' / 'exec_kernel.py'}:candidate")
     assert all(c.status == "passed" for c in result.cases)
     assert any("has no source file" in f.message for f in _compile_errors(result))
+
+
+def test_a_helper_rebound_at_run_time_is_evasion_and_a_constant_set_before_launch_a_warning():
+    function = {"name": "_combine", "ran": "function f.py:20", "file": "kernel f.py:6", "path": "/p/f.py"}
+    assert _rebinding("k (f.py:11)", function).severity is Severity.error
+    constant = {"name": "SCALE", "ran": "constexpr 2", "file": "constexpr 1", "path": "/p/f.py"}
+    finding = _rebinding("k (f.py:11)", constant)
+    assert finding.severity is Severity.warning and "the file's value" in finding.message
 
 
 def test_a_launch_the_check_never_saw_is_a_warning_not_a_pass_it_did_not_give():

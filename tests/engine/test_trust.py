@@ -364,6 +364,8 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("per_element_python.py", {"host_compute", "host_round_trip"}),  # map_: Python on every element pair
         # Python on the interpreter's NumPy blocks inside the kernel: the GPU compiler's front end refuses it.
         ("numpy_in_kernel.py", {"compile_error"}),
+        # …or in a Python function bound at run time to a @triton.jit helper's name: not the kernel its file holds.
+        ("rebinds_helper.py", {"evasion"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

@@ -19,6 +19,7 @@ import types
 from typing import Any
 
 from mcp_server.engine.jobs.compile_job import load_as_on_gpu
+from mcp_server.engine.jobs.launch_specs import describe_value
 from mcp_server.engine.runner.child import JobContext, classify_exception
 
 ARCHS = (90, 100, 80)
@@ -103,6 +104,32 @@ def _lower(src: Any, arch: int, num_warps: int | None) -> None:
     src.make_ir(target, options, backend.get_codegen_implementation(options), backend.get_module_map(), context)
 
 
+_MISSING = object()
+
+
+def _rebound(spec: dict[str, Any], modules: dict[str, Any], ctx: JobContext) -> list[dict[str, str]]:
+    """The names the kernel read at run time bound to something else than a fresh import of their file binds."""
+    out = []
+    for binding in spec.get("bindings") or []:
+        path = binding["path"]
+        try:
+            if path not in modules:
+                modules[path] = load_as_on_gpu(path, ctx)[0]
+        except BaseException:  # reported with the kernel's own import, if that fails too
+            modules[path] = None
+        if modules[path] is None:
+            continue
+        value: Any = modules[path]
+        for part in binding["name"].split("."):
+            value = getattr(value, part, _MISSING)
+            if value is _MISSING:
+                break
+        now = "not defined when the file is imported" if value is _MISSING else describe_value(value)
+        if now != binding["kind"]:
+            out.append({"name": binding["name"], "ran": binding["kind"], "file": now, "path": path})
+    return out
+
+
 def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     modules: dict[str, Any] = {}
     results: list[dict[str, Any]] = []
@@ -136,6 +163,9 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         import triton
 
         jit_fn = triton.jit(types.FunctionType(code, vars(modules[path]), spec["kernel"]))
+        rebound = _rebound(spec, modules, ctx)
+        if rebound:
+            entry["rebound"] = rebound
         first: BaseException | None = None
         for arch in ARCHS:
             try:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -170,6 +172,116 @@ def describe_launch(
     }
 
 
+# Values from these packages are described by their package alone: the interpreter patches some of Triton's.
+_LIBRARIES = ("triton", "torch", "numpy", "math", "builtins")
+
+
+def _library(value: Any) -> str | None:
+    if isinstance(value, types.ModuleType):
+        module = value.__name__
+    else:
+        module = getattr(value, "__module__", None) or type(value).__module__ or ""
+    top = module.split(".")[0]
+    return top if top in _LIBRARIES else None
+
+
+def _function_of(value: Any) -> types.FunctionType | None:
+    """A Python function, or the one behind a kernel and its autotune/heuristics wrappers (JIT or interpreter)."""
+    for _ in range(8):
+        if isinstance(value, types.FunctionType):
+            return value
+        inner = getattr(value, "fn", None)
+        if inner is None or inner is value:
+            return None
+        value = inner
+    return None
+
+
+def describe_value(value: Any) -> str:
+    """What a name a kernel reads is bound to, in terms that mean the same with and without the interpreter:
+    a kernel or a plain function by where it is defined, a user module by its file, a constant by its value."""
+    if isinstance(value, types.ModuleType):
+        if _library(value):
+            return f"module {value.__name__}"
+        return f"module {os.path.realpath(getattr(value, '__file__', None) or value.__name__)}"
+    # A kernel by its function, not its wrapper: the interpreter's wrapper is Triton's, the JIT's takes the user's.
+    fn = _function_of(value)
+    library = _library(fn if fn is not None else value)
+    if library is not None:
+        import triton.language as tl
+
+        return f"constexpr {value.value!r}" if isinstance(value, tl.constexpr) else f"from {library}"
+    if fn is not None:
+        what = "function" if isinstance(value, types.FunctionType) else "kernel"
+        return f"{what} {os.path.realpath(fn.__code__.co_filename)}:{fn.__code__.co_firstlineno}"
+    if value is None or isinstance(value, bool | int | float | str):
+        return f"value {value!r}"
+    return f"object {type(value).__module__}.{type(value).__qualname__}"
+
+
+def _codes_in(code: types.CodeType) -> list[types.CodeType]:
+    out, todo = [], [code]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        todo.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+    return out
+
+
+def bindings(fn: types.FunctionType, depth: int = 0, seen: set[int] | None = None) -> list[dict[str, str]]:
+    """Every global name the kernel's code (and the kernels it calls, and attributes it reads off the user's
+    own modules) reads, with what it is bound to now: ``{"path", "name", "kind"}``, ``path`` the file whose
+    module holds the name."""
+    seen = set() if seen is None else seen
+    if id(fn) in seen or depth > 4:
+        return []
+    seen.add(id(fn))
+    space = fn.__globals__
+    path = space.get("__file__")
+    if not path:
+        return []
+    names = {n for c in _codes_in(fn.__code__) for n in c.co_names}
+    # The interpreter copies its own module's globals into a kernel's where the names are free: not the user's
+    # bindings (a kernel that reads one is refused by the compiler, where the name is not defined).
+    injected = _interpreter_globals()
+    out: list[dict[str, str]] = []
+    for name in sorted(names):
+        if name not in space:
+            continue
+        value = space[name]
+        if name in injected and injected[name] is value:
+            continue
+        out.append({"path": path, "name": name, "kind": describe_value(value)})
+        if isinstance(value, types.ModuleType) and _library(value) is None:
+            for attr in sorted(names):
+                if hasattr(value, attr):
+                    member = getattr(value, attr)
+                    out.append({"path": path, "name": f"{name}.{attr}", "kind": describe_value(member)})
+                    inner = _kernel_fn(member)
+                    if inner is not None:
+                        out.extend(bindings(inner, depth + 1, seen))
+        inner = _kernel_fn(value)
+        if inner is not None:
+            out.extend(bindings(inner, depth + 1, seen))
+    return out
+
+
+def _interpreter_globals() -> dict[str, Any]:
+    try:
+        from triton.runtime import interpreter
+    except ImportError:  # pragma: no cover
+        return {}
+    return vars(interpreter)
+
+
+def _kernel_fn(value: Any) -> types.FunctionType | None:
+    """The Python function behind a kernel the user wrote (not a plain function, not a library's)."""
+    if isinstance(value, types.FunctionType):
+        return None
+    fn = _function_of(value)
+    return fn if fn is not None and _library(fn) is None else None
+
+
 def constant_or_dtype(value: Any) -> tuple[bool, Any]:
     """A constexpr as the front-end check carries it: a plain value, or a Triton dtype as ``{"dtype": name}``."""
     import triton.language as tl
@@ -239,6 +351,11 @@ def _keep(jit: Any, args: tuple, kwargs: dict[str, Any]) -> None:
     if key in _kept:
         entry = _kept[key]
         entry["own"] = entry["own"] or _case["own"]
+        # What the names are bound to is read at every launch: a rebinding between launches shows as a second kind.
+        known = {(b["path"], b["name"], b["kind"]) for b in entry["bindings"]}
+        for b in bindings(fn):
+            if (b["path"], b["name"], b["kind"]) not in known and len(entry["bindings"]) < 512:
+                entry["bindings"].append(b)
         if _case["key"] is not None and _case["key"] not in entry["cases"] and len(entry["cases"]) < 4:
             entry["cases"].append(_case["key"])
         return
@@ -255,6 +372,7 @@ def _keep(jit: Any, args: tuple, kwargs: dict[str, Any]) -> None:
         "unsupported": described["unsupported"],
         "free_names": list(code.co_freevars),
         "own": _case["own"],
+        "bindings": bindings(fn),
         "cases": [_case["key"]] if _case["key"] is not None else [],
     }
 

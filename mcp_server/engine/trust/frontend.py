@@ -37,6 +37,24 @@ def _first_line(failure: Failure) -> str:
     return line.rstrip(".")
 
 
+def _rebinding(label: str, change: dict[str, str]) -> Finding:
+    """A name the kernel read bound at run time to something else than its file binds it to on import."""
+    values = change["ran"].startswith(("value ", "constexpr ")) and change["file"].startswith(("value ", "constexpr "))
+    message = (
+        f"{label} read `{change['name']}` bound at run time to {change['ran']}, but importing "
+        f"{os.path.basename(change['path'])} binds it to {change['file']}"
+    )
+    if values:
+        # A launcher may set a constant before its first launch (Triton refuses a change after it): lowered here
+        # with the file's value, so the check may not be of the kernel that ran.
+        return _warning(f"{message}: the GPU compiler's check used the file's value")
+    return Finding(
+        kind=FindingKind.evasion,
+        severity=Severity.error,
+        message=f"{message}: the kernel that ran is not the one its file gives the GPU compiler",
+    )
+
+
 def _warning(message: str) -> Finding:
     return Finding(kind=FindingKind.compile_error, severity=Severity.warning, message=message)
 
@@ -85,6 +103,11 @@ def frontend_findings(
     seen: set[tuple[str, str, bool]] = set()
     for spec, result in zip(kept, results, strict=False):
         label = _label(spec)
+        for change in result.get("rebound") or []:
+            if (label, change["name"], True) in seen:
+                continue
+            seen.add((label, change["name"], True))
+            findings.append(_rebinding(label, change))
         if result.get("failure"):
             failure = Failure.model_validate(result["failure"])
             first = _first_line(failure)
