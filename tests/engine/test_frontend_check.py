@@ -47,6 +47,20 @@ def test_a_kernel_only_the_interpreter_runs_fails_at_the_line_the_compiler_refus
     assert says in finding.message and "cuda:90" in finding.message
     assert finding.where is not None and finding.where.file.endswith("kernels.py") and finding.where.line == line
     assert result.summary.startswith("FAIL (compile_error)")
+    # The derived sizes' launches are refused too: said once, as the error, not again as derived-case warnings.
+    assert not [f for f in result.findings if f.kind is FindingKind.unsupported_shape]
+
+
+def test_a_refusal_only_in_a_derived_case_is_that_cases_warning_as_on_a_gpu(runner):
+    # fp8 tl.dot needs K >= 32 on the GPU; the derived case with K = 1 runs under the interpreter only.
+    interp = FIXTURES / "interp"
+    result = _validate(
+        runner, f"{interp / 'fp8_kernels.py'}:dequant_matmul", f"{interp / 'fp8_matmul_problem.py'}:reference"
+    )
+    assert result.ok
+    (refused,) = [f for f in result.findings if "GPU compiler refuses" in f.message]
+    assert refused.kind is FindingKind.unsupported_shape and refused.severity is Severity.warning
+    assert "K >= 32" in refused.message and refused.message.startswith("derived")
 
 
 @pytest.mark.parametrize("name", ["candidate", "candidate_built", "candidate_dtype"])

@@ -59,6 +59,45 @@ def _warning(message: str) -> Finding:
     return Finding(kind=FindingKind.compile_error, severity=Severity.warning, message=message)
 
 
+def _judged(spec: dict[str, Any], result: dict[str, Any]) -> list[tuple[tuple[str, str], Finding]]:
+    """The findings of one lowered specialisation, each with the key that makes a repeat of it the same finding."""
+    label = _label(spec)
+    out = [((label, f"rebound {change['name']}"), _rebinding(label, change)) for change in result.get("rebound") or []]
+    if result.get("failure"):
+        failure = Failure.model_validate(result["failure"])
+        first = _first_line(failure)
+        if spec.get("own", True):
+            message = (
+                f"{label} ran under the Triton interpreter, but the GPU compiler refuses it (cuda:90, cuda:100 and "
+                f"cuda:80 tried) with the arguments it was launched with: {first}. {ADVICE}"
+            )
+            finding = Finding(
+                kind=FindingKind.compile_error, severity=Severity.error, message=message, where=failure.where
+            )
+        else:
+            # On a GPU the launch would raise in those cases: a refused derived case, which is a warning there.
+            cases = ", ".join(k.rpartition("#")[0] or k for k in spec.get("cases") or []) or "a derived case"
+            message = (
+                f"{cases}: {label} ran there under the Triton interpreter, but the GPU compiler refuses it with "
+                f"those arguments ({first}), so on a GPU the candidate refuses this case"
+            )
+            finding = Finding(
+                kind=FindingKind.unsupported_shape, severity=Severity.warning, message=message, where=failure.where
+            )
+        out.append(((label, first), finding))
+    elif result.get("no_source"):
+        message = (
+            f"{label} has no source file ({spec['path']}: built by exec or at run time), so whether the GPU "
+            "compiler takes it cannot be checked here; define the kernel in a .py file"
+        )
+        finding = Finding(kind=FindingKind.compile_error, severity=Severity.error, message=message)
+        out.append(((label, "no source"), finding))
+    elif result.get("skipped"):
+        message = f"not checked against the GPU compiler: {label}: {result['skipped']}"
+        out.append(((label, "skipped"), _warning(message)))
+    return out
+
+
 def frontend_findings(
     runner: Runner,
     specs: dict[str, Any] | None,
@@ -100,60 +139,12 @@ def frontend_findings(
             why = outcome.usage_error or (outcome.failure.message if outcome.failure else "")
             return [*findings, _warning(f"the GPU compiler's check of the launched kernels did not finish: {why}")]
         results = (outcome.result or {}).get("kernels") or []
-    seen: set[tuple[str, str, bool]] = set()
-    for spec, result in zip(kept, results, strict=False):
-        label = _label(spec)
-        for change in result.get("rebound") or []:
-            if (label, change["name"], True) in seen:
-                continue
-            seen.add((label, change["name"], True))
-            findings.append(_rebinding(label, change))
-        if result.get("failure"):
-            failure = Failure.model_validate(result["failure"])
-            first = _first_line(failure)
-            own = spec.get("own", True)
-            if (label, first, own) in seen:
-                continue
-            seen.add((label, first, own))
-            if not own:
-                # On a GPU the launch would raise in those cases: a refused derived case, which is a warning.
-                cases = ", ".join(k.rpartition("#")[0] or k for k in spec.get("cases") or []) or "a derived case"
-                findings.append(
-                    Finding(
-                        kind=FindingKind.unsupported_shape,
-                        severity=Severity.warning,
-                        message=(
-                            f"{cases}: {label} ran there under the Triton interpreter, but the GPU compiler refuses "
-                            f"it with those arguments ({first}), so on a GPU the candidate refuses this case"
-                        ),
-                        where=failure.where,
-                    )
-                )
-                continue
-            findings.append(
-                Finding(
-                    kind=FindingKind.compile_error,
-                    severity=Severity.error,
-                    message=(
-                        f"{label} ran under the Triton interpreter, but the GPU compiler refuses it (cuda:90, "
-                        f"cuda:100 and cuda:80 tried) with the arguments it was launched with: {first}. {ADVICE}"
-                    ),
-                    where=failure.where,
-                )
-            )
-        elif result.get("no_source") and (label, "no_source", True) not in seen:
-            seen.add((label, "no_source", True))
-            findings.append(
-                Finding(
-                    kind=FindingKind.compile_error,
-                    severity=Severity.error,
-                    message=(
-                        f"{label} has no source file ({spec['path']}: built by exec or at run time), so whether the "
-                        "GPU compiler takes it cannot be checked here; define the kernel in a .py file"
-                    ),
-                )
-            )
-        elif result.get("skipped") and (label, "skipped", True) not in seen:
-            seen.add((label, "skipped", True))
-            findings.append(_warning(f"not checked against the GPU compiler: {label}: {result['skipped']}"))
+    # The problem's own cases first: a refusal already an error there is not repeated as a derived case's warning.
+    pairs = sorted(zip(kept, results, strict=False), key=lambda pair: not pair[0].get("own", True))
+    seen: set[tuple[str, str]] = set()
+    for spec, result in pairs:
+        for key, finding in _judged(spec, result):
+            if key not in seen:
+                seen.add(key)
+                findings.append(finding)
     return findings
