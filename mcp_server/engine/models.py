@@ -27,8 +27,10 @@ def interpreter_caveats() -> list[str]:
     )
     return [
         tf32,
-        "races between programs: programs run one after another, so a race, a missing atomic or a read of "
-        "memory another program writes cannot show",
+        "races between programs: programs run one after another; a plain load or store of an element another "
+        "program of the launch stored (or a store over one it read) is a program_race, but which interleavings "
+        "a GPU would produce, and whether an atomic really orders the accesses where the launch has atomics, "
+        "cannot show",
         "memory ordering: every load and store is immediately visible; atomics' sem/scope, barriers and "
         "cross-program synchronisation are not exercised",
         "GPU arithmetic: approximate exp/log/div/sqrt, fused multiply-adds and the order of sums inside "
@@ -73,6 +75,7 @@ class FindingKind(str, Enum):
     uninitialized_output = "uninitialized_output"  # output elements were never written (poison survived)
     stale_cache = "stale_cache"  # the candidate returned a previous call's result for new inputs
     stream_race = "stream_race"  # outputs read on the caller's stream before a sync were not yet written
+    program_race = "program_race"  # (interpreter) one program reads or overwrites what another stored, unordered
     reference_precision = "reference_precision"  # the reference could not run in float64 (warning)
     unsupported_shape = "unsupported_shape"  # the candidate refused a derived shape with a clean exception
     loose_tolerance = "loose_tolerance"  # values compared at a tolerance looser than their dtype's default

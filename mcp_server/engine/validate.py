@@ -44,6 +44,7 @@ from mcp_server.engine.models import (
     Failure,
     Finding,
     FindingKind,
+    Location,
     OpUse,
     Severity,
     ValidateResult,
@@ -344,6 +345,7 @@ class _Judge:
         self.device = device
         self.rows: list[ComparisonRow] = []
         self.findings: list[Finding] = []
+        self.ordered_races: set[str] = set()
         self.case_reports: list[CaseReport] = []
         self.launches: set[str] = set()
         self.torch_ops: dict[str, list[float]] = {}
@@ -538,6 +540,7 @@ class _Judge:
         self.judge_aliasing(ref_case, cand_case, name, seed)
         self.judge_mutation(ref, ref_case, cand, cand_case, name, seed)
         self.judge_streams(cand_case, name, seed, len(ref_out))
+        self.judge_program_races(cand_case, name, seed)
         self.judge_same_address(ref, cand, cand_case, name, seed, previous)
         self.judge_stale(name, seed, ref_out, cand_out, previous)
         if ref.get("grads") is not None:
@@ -756,6 +759,42 @@ class _Judge:
                 name,
                 seed,
             )
+
+    def judge_program_races(self, cand_case: dict, name: str, seed: int) -> None:
+        """Under the interpreter: programs of one launch touching an element another program stored or read."""
+        for race in cand_case.get("program_races") or []:
+            where = Location.model_validate(race["where"]) if race.get("where") else None
+            message = (
+                f"{name}: {race['kind']}: program {race['second']} touched element {race['element']} of "
+                f"`{race['tensor']}` ({race['describe']}) after program {race['first']} "
+                f"{'stored' if race['kind'] != 'write after read' else 'read'} it, in the same launch. The "
+                "interpreter runs programs one after another, so this gave the sequential answer; on a GPU they "
+                "run at once and in any order"
+            )
+            if race.get("atomics"):
+                # An atomic counter or lock can order the two (a last-program reduction): said once, not failed.
+                key = f"{race['kind']} {race['tensor']} {where}"
+                if key in self.ordered_races:
+                    continue
+                self.ordered_races.add(key)
+                self.add(
+                    FindingKind.program_race,
+                    f"{message}. The launch uses atomics: if one orders these accesses (a counter the last "
+                    "program waits on, a lock), this is safe",
+                    name,
+                    seed,
+                    severity=Severity.warning,
+                    where=where,
+                )
+            else:
+                self.add(
+                    FindingKind.program_race,
+                    f"{message}, and nothing in the launch orders them: combine partial results with tl.atomic_add, "
+                    "or write them to separate slots and reduce in a second launch",
+                    name,
+                    seed,
+                    where=where,
+                )
 
     def judge_same_address(self, ref: dict, cand: dict, cand_case: dict, name: str, seed: int, previous: dict) -> None:
         """The call repeated with this seed's inputs written into the previous seed's input tensors."""

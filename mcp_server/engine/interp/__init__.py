@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from mcp_server.engine.interp import atomics, bf16math, bounds, fastpaths, fp8, nested, rounding, scalars, tf32
+from mcp_server.engine.interp import atomics, bf16math, bounds, fastpaths, fp8, nested, races, rounding, scalars, tf32
 
 _installed = False
 
@@ -73,6 +73,7 @@ def _install_bounds(interp: Any) -> None:
     def _init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
         args_hst, kwargs_hst = original_init(self, args_dev, kwargs)
         bounds.set_launch(list(self.arg_names), list(args_hst), dict(kwargs_hst))
+        races.start_launch()
         return args_hst, kwargs_hst
 
     executor._init_args_hst = _init_args_hst
@@ -88,18 +89,36 @@ def _install_bounds(interp: Any) -> None:
     # Tensor descriptors' loads pass cache_modifier and the rest by keyword: every argument is passed through.
     def create_masked_load(self: Any, ptrs: Any, mask: Any, other: Any, *rest: Any, **options: Any) -> Any:
         bounds.check(ptrs.data, mask.data, _itemsize(ptrs), "load")
-        return original_load(self, ptrs, mask, other, *rest, **options)
+        out = original_load(self, ptrs, mask, other, *rest, **options)
+        races.on_load(ptrs.data, mask.data, _itemsize(ptrs))
+        return out
+
+    def _bits(ptrs: Any, mask: Any) -> np.ndarray:
+        """The bits at every active lane of ``ptrs`` now (0 elsewhere), for telling a store that changes memory."""
+        dtype = interp._get_np_dtype(ptrs.get_element_ty())
+        zeros = np.zeros(np.shape(ptrs.data), dtype=dtype)
+        data = interp._interpreter.load(ptrs.data, np.broadcast_to(mask.data, np.shape(ptrs.data)), zeros, dtype)
+        return np.ascontiguousarray(data).view(f"u{np.dtype(dtype).itemsize}")
 
     def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **options: Any) -> Any:
-        bounds.check(ptrs.data, mask.data, _itemsize(ptrs), "store")
-        return original_store(self, ptrs, value, mask, *rest, **options)
+        size = _itemsize(ptrs)
+        bounds.check(ptrs.data, mask.data, size, "store")
+        tracked = bool(bounds.current_spans())
+        before = _bits(ptrs, mask) if tracked else None
+        out = original_store(self, ptrs, value, mask, *rest, **options)
+        if before is not None:
+            races.on_store(ptrs.data, mask.data, size, before, _bits(ptrs, mask))
+        return out
 
     def create_atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any) -> Any:
         bounds.check(ptr.data, mask.data, _itemsize(ptr), "atomic")
+        races.on_atomic(ptr.data, mask.data, _itemsize(ptr))
         return original_rmw(self, op, ptr, val, mask, *rest)
 
     def create_atomic_cas(self: Any, ptr: Any, cmp: Any, val: Any, *rest: Any) -> Any:
-        bounds.check(ptr.data, np.ones(np.shape(ptr.data), dtype=bool), _itemsize(ptr), "atomic")
+        everywhere = np.ones(np.shape(ptr.data), dtype=bool)
+        bounds.check(ptr.data, everywhere, _itemsize(ptr), "atomic")
+        races.on_atomic(ptr.data, everywhere, _itemsize(ptr))
         return original_cas(self, ptr, cmp, val, *rest)
 
     original_int_to_ptr = builder.create_int_to_ptr

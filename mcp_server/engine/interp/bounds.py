@@ -98,7 +98,12 @@ def set_launch(arg_names: list[str], args: list[Any], kwargs: dict[str, Any]) ->
     _ends = np.array([s.end for s in spans], dtype=np.uint64)
 
 
-def _kernel_location() -> Location | None:
+def current_spans() -> list[Span]:
+    """The tensor arguments of the launch being interpreted, by start address (empty when not checked)."""
+    return _spans
+
+
+def kernel_location() -> Location | None:
     """The innermost frame outside library code (engine.frames): the kernel line whose access was checked."""
     roots = library_roots()
     frame = sys._getframe(1)
@@ -147,7 +152,7 @@ def check(ptrs: np.ndarray, mask: np.ndarray | None, itemsize: int, what: str) -
         return
     bad = addr[~inside]
     first = int(bad[0])
-    where = _kernel_location()
+    where = kernel_location()
     near = _nearest(first)
     code = f" `{where.source_line.strip()}`" if where is not None and where.source_line else ""
     at = f" at {where}" if where is not None else ""

@@ -20,6 +20,7 @@ import torch
 
 from mcp_server.engine import compare
 from mcp_server.engine.interp import configs as autotune_configs
+from mcp_server.engine.interp import races as interp_races
 from mcp_server.engine.jobs import calls, common, derive, grad_calls, launch_specs, recorder, timed_check, trace
 from mcp_server.engine.runner.child import (
     JobContext,
@@ -669,6 +670,10 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             held[name] = first_args
         if races:
             entry["stream_race"] = races
+        if interpreted:
+            program_races = interp_races.take()
+            if program_races:
+                entry["program_races"] = program_races
         first = runs[0]
         after = [common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in first_args]
         changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
