@@ -1,8 +1,9 @@
 """Races between the programs of one launch, which the interpreter's one-after-another order hides.
 
 Must fail: a sum accumulated with tl.load + tl.store (right in program order). Must pass: the same with
-tl.atomic_add and a shared slot every program fills with the same value; a last-program reduction ordered by an
-atomic counter passes with a warning. The unit tests drive the tracker directly for each hazard and its twin.
+tl.atomic_add and a shared slot every program fills with the same value; a last-program reduction whose acq_rel
+ticket orders the reads passes without a word, and with a relaxed ticket (nothing ordered, but atomics in the
+launch) with a warning. The unit tests drive the tracker directly for each hazard and its twin.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def test_a_sum_accumulated_with_load_and_store_across_programs_is_a_race_at_its_
     assert not [f for f in result.findings if f.kind is FindingKind.mismatch]  # the values were right here
     race = _races(result)[0]
     assert race.severity is Severity.error and "read after write" in race.message and "`out_ptr`" in race.message
-    assert race.where is not None and race.where.line == 29
+    assert race.where is not None and "tl.store(out_ptr, tl.load(out_ptr) + part)" in race.where.source_line
 
 
 def test_atomics_and_a_slot_every_program_fills_with_the_same_value_pass_without_a_word(runner):
@@ -44,10 +45,12 @@ def test_atomics_and_a_slot_every_program_fills_with_the_same_value_pass_without
     assert result.ok and not _races(result), result.findings
 
 
-def test_a_reduction_ordered_by_an_atomic_counter_passes_with_one_warning(runner):
-    result = _validate(runner, "candidate_last_program")
-    assert result.ok, result.findings
-    (race,) = _races(result)
+def test_a_reduction_an_acq_rel_ticket_orders_passes_and_a_relaxed_ticket_gets_a_warning(runner):
+    ordered = _validate(runner, "candidate_last_program")
+    assert ordered.ok and not _races(ordered), ordered.findings
+    relaxed = _validate(runner, "candidate_relaxed_ticket")
+    assert relaxed.ok, relaxed.findings
+    (race,) = _races(relaxed)
     assert race.severity is Severity.warning and "`parts_ptr`" in race.message and "atomics" in race.message
 
 
@@ -106,3 +109,24 @@ def test_a_program_reading_its_own_store_an_atomics_element_and_a_new_launch_are
     races.start_launch()  # launches are ordered: the earlier one's stores are not hazards
     races.on_load(launch(3), None, 4)
     assert races.take() == []
+
+
+def test_a_release_after_a_store_and_an_acquire_before_the_read_order_the_pair(launch):
+    flag = np.arange(8) == 7
+    races.on_store(launch(0), np.arange(8) == 0, 4, _bits([0.0] * 8), _bits([1.0] * 8))
+    races.on_atomic(launch(0), flag, 4, "release")
+    races.on_atomic(launch(1), flag, 4, "acquire")
+    races.on_load(launch(1), np.arange(8) == 0, 4)
+    assert races.take() == []
+    races.on_store(launch(2), np.arange(8) == 1, 4, _bits([0.0] * 8), _bits([1.0] * 8))
+    races.on_atomic(launch(2), flag, 4, "relaxed")  # orders nothing
+    races.on_atomic(launch(3), flag, 4, "acquire")
+    races.on_load(launch(3), np.arange(8) == 1, 4)
+    (race,) = races.take()
+    assert race["kind"] == "read after write" and race["element"] == 1
+    races.start_launch()
+    races.on_store(launch(0), np.arange(8) == 2, 4, _bits([0.0] * 8), _bits([1.0] * 8))
+    races.on_atomic(launch(0), flag, 4, "release")
+    races.on_load(launch(1), np.arange(8) == 2, 4)  # released, but never acquired by the reader
+    (race,) = races.take()
+    assert race["kind"] == "read after write" and race["element"] == 2

@@ -112,13 +112,13 @@ def _install_bounds(interp: Any) -> None:
 
     def create_atomic_rmw(self: Any, op: Any, ptr: Any, val: Any, mask: Any, *rest: Any) -> Any:
         bounds.check(ptr.data, mask.data, _itemsize(ptr), "atomic")
-        races.on_atomic(ptr.data, mask.data, _itemsize(ptr))
+        races.on_atomic(ptr.data, mask.data, _itemsize(ptr), _sem(rest[0] if rest else None))
         return original_rmw(self, op, ptr, val, mask, *rest)
 
     def create_atomic_cas(self: Any, ptr: Any, cmp: Any, val: Any, *rest: Any) -> Any:
         everywhere = np.ones(np.shape(ptr.data), dtype=bool)
         bounds.check(ptr.data, everywhere, _itemsize(ptr), "atomic")
-        races.on_atomic(ptr.data, everywhere, _itemsize(ptr))
+        races.on_atomic(ptr.data, everywhere, _itemsize(ptr), _sem(rest[0] if rest else None))
         return original_cas(self, ptr, cmp, val, *rest)
 
     original_int_to_ptr = builder.create_int_to_ptr
@@ -132,6 +132,12 @@ def _install_bounds(interp: Any) -> None:
     builder.create_masked_store = create_masked_store
     builder.create_atomic_rmw = create_atomic_rmw
     builder.create_atomic_cas = create_atomic_cas
+
+
+def _sem(value: Any) -> str:
+    """An atomic's memory semantic as races.on_atomic names it (Triton's default, acq_rel, when unknown)."""
+    name = _precision_name(value) if value is not None else "acq_rel"
+    return {"acquire_release": "acq_rel"}.get(name, name)
 
 
 def failure_of(exc: BaseException) -> tuple[str, Any] | None:

@@ -10,9 +10,12 @@ plain store and the program that last read it. An access is a hazard when anothe
 a load of an element another program stored (read after write), a store over another program's stored value
 (write after write) or over a value another program read (write after read). A store that leaves the bits as
 they were (a second program writing the same value) changes nothing and is no hazard; elements written by
-atomics are left to the atomics. The first hazard of each launch is kept with the kernel line, the tensor, the
-element and the two programs; :func:`take` hands them to the job. Tensors over ``LIMIT`` elements are not
-tracked (the two arrays would cost 16 bytes an element).
+atomics are left to the atomics. A pair is ordered, and no hazard, when the first program ran a releasing atomic
+(``sem`` release or acq_rel) after its access and the second an acquiring one (acquire or acq_rel) before its
+own: a flag or ticket handed over (whether the two atomics touch the same address is not checked). The first
+hazard of each launch is kept with the kernel line, the tensor, the element and the two programs; :func:`take`
+hands them to the job. Tensors over ``LIMIT`` elements are not tracked (the four arrays cost 32 bytes an
+element).
 """
 
 from __future__ import annotations
@@ -23,11 +26,15 @@ import numpy as np
 
 from mcp_server.engine.interp import bounds
 
-LIMIT = 1 << 22
+LIMIT = 1 << 21
 _ATOMIC = -2
 
-_launch = {"id": 0, "atomics": False, "reported": False}
-_tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+_launch = {"id": 0, "reported": False, "seq": 0, "pid": -1, "pid_start": 0}
+# Per tracked tensor: the program that last stored each element and when, the one that last read it and when.
+_tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+# Per program of this launch: when it last released, when it last acquired (operation counts).
+_released: dict[int, int] = {}
+_acquired: dict[int, int] = {}
 _hazards: list[dict[str, Any]] = []
 _atomic_launches: set[int] = set()
 
@@ -35,15 +42,30 @@ _atomic_launches: set[int] = set()
 def start_launch() -> None:
     """A new launch: earlier launches are ordered before it, so nothing they did is a hazard now."""
     _tables.clear()
-    _launch["id"] += 1
-    _launch["reported"] = False
+    _released.clear()
+    _acquired.clear()
+    _launch.update(id=_launch["id"] + 1, reported=False, pid=-1)
 
 
 def _pid() -> int:
+    """The running program, and a tick of the launch's operation count (programs run one after another)."""
     from triton.runtime.interpreter import interpreter_builder
 
     x, y, z = interpreter_builder.grid_idx
-    return int(x) + (int(y) << 21) + (int(z) << 42)
+    pid = int(x) + (int(y) << 21) + (int(z) << 42)
+    _launch["seq"] += 1
+    if pid != _launch["pid"]:
+        _launch["pid"], _launch["pid_start"] = pid, _launch["seq"]
+    return pid
+
+
+def _ordered(first: np.ndarray, when: np.ndarray) -> np.ndarray:
+    """Whether each earlier access (by program ``first`` at count ``when``) is ordered before the running
+    program's: the earlier program released after it, and the running program acquired since it started."""
+    if _acquired.get(_launch["pid"], -1) < _launch["pid_start"]:
+        return np.zeros(first.shape, dtype=bool)
+    released = np.array([_released.get(int(p), -1) for p in first], dtype=np.int64)
+    return released > when
 
 
 def _describe(pid: int) -> str:
@@ -79,11 +101,11 @@ def _elements(ptrs: Any, mask: Any, itemsize: int) -> list[tuple[int, np.ndarray
     return out
 
 
-def _table(index: int) -> tuple[np.ndarray, np.ndarray]:
+def _table(index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     if index not in _tables:
         span = bounds.current_spans()[index]
         count = (span.end - span.start) // span.itemsize
-        _tables[index] = (np.full(count, -1, dtype=np.int64), np.full(count, -1, dtype=np.int64))
+        _tables[index] = tuple(np.full(count, -1, dtype=np.int64) for _ in range(4))  # type: ignore[assignment]
     return _tables[index]
 
 
@@ -110,12 +132,14 @@ def _report(kind: str, index: int, elem: int, first: int, second: int) -> None:
 def on_load(ptrs: Any, mask: Any, itemsize: int) -> None:
     pid = _pid()
     for index, elems, _ in _elements(ptrs, mask, itemsize):
-        writer, reader = _table(index)
+        writer, stored, reader, read = _table(index)
         w = writer[elems]
-        bad = np.flatnonzero((w >= 0) & (w != pid))
+        other = np.flatnonzero((w >= 0) & (w != pid))
+        bad = other[~_ordered(w[other], stored[elems[other]])]
         if bad.size:
             _report("read after write", index, elems[bad[0]], int(w[bad[0]]), pid)
         reader[elems] = pid
+        read[elems] = _launch["seq"]
 
 
 def on_store(ptrs: Any, mask: Any, itemsize: int, old: np.ndarray, new: np.ndarray) -> None:
@@ -127,21 +151,30 @@ def on_store(ptrs: Any, mask: Any, itemsize: int, old: np.ndarray, new: np.ndarr
         elems = elems[changed]
         if elems.size == 0:
             continue
-        writer, reader = _table(index)
+        writer, stored, reader, read = _table(index)
         w, r = writer[elems], reader[elems]
         ww = np.flatnonzero((w >= 0) & (w != pid))
+        ww = ww[~_ordered(w[ww], stored[elems[ww]])]
         war = np.flatnonzero((r >= 0) & (r != pid))
+        war = war[~_ordered(r[war], read[elems[war]])]
         if ww.size:
             _report("write after write", index, elems[ww[0]], int(w[ww[0]]), pid)
         elif war.size:
             _report("write after read", index, elems[war[0]], int(r[war[0]]), pid)
         writer[elems] = pid
+        stored[elems] = _launch["seq"]
 
 
-def on_atomic(ptrs: Any, mask: Any, itemsize: int) -> None:
+def on_atomic(ptrs: Any, mask: Any, itemsize: int, sem: str = "acq_rel") -> None:
+    """An atomic of the running program; ``sem`` one of relaxed, acquire, release, acq_rel."""
+    pid = _pid()
     _atomic_launches.add(_launch["id"])
+    if sem in ("release", "acq_rel"):
+        _released[pid] = _launch["seq"]
+    if sem in ("acquire", "acq_rel"):
+        _acquired[pid] = _launch["seq"]
     for index, elems, _ in _elements(ptrs, mask, itemsize):
-        writer, _reader = _table(index)
+        writer = _table(index)[0]
         writer[elems] = _ATOMIC
 
 
