@@ -204,6 +204,20 @@ def test_a_truth_of_zeros_the_reference_is_not_gives_no_verdict_and_agreeing_zer
     assert compare_tensor(torch.zeros(64), torch.zeros(64), zeros, tolerance_for(torch.float32)).ok
 
 
+def test_a_truth_that_is_zero_at_the_tolerances_scale_is_judged_elementwise():
+    # LayerNorm's input gradient over one column cancels exactly: float64 gives ~1e-17, float32 ~1e-8, both
+    # inside atol. Rounding noise of that size passes; an output off by more than atol fails on its values.
+    truth = torch.randn(64, dtype=torch.float64) * 1e-17
+    ref = (torch.randn(64) * 1e-8).float()
+    tol = tolerance_for(torch.float32)
+    close = compare_tensor((torch.randn(64) * 1e-8).float(), ref, truth, tol)
+    assert close.ok and close.problem is None
+    # Within atol of a truth that is zero at that scale: right, though 500× PyTorch's own error by the norm.
+    assert compare_tensor(torch.full((64,), 5e-6), ref, truth, tol).ok
+    off = compare_tensor(torch.full((64,), 1e-3), ref, truth, tol)
+    assert off.problem is FindingKind.mismatch and off.mismatches == 64
+
+
 def test_bitwise_differences_within_tolerance_are_not_failures():
     r, g = _truth()
     second = r.clone()
