@@ -345,7 +345,7 @@ class _Judge:
         self.device = device
         self.rows: list[ComparisonRow] = []
         self.findings: list[Finding] = []
-        self.ordered_races: set[str] = set()
+        self.warned_races: set[str] = set()
         self.case_reports: list[CaseReport] = []
         self.launches: set[str] = set()
         self.torch_ops: dict[str, list[float]] = {}
@@ -774,9 +774,9 @@ class _Judge:
             if race.get("atomics"):
                 # An atomic counter or lock can order the two (a last-program reduction): said once, not failed.
                 key = f"{race['kind']} {race['tensor']} {where}"
-                if key in self.ordered_races:
+                if key in self.warned_races:
                     continue
-                self.ordered_races.add(key)
+                self.warned_races.add(key)
                 self.add(
                     FindingKind.program_race,
                     f"{message}. The launch uses atomics: if one orders these accesses (a counter the last "

@@ -370,7 +370,6 @@ def _keep(jit: Any, args: tuple, kwargs: dict[str, Any]) -> None:
         "constexprs": described["constexprs"],
         "num_warps": described["options"].get("num_warps"),
         "unsupported": described["unsupported"],
-        "free_names": list(code.co_freevars),
         "own": _case["own"],
         "bindings": bindings(fn),
         "cases": [_case["key"]] if _case["key"] is not None else [],
