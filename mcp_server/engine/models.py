@@ -28,9 +28,9 @@ def interpreter_caveats() -> list[str]:
     return [
         tf32,
         "races between programs: programs run one after another; a plain load or store of an element another "
-        "program of the launch stored (or a store over one it read) is a program_race, but which interleavings "
-        "a GPU would produce, and whether an atomic really orders the accesses where the launch has atomics, "
-        "cannot show",
+        "program of the launch stored (or a store over one it read) is a program_race unless a releasing atomic "
+        "after the first access and an acquiring one before the second order them; the interleavings a GPU "
+        "would produce, and whether those two atomics share an address, cannot show",
         "memory ordering: every load and store is immediately visible; atomics' sem/scope, barriers and "
         "cross-program synchronisation are not exercised",
         "GPU arithmetic: approximate exp/log/div/sqrt, fused multiply-adds and the order of sums inside "
