@@ -53,6 +53,7 @@ PLAN = [
     ("per_element_python.py", PROBLEM, "fail", False),
     ("numpy_in_kernel.py", PROBLEM, "fail", False),
     ("rebinds_helper.py", PROBLEM, "fail", False),
+    ("patches_language.py", PROBLEM, "fail", False),
     ("serialized_small.py", PROBLEM, "pass", False),
     ("own_status.py", PROBLEM, "pass", False),
     ("lookup_table.py", ATTACKS / "sigmoid_problem.py", "fail", False),

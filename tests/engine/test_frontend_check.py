@@ -96,3 +96,31 @@ def test_a_launch_the_check_never_saw_is_a_warning_not_a_pass_it_did_not_give():
     (finding,) = findings
     assert finding.severity is Severity.warning and "k (kernel.py:3)" in finding.message
     assert frontend_findings(None, {"kernels": [], "not_kept": 0}, set(), {}, [], ".") == []
+
+
+def test_triton_languages_own_builtins_are_not_user_code_and_a_replacement_is():
+    import triton
+    import triton.language as tl
+
+    from mcp_server.engine.interp import install
+    from mcp_server.engine.jobs import launch_specs
+
+    install()
+    fma, mul = tl.fma, tl.tensor.__mul__
+
+    @triton.jit
+    def _uses_the_standard_library(x_ptr, n, B: tl.constexpr):
+        o = tl.arange(0, B)
+        v = tl.load(x_ptr + o, mask=o < n)
+        tl.store(x_ptr + o, tl.sum(v, 0) + tl.exp(v) + tl.fma(v, v, v) * v, mask=o < n)
+
+    _uses_the_standard_library[(1,)](__import__("torch").randn(16), 16, B=16)
+    assert launch_specs.patched_language() == []  # the interpreter's own swaps are library code
+    space: dict = {}
+    exec("def mul(a, b):\n    return a\n", space)  # code built by exec counts as the user's
+    try:
+        tl.fma, tl.tensor.__mul__ = (lambda a, b, c: a), space["mul"]
+        assert launch_specs.patched_language() == ["triton.language.fma", "triton.language.tensor.__mul__"]
+    finally:
+        tl.fma, tl.tensor.__mul__ = fma, mul
+    assert launch_specs.patched_language() == []

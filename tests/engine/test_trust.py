@@ -366,6 +366,8 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("numpy_in_kernel.py", {"compile_error"}),
         # …or in a Python function bound at run time to a @triton.jit helper's name: not the kernel its file holds.
         ("rebinds_helper.py", {"evasion"}),
+        # …or in a Python function put in place of a triton.language builtin at run time.
+        ("patches_language.py", {"evasion"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

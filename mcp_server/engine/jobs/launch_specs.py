@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -327,6 +328,65 @@ def record_interpreted() -> None:
     _installed[0] = True
 
 
+def _language_spaces() -> list[tuple[str, Any]]:
+    """triton.language's modules and tl.tensor's class: where a kernel's builtins and operators are looked up."""
+    import triton.language as tl
+
+    spaces = [
+        (name, module)
+        for name, module in list(sys.modules.items())
+        if module is not None and (name == "triton.language" or name.startswith("triton.language."))
+    ]
+    return [*spaces, ("triton.language.tensor", tl.tensor)]
+
+
+_verdicts: dict[int, tuple[Any, bool]] = {}
+_roots: list[str] = []
+
+
+def _user_made(value: Any) -> bool:
+    """Whether ``value`` is code the user wrote: a function (or a method, partial or wrapped kernel of one) whose
+    source is not a library file, one built by exec, or an instance of a class the user defined."""
+    if isinstance(value, types.ModuleType | type) or value is None or isinstance(value, bool | int | float | str):
+        return False
+    cached = _verdicts.get(id(value))
+    if cached is not None and cached[0] is value:
+        return cached[1]
+    from mcp_server.engine.frames import library_file, library_roots
+
+    if not _roots:
+        _roots.extend(library_roots())
+    target = getattr(value, "__func__", None) or getattr(value, "func", None) or value
+    fn = _function_of(target)
+    if fn is not None:
+        filename = fn.__code__.co_filename
+    else:
+        try:
+            filename = inspect.getfile(type(value))
+        except (TypeError, OSError):
+            filename = "<frozen>"
+    if filename.startswith("<"):  # built by exec; Python's frozen modules are its own
+        made = not filename.startswith("<frozen")
+    else:
+        made = not library_file(filename, _roots)
+    _verdicts[id(value)] = (value, made)
+    return made
+
+
+def patched_language() -> list[str]:
+    """Names in triton.language (its modules, and tl.tensor's methods) bound to code the user wrote.
+
+    The interpreter swaps its own versions in and leaves some there, so what counts is whose code a name holds
+    now, not whether it changed: a kernel computing through a ``tl.fma`` or ``tensor.__mul__`` the user
+    replaced is not the kernel a GPU would compile."""
+    out = []
+    for name, space in _language_spaces():
+        for attr, value in list(vars(space).items()):
+            if _user_made(value):
+                out.append(f"{name}.{attr}")
+    return sorted(out)[:20]
+
+
 def _keep(jit: Any, args: tuple, kwargs: dict[str, Any]) -> None:
     fn = python_fn(jit)
     if fn is None:
@@ -358,6 +418,7 @@ def _keep(jit: Any, args: tuple, kwargs: dict[str, Any]) -> None:
                 entry["bindings"].append(b)
         if _case["key"] is not None and _case["key"] not in entry["cases"] and len(entry["cases"]) < 4:
             entry["cases"].append(_case["key"])
+        entry["patched"] = sorted(set(entry["patched"]) | set(patched_language()))
         return
     if len(_kept) >= LIMIT:
         _over[0] += 1
@@ -372,6 +433,7 @@ def _keep(jit: Any, args: tuple, kwargs: dict[str, Any]) -> None:
         "unsupported": described["unsupported"],
         "own": _case["own"],
         "bindings": bindings(fn),
+        "patched": patched_language(),
         "cases": [_case["key"]] if _case["key"] is not None else [],
     }
 

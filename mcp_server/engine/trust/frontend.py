@@ -63,6 +63,13 @@ def _judged(spec: dict[str, Any], result: dict[str, Any]) -> list[tuple[tuple[st
     """The findings of one lowered specialisation, each with the key that makes a repeat of it the same finding."""
     label = _label(spec)
     out = [((label, f"rebound {change['name']}"), _rebinding(label, change)) for change in result.get("rebound") or []]
+    if spec.get("patched"):
+        names = ", ".join(spec["patched"])
+        message = (
+            f"{label} ran with {names} bound to the user's code at run time: the interpreter called that Python "
+            "where a GPU compiles Triton's own, so the kernel that ran is not one a GPU would compile"
+        )
+        out.append(((label, "patched"), Finding(kind=FindingKind.evasion, severity=Severity.error, message=message)))
     if result.get("failure"):
         failure = Failure.model_validate(result["failure"])
         first = _first_line(failure)
