@@ -54,6 +54,7 @@ PLAN = [
     ("numpy_in_kernel.py", PROBLEM, "fail", False),
     ("rebinds_helper.py", PROBLEM, "fail", False),
     ("patches_language.py", PROBLEM, "fail", False),
+    ("patches_interpreter.py", PROBLEM, "fail", False),
     ("serialized_small.py", PROBLEM, "pass", False),
     ("own_status.py", PROBLEM, "pass", False),
     ("lookup_table.py", ATTACKS / "sigmoid_problem.py", "fail", False),

@@ -106,6 +106,7 @@ def test_triton_languages_own_builtins_are_not_user_code_and_a_replacement_is():
     from mcp_server.engine.jobs import launch_specs
 
     install()
+    launch_specs.record_interpreted()  # what the spaces hold before user code: a dataclass's exec'd methods
     fma, mul = tl.fma, tl.tensor.__mul__
 
     @triton.jit

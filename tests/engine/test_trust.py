@@ -368,6 +368,7 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("rebinds_helper.py", {"evasion"}),
         # …or in a Python function put in place of a triton.language builtin at run time.
         ("patches_language.py", {"evasion"}),
+        ("patches_interpreter.py", {"evasion"}),  # the interpreter's float add replaced: x + y reads as x * y + x
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

@@ -326,22 +326,40 @@ def record_interpreted() -> None:
 
     InterpretedFunction.run = run
     _installed[0] = True
+    for _, space in _language_spaces():
+        _before.update((id(v), v) for v in list(vars(space).values()))
 
 
 def _language_spaces() -> list[tuple[str, Any]]:
-    """triton.language's modules and tl.tensor's class: where a kernel's builtins and operators are looked up."""
+    """Where a kernel's builtins, operators and their interpretation are looked up: triton.language's modules,
+    tl.tensor's class, and the interpreter's module, its classes and its native half."""
     import triton.language as tl
+    from triton._C.libtriton import interpreter as native
+    from triton.runtime import interpreter
 
     spaces = [
         (name, module)
         for name, module in list(sys.modules.items())
         if module is not None and (name == "triton.language" or name.startswith("triton.language."))
     ]
-    return [*spaces, ("triton.language.tensor", tl.tensor)]
+    classes = [
+        (f"{interpreter.__name__}.{name}", value)
+        for name, value in vars(interpreter).items()
+        if isinstance(value, type) and value.__module__ == interpreter.__name__
+    ]
+    return [
+        *spaces,
+        ("triton.language.tensor", tl.tensor),
+        (interpreter.__name__, interpreter),
+        *classes,
+        ("triton._C.libtriton.interpreter", native),
+    ]
 
 
 _verdicts: dict[int, tuple[Any, bool]] = {}
 _roots: list[str] = []
+# Every value in those spaces before user code ran (taken when recording starts).
+_before: dict[int, Any] = {}
 
 
 def _user_made(value: Any) -> bool:
@@ -365,8 +383,10 @@ def _user_made(value: Any) -> bool:
             filename = inspect.getfile(type(value))
         except (TypeError, OSError):
             filename = "<frozen>"
-    if filename.startswith("<"):  # built by exec; Python's frozen modules are its own
-        made = not filename.startswith("<frozen")
+    if filename.startswith("<"):
+        # Built by exec: the user's, unless it was there before user code ran (a dataclass's generated methods);
+        # Python's frozen modules are its own.
+        made = not filename.startswith("<frozen") and _before.get(id(value)) is not value
     else:
         made = not library_file(filename, _roots)
     _verdicts[id(value)] = (value, made)
@@ -374,7 +394,8 @@ def _user_made(value: Any) -> bool:
 
 
 def patched_language() -> list[str]:
-    """Names in triton.language (its modules, and tl.tensor's methods) bound to code the user wrote.
+    """Names in triton.language (its modules, and tl.tensor's methods) or in the interpreter bound to code the
+    user wrote.
 
     The interpreter swaps its own versions in and leaves some there, so what counts is whose code a name holds
     now, not whether it changed: a kernel computing through a ``tl.fma`` or ``tensor.__mul__`` the user
