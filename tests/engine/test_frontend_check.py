@@ -125,3 +125,22 @@ def test_triton_languages_own_builtins_are_not_user_code_and_a_replacement_is():
     finally:
         tl.fma, tl.tensor.__mul__ = fma, mul
     assert launch_specs.patched_language() == []
+
+
+def test_a_kernel_whose_file_changed_between_its_run_and_the_check_is_evasion(runner, tmp_path):
+    # The fixture writes a cheating kernel into its own file for the run and puts the valid one back: a copy.
+    attacks = FIXTURES / "validate" / "attacks"
+    for name in ("rewrites_source.py", "problem.py"):
+        (tmp_path / name).write_text((attacks / name).read_text())
+    result = validate(
+        f"{tmp_path / 'problem.py'}:reference",
+        f"{tmp_path / 'rewrites_source.py'}:candidate",
+        runner=runner,
+        seeds=1,
+        derive_shapes=False,
+        determinism=False,
+    )
+    assert all(c.status == "passed" for c in result.cases)  # the cheating source gave right values
+    assert not result.ok
+    assert any(f.kind is FindingKind.evasion and "source the interpreter ran" in f.message for f in result.findings)
+    assert (tmp_path / "rewrites_source.py").read_text() == (attacks / "rewrites_source.py").read_text()

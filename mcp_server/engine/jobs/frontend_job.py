@@ -19,7 +19,7 @@ import types
 from typing import Any
 
 from mcp_server.engine.jobs.compile_job import load_as_on_gpu
-from mcp_server.engine.jobs.launch_specs import describe_value
+from mcp_server.engine.jobs.launch_specs import describe_value, source_digest
 from mcp_server.engine.runner.child import JobContext, classify_exception
 
 ARCHS = (90, 100, 80)
@@ -162,7 +162,10 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             continue
         import triton
 
-        jit_fn = triton.jit(types.FunctionType(code, vars(modules[path]), spec["kernel"]))
+        fn = types.FunctionType(code, vars(modules[path]), spec["kernel"])
+        if spec.get("source") and source_digest(fn) != spec["source"]:
+            entry["source_changed"] = True
+        jit_fn = triton.jit(fn)
         rebound = _rebound(spec, modules, ctx)
         if rebound:
             entry["rebound"] = rebound

@@ -326,6 +326,7 @@ def record_interpreted() -> None:
 
     InterpretedFunction.run = run
     _installed[0] = True
+    _follow_sources()
     for _, space in _language_spaces():
         _before.update((id(v), v) for v in list(vars(space).values()))
 
@@ -408,6 +409,43 @@ def patched_language() -> list[str]:
     return sorted(out)[:20]
 
 
+# sha256 of the source the interpreter compiled each kernel function from (id of the function → (it, digest)).
+_sources: dict[int, tuple[Any, str]] = {}
+
+
+def source_digest(fn: Any) -> str | None:
+    """sha256 of ``fn``'s source as the interpreter reads it (its file's lines from the ``def`` on, dedented):
+    what it compiles and runs. The front-end check reads the file again and compares."""
+    import hashlib
+
+    from triton.runtime.interpreter import FunctionRewriter
+
+    try:
+        lines, _ = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return None
+    rewriter = FunctionRewriter(fn)
+    rewriter.def_lineno = rewriter._find_def(lines)
+    return hashlib.sha256(rewriter._prepare_source(lines).encode()).hexdigest()
+
+
+def _follow_sources() -> None:
+    """Note the source the interpreter compiles each kernel from, when it compiles it (its first launch)."""
+    import hashlib
+
+    from triton.runtime.interpreter import FunctionRewriter
+
+    original = FunctionRewriter._prepare_source
+
+    def _prepare_source(self: Any, lines: Any) -> str:
+        src = original(self, lines)
+        with contextlib.suppress(Exception):
+            _sources[id(self.fn)] = (self.fn, hashlib.sha256(src.encode()).hexdigest())
+        return src
+
+    FunctionRewriter._prepare_source = _prepare_source
+
+
 def _keep(jit: Any, args: tuple, kwargs: dict[str, Any]) -> None:
     fn = python_fn(jit)
     if fn is None:
@@ -455,6 +493,7 @@ def _keep(jit: Any, args: tuple, kwargs: dict[str, Any]) -> None:
         "own": _case["own"],
         "bindings": bindings(fn),
         "patched": patched_language(),
+        "source": _sources[id(fn)][1] if _sources.get(id(fn), (None,))[0] is fn else None,
         "cases": [_case["key"]] if _case["key"] is not None else [],
     }
 

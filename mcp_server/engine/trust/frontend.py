@@ -63,6 +63,13 @@ def _judged(spec: dict[str, Any], result: dict[str, Any]) -> list[tuple[tuple[st
     """The findings of one lowered specialisation, each with the key that makes a repeat of it the same finding."""
     label = _label(spec)
     out = [((label, f"rebound {change['name']}"), _rebinding(label, change)) for change in result.get("rebound") or []]
+    if result.get("source_changed"):
+        message = (
+            f"{label}: the source the interpreter ran is not what {os.path.basename(spec['path'])} holds now (the "
+            "file changed during the run), so the kernel that passed is not the one a GPU would compile; run "
+            "validate again on the file as it is"
+        )
+        out.append(((label, "source"), Finding(kind=FindingKind.evasion, severity=Severity.error, message=message)))
     if spec.get("patched"):
         names = ", ".join(spec["patched"])
         message = (
