@@ -119,11 +119,19 @@ def test_triton_languages_own_builtins_are_not_user_code_and_a_replacement_is():
     assert launch_specs.patched_language() == []  # the interpreter's own swaps are library code
     space: dict = {}
     exec("def mul(a, b):\n    return a\n", space)  # code built by exec counts as the user's
+    import numpy
+
+    exp = numpy.exp
     try:
         tl.fma, tl.tensor.__mul__ = (lambda a, b, c: a), space["mul"]
-        assert launch_specs.patched_language() == ["triton.language.fma", "triton.language.tensor.__mul__"]
+        numpy.exp = lambda a: a  # the interpreter computes tl.exp with it
+        assert launch_specs.patched_language() == [
+            "numpy.exp",
+            "triton.language.fma",
+            "triton.language.tensor.__mul__",
+        ]
     finally:
-        tl.fma, tl.tensor.__mul__ = fma, mul
+        tl.fma, tl.tensor.__mul__, numpy.exp = fma, mul, exp
     assert launch_specs.patched_language() == []
 
 

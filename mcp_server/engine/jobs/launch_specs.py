@@ -333,7 +333,9 @@ def record_interpreted() -> None:
 
 def _language_spaces() -> list[tuple[str, Any]]:
     """Where a kernel's builtins, operators and their interpretation are looked up: triton.language's modules,
-    tl.tensor's class, and the interpreter's module, its classes and its native half."""
+    tl.tensor's class, the interpreter's module, its classes and its native half, and NumPy, which it computes
+    with."""
+    import numpy
     import triton.language as tl
     from triton._C.libtriton import interpreter as native
     from triton.runtime import interpreter
@@ -354,6 +356,7 @@ def _language_spaces() -> list[tuple[str, Any]]:
         (interpreter.__name__, interpreter),
         *classes,
         ("triton._C.libtriton.interpreter", native),
+        ("numpy", numpy),
     ]
 
 
