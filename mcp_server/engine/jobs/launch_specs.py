@@ -8,7 +8,10 @@ compiler refuses (call a plain Python function, ``break`` out of a loop, reach i
 still give the right answer. :func:`record_interpreted` keeps, for each distinct specialisation an interpreted
 kernel was launched with, what the compiler's front end needs to lower it for a GPU (file, line, name,
 signature, constexprs); the trusted parent has it lowered in a child of its own
-(:mod:`mcp_server.engine.jobs.frontend_job`).
+(:mod:`mcp_server.engine.jobs.frontend_job`). With each it keeps what tells whether the kernel that ran is the
+one its file holds: what every global name the kernel reads was bound to (:func:`bindings`), the names of
+triton.language, the interpreter and NumPy bound to the user's code (:func:`patched_language`), and a digest of
+the source the interpreter compiled it from (:func:`source_digest`).
 """
 
 from __future__ import annotations

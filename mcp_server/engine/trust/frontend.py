@@ -5,7 +5,13 @@ loop with ``break`` or computes on its blocks' NumPy arrays gives right answers 
 every GPU. The candidate's child keeps each interpreted launch's specialisation
 (:mod:`mcp_server.engine.jobs.launch_specs`); a child of its own, without the interpreter, lowers each one with
 Triton's front end (:mod:`mcp_server.engine.jobs.frontend_job`). A refusal is a ``compile_error``, an error: the
-kernel is not a GPU kernel. A launched kernel the check could not reach is a warning that says why.
+kernel is not a GPU kernel (a warning where only a derived case met it, as a refused case is on a GPU). A
+launched kernel the check could not reach is a warning that says why.
+
+The check lowers the kernel its file holds, so what ran must be that kernel: a global name the kernel read bound
+at run time to something else than a fresh import binds, a ``triton.language``, interpreter or NumPy name bound
+to the user's code, or a source file that changed since the interpreter compiled the kernel from it, is an
+``evasion`` error.
 """
 
 from __future__ import annotations
