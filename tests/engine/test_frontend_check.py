@@ -152,3 +152,36 @@ def test_a_kernel_whose_file_changed_between_its_run_and_the_check_is_evasion(ru
     assert not result.ok
     assert any(f.kind is FindingKind.evasion and "source the interpreter ran" in f.message for f in result.findings)
     assert (tmp_path / "rewrites_source.py").read_text() == (attacks / "rewrites_source.py").read_text()
+
+
+@pytest.mark.parametrize(
+    ("fixture", "says"),
+    [
+        ("interpreter_only_file.py", "does not import without the interpreter"),
+        ("interpreter_only_branch.py", "defines no function _fma_kernel at line 12"),
+    ],
+)
+def test_a_file_whose_kernel_exists_only_under_the_interpreter_fails(runner, fixture, says):
+    result = _validate(runner, f"{FIXTURES / 'validate' / 'interp_only' / fixture}:candidate")
+    assert all(c.status == "passed" for c in result.cases)
+    assert any(says in f.message for f in _compile_errors(result)), result.findings
+
+
+def test_a_check_that_does_not_finish_fails_the_verdict():
+    class Outcome:
+        usage_error, result = None, None
+        failure = type("F", (), {"message": "timed out after 120 s"})()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    class Runner:
+        def run(self, *args, **kwargs):
+            return Outcome()
+
+    spec = {"kernel": "k", "path": "/p/k.py", "line": 3}
+    (finding,) = frontend_findings(Runner(), {"kernels": [spec], "not_kept": 0}, {"k (k.py:3)"}, {}, [], ".")
+    assert finding.severity is Severity.error and "did not finish" in finding.message

@@ -148,16 +148,19 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 modules[path] = load_as_on_gpu(path, ctx)[0]
         except BaseException as exc:  # user code at import: reported, never raised
             modules[path] = None
-            entry["skipped"] = f"its file does not import outside the interpreter ({type(exc).__name__}: {exc})"[:400]
+            entry["refused"] = f"its file does not import without the interpreter ({type(exc).__name__}: {exc})"[:400]
             continue
         if modules[path] is None:
-            entry["skipped"] = "its file does not import outside the interpreter"
+            entry["refused"] = "its file does not import without the interpreter"
             continue
         code = _find_code(modules[path], spec["kernel"], spec["line"])
         if code is None:
-            entry["skipped"] = f"no function {spec['kernel']} starts at line {spec['line']} of its file as imported"
+            entry["refused"] = (
+                f"its file, imported without the interpreter, defines no function {spec['kernel']} at line "
+                f"{spec['line']}"
+            )
             continue
-        if code.co_freevars:
+        if code.co_freevars:  # the interpreter cannot run such a kernel either (it recompiles it from source)
             entry["skipped"] = f"it reads variables of the function that builds it ({', '.join(code.co_freevars)})"
             continue
         import triton

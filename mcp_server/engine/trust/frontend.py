@@ -112,6 +112,12 @@ def _judged(spec: dict[str, Any], result: dict[str, Any]) -> list[tuple[tuple[st
         )
         finding = Finding(kind=FindingKind.compile_error, severity=Severity.error, message=message)
         out.append(((label, "no source"), finding))
+    elif result.get("refused"):
+        message = (
+            f"{label} ran under the Triton interpreter, but a GPU could not compile it: {result['refused']}. {ADVICE}"
+        )
+        finding = Finding(kind=FindingKind.compile_error, severity=Severity.error, message=message)
+        out.append(((label, "refused"), finding))
     elif result.get("skipped"):
         message = f"not checked against the GPU compiler: {label}: {result['skipped']}"
         out.append(((label, "skipped"), _warning(message)))
@@ -156,8 +162,14 @@ def frontend_findings(
     )
     with outcome:
         if outcome.usage_error or outcome.failure is not None:
+            # Importing the kernels' files without the interpreter must finish: it is what a GPU does first.
             why = outcome.usage_error or (outcome.failure.message if outcome.failure else "")
-            return [*findings, _warning(f"the GPU compiler's check of the launched kernels did not finish: {why}")]
+            message = (
+                f"the GPU compiler's check of the launched kernels did not finish ({why[:300]}): importing their "
+                "files without the interpreter, as a GPU run does, must finish"
+            )
+            error = Finding(kind=FindingKind.compile_error, severity=Severity.error, message=message)
+            return [*findings, error]
         results = (outcome.result or {}).get("kernels") or []
     # The problem's own cases first: a refusal already an error there is not repeated as a derived case's warning.
     pairs = sorted(zip(kept, results, strict=False), key=lambda pair: not pair[0].get("own", True))
