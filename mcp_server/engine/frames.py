@@ -1,14 +1,33 @@
 """Which source files are library code, never a user's kernel: the question every error location asks when it walks
-a traceback or the interpreter's frames for the line to report."""
+a traceback or the interpreter's frames for the line to report; and how a kernel is named by where it is defined."""
 
 from __future__ import annotations
 
 import os
 import sys
+import types
 from pathlib import Path
+from typing import Any
 
 # This package (mcp_server/).
 _OURS = str(Path(__file__).resolve().parents[1]) + os.sep
+
+
+def function_of(value: Any) -> types.FunctionType | None:
+    """A Python function, or the one behind a kernel and its autotune/heuristics wrappers (JIT or interpreter)."""
+    for _ in range(8):
+        if isinstance(value, types.FunctionType):
+            return value
+        inner = getattr(value, "fn", None)
+        if inner is None or inner is value:
+            return None
+        value = inner
+    return None
+
+
+def kernel_label(name: str, filename: str, line: int) -> str:
+    """How a launched kernel is named in every result: ``name (file.py:line)``."""
+    return f"{name} ({os.path.basename(filename)}:{line})"
 
 
 def library_roots() -> list[str]:

@@ -96,6 +96,9 @@ def test_a_launch_the_check_never_saw_is_a_warning_not_a_pass_it_did_not_give():
     (finding,) = findings
     assert finding.severity is Severity.warning and "k (kernel.py:3)" in finding.message
     assert frontend_findings(None, {"kernels": [], "not_kept": 0}, set(), {}, [], ".") == []
+    # Past the kept specialisations: how many were not checked is said, and unseen names are not said again.
+    (past,) = frontend_findings(None, {"kernels": [], "not_kept": 3}, {"k (kernel.py:3)"}, {}, [], ".")
+    assert past.severity is Severity.warning and "3 launches past them were not checked" in past.message
 
 
 def test_triton_languages_own_builtins_are_not_user_code_and_a_replacement_is():

@@ -24,7 +24,8 @@ from mcp_server.engine.interp import atomics, bf16math, bounds, fastpaths, fp8, 
 _installed = False
 
 
-def _precision_name(value: Any) -> str:
+def _enum_name(value: Any) -> str:
+    """The lower-case name of an enum member Triton passes (an input precision, a memory semantic)."""
     name = getattr(value, "name", None) or str(value)
     return name.rsplit(".", 1)[-1].lower()
 
@@ -48,7 +49,7 @@ def install() -> None:
         original_dot = builder.create_dot
 
         def create_dot(self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_num_imprecise_acc: Any) -> Any:
-            precision = _precision_name(input_precision)
+            precision = _enum_name(input_precision)
             import triton.language as tl
 
             if precision in ("tf32", "tf32x3") and a.dtype == tl.float32 and b.dtype == tl.float32:
@@ -136,7 +137,7 @@ def _install_bounds(interp: Any) -> None:
 
 def _sem(value: Any) -> str:
     """An atomic's memory semantic as races.on_atomic names it (Triton's default, acq_rel, when unknown)."""
-    name = _precision_name(value) if value is not None else "acq_rel"
+    name = _enum_name(value) if value is not None else "acq_rel"
     return {"acquire_release": "acq_rel"}.get(name, name)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from mcp_server.engine.frames import function_of
 from mcp_server.engine.jobs import calls, common, grad_calls, launch_specs
 from mcp_server.engine.runner.child import JobContext, UsageProblem, load_module, resolve
 
@@ -169,7 +170,7 @@ class Capture:
 
     # -- one launch -------------------------------------------------------------------------------
     def kernel_info(self, jit: Any) -> tuple[str, str, int] | None:
-        fn = launch_specs.python_fn(jit)
+        fn = function_of(jit)
         if fn is None:
             return None
         code = fn.__code__

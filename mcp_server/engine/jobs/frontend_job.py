@@ -18,6 +18,7 @@ import os
 import types
 from typing import Any
 
+from mcp_server.engine.frames import function_of
 from mcp_server.engine.jobs.compile_job import load_as_on_gpu
 from mcp_server.engine.jobs.launch_specs import describe_value, source_digest
 from mcp_server.engine.runner.child import JobContext, classify_exception
@@ -29,16 +30,10 @@ def _codes(value: Any, depth: int = 0) -> list[types.CodeType]:
     """Code objects reachable from a module attribute: functions, wrapped kernels, classes' methods."""
     if depth > 6:
         return []
-    if isinstance(value, types.CodeType):
-        return [value]
-    if isinstance(value, types.FunctionType):
-        return [value.__code__]
     if isinstance(value, type):
         return [c for v in vars(value).values() for c in _codes(v, depth + 1)]
-    inner = getattr(value, "fn", None)
-    if inner is not None and inner is not value:
-        return _codes(inner, depth + 1)
-    return []
+    fn = function_of(value)
+    return [fn.__code__] if fn is not None else []
 
 
 def _find_code(module: Any, name: str, line: int) -> types.CodeType | None:

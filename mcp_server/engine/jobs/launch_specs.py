@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from mcp_server.engine.frames import function_of
 from mcp_server.engine.jobs.compile_job import TORCH_TO_TRITON
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
@@ -33,17 +34,12 @@ LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 LIMIT = 32
 
 
-def python_fn(jit: Any) -> Any:
-    fn = getattr(jit, "fn", None)
-    return fn if inspect.isfunction(fn) else None
-
-
 def constexpr_params_of(jit: Any) -> set[str]:
     names = list(getattr(jit, "arg_names", []))
     if hasattr(jit, "constexprs"):
         return {names[i] for i in jit.constexprs if i < len(names)}
     out = set()
-    fn = python_fn(jit)
+    fn = function_of(jit)
     if fn is None:
         return out
     for name, param in inspect.signature(fn).parameters.items():
@@ -98,7 +94,7 @@ def describe_launch(
     ``constant`` says which constexpr values can be carried (and how); ``descriptors`` types host tensor
     descriptors as Triton does (the front-end check lowers them; ``compile``'s signatures do not take them)."""
     names = list(jit.arg_names)
-    fn = python_fn(jit)
+    fn = function_of(jit)
     bound: dict[str, Any] = dict(zip(names, args, strict=False))
     for key, value in kwargs.items():
         if key in names:
@@ -189,18 +185,6 @@ def _library(value: Any) -> str | None:
     return top if top in _LIBRARIES else None
 
 
-def _function_of(value: Any) -> types.FunctionType | None:
-    """A Python function, or the one behind a kernel and its autotune/heuristics wrappers (JIT or interpreter)."""
-    for _ in range(8):
-        if isinstance(value, types.FunctionType):
-            return value
-        inner = getattr(value, "fn", None)
-        if inner is None or inner is value:
-            return None
-        value = inner
-    return None
-
-
 def describe_value(value: Any) -> str:
     """What a name a kernel reads is bound to, in terms that mean the same with and without the interpreter:
     a kernel or a plain function by where it is defined, a user module by its file, a constant by its value."""
@@ -209,7 +193,7 @@ def describe_value(value: Any) -> str:
             return f"module {value.__name__}"
         return f"module {os.path.realpath(getattr(value, '__file__', None) or value.__name__)}"
     # A kernel by its function, not its wrapper: the interpreter's wrapper is Triton's, the JIT's takes the user's.
-    fn = _function_of(value)
+    fn = function_of(value)
     library = _library(fn if fn is not None else value)
     if library is not None:
         import triton.language as tl
@@ -282,7 +266,7 @@ def _kernel_fn(value: Any) -> types.FunctionType | None:
     """The Python function behind a kernel the user wrote (not a plain function, not a library's)."""
     if isinstance(value, types.FunctionType):
         return None
-    fn = _function_of(value)
+    fn = function_of(value)
     return fn if fn is not None and _library(fn) is None else None
 
 
@@ -382,7 +366,7 @@ def _user_made(value: Any) -> bool:
     if not _roots:
         _roots.extend(library_roots())
     target = getattr(value, "__func__", None) or getattr(value, "func", None) or value
-    fn = _function_of(target)
+    fn = function_of(target)
     if fn is not None:
         filename = fn.__code__.co_filename
     else:
@@ -453,7 +437,7 @@ def _follow_sources() -> None:
 
 
 def _keep(jit: Any, args: tuple, kwargs: dict[str, Any]) -> None:
-    fn = python_fn(jit)
+    fn = function_of(jit)
     if fn is None:
         return
     # Defaults bound as the JIT binds them: the check lowers the kernel from its code, where they are not kept.

@@ -15,7 +15,6 @@ capture, whenever that is, and a replay inside a recorded call counts it again a
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import sys
 import threading
@@ -29,6 +28,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 
 from mcp_server.engine.compare import sentinel
+from mcp_server.engine.frames import function_of, kernel_label
 from mcp_server.engine.jobs.trees import iter_tensors
 
 _tls = threading.local()
@@ -159,15 +159,10 @@ def _triton_scope() -> Iterator[None]:
 
 
 def _kernel_name(fn_obj: Any) -> str:
-    inner = fn_obj
-    for _ in range(8):  # Autotuner -> Heuristics -> JITFunction -> python function
-        if inspect.isfunction(inner) or not hasattr(inner, "fn"):
-            break
-        inner = inner.fn
-    name = getattr(inner, "__name__", None) or type(fn_obj).__name__
-    code = getattr(inner, "__code__", None)
-    where = f" ({code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno})" if code else ""
-    return f"{name}{where}"
+    fn = function_of(fn_obj)
+    if fn is None:
+        return getattr(fn_obj, "__name__", None) or type(fn_obj).__name__
+    return kernel_label(fn.__name__, fn.__code__.co_filename, fn.__code__.co_firstlineno)
 
 
 def install_launch_hooks() -> None:

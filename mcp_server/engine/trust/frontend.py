@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from mcp_server.engine.frames import kernel_label
 from mcp_server.engine.jobs import registry
 from mcp_server.engine.models import Failure, Finding, FindingKind, Severity
 from mcp_server.engine.runner import Runner
@@ -31,7 +32,8 @@ ADVICE = (
 
 
 def _label(spec: dict[str, Any]) -> str:
-    return f"{spec['kernel']} ({os.path.basename(spec['path'])}:{spec['line']})"
+    # The recorder names launches the same way: a launch without a kept specialisation is told apart by it.
+    return kernel_label(spec["kernel"], spec["path"], spec["line"])
 
 
 def _first_line(failure: Failure) -> str:
