@@ -427,6 +427,37 @@ def test_a_candidate_more_accurate_than_pytorch_passes_and_a_lazy_one_still_fail
     assert check.own_errors is None  # measured again for the next case's size
 
 
+def _offset_reference(x):
+    # float32 rounds x to the spacing of 1e5·|x[0]|: PyTorch's own error moves with the values of each call.
+    c = x[:1] * 1e5
+    return (x + c) - c
+
+
+def test_pytorchs_own_error_is_measured_again_on_a_call_it_would_fail_so_an_exact_one_passes_and_a_lazy_one_not():
+    # The first kept call sets the case's figure (|x[0]| = 0.01: PyTorch off by ~3e-5 of the norm); on the second
+    # (|x[0]| = 10: ~2 % of the norm) the exact answer is PyTorch's error away from PyTorch's, far past 4× the first
+    # figure. It passes since the error is measured on that call before failing it; skipped work still fails.
+    a, b = torch.randn(4096, generator=_gen(25)), torch.randn(4096, generator=_gen(26))
+    a[0], b[0] = 0.01, 10.0
+    for x in (a, b):
+        (own,) = tc.reference_errors(
+            _offset_reference, tc.widened(tc.Kept("c", [x], [])), False, [_offset_reference(x)]
+        )
+        assert (own < 1e-4) if x is a else (own > 1e-2)
+    check = _TimedCheck(_offset_reference, False, {"candidate", "lazy"}, None, 0.0)
+    keeper = check.keeper()
+    keeper.keep("candidate", [a], a.clone(), None)
+    keeper.keep("candidate", [b], b.clone(), None)
+    lazy = b.clone()
+    lazy[::10] = 0
+    keeper.keep("lazy", [a], a.clone(), None)
+    keeper.keep("lazy", [b], lazy, None)
+    check.verify(keeper)
+    assert set(check.failures) == {"lazy"}, check.failures
+    assert check.own_errors[0] < 1e-4  # the case's figure stays the first call's
+    assert tc.compare_outputs([b.clone()], [_offset_reference(b)], None, 0.0, own_errors=check.own_errors)
+
+
 def test_the_values_a_call_was_given_are_drawn_again_and_a_call_that_changed_them_is_named():
     x = torch.randn(4096, generator=_gen(30))
     ids = torch.randint(0, 9, (64,), generator=_gen(31))
