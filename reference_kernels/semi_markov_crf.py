@@ -36,7 +36,9 @@ one parallel marginal pass. Max semiring: the gradient of the Viterbi score is t
 segmentation, found by backtracking (``_crf_viterbi_backtrace_kernel``).
 
 Programs → data: the scan is sequential in t, so one program owns one (batch element, direction) and
-loops over t; state is a ring buffer of the last K vectors ``u[s] − S[s]`` (O(K·C), not O(T·C)).
+loops over t; state is a ring buffer of the last K boundaries' vectors (O(K·C), not O(T·C)): in stages
+1-2 ``u[s] − S[s]``, with the prefix S[t] added back at each step; in stage 3 ``u[s]`` plus the emissions
+since s, grown by each step's emission row.
   stage 1  straightforward: a C-vector per step, loops over k and over c', ring and alpha in a global
            scratch row (L1/L2-resident), CTA barriers between the writes and reads of each step.
   stage 2  vectorised: the k-reduction is one [K_PAD, C_PAD] tile and the c'-reduction one
@@ -44,7 +46,9 @@ loops over t; state is a ring buffer of the last K vectors ``u[s] − S[s]`` (O(
            num_warps autotuned.
   stage 3  the ring lives in registers (a [K_PAD, C_PAD] tile updated with a select), so a step touches
            memory only for the next emission row and the rotated duration rows, which are prefetched one
-           step ahead; everything runs in base 2 (inputs pre-scaled by log2 e, exp2/log2 = MUFU ops).
+           step ahead; exponentials and logarithms as exp2/log2 (single MUFU ops) of (x − m)·log2 e,
+           values in natural units (float32's whole range); each ring slot carries its segment's
+           emissions itself (see the stage-3 kernel), so no prefix difference enters the scan.
 Padding: C_PAD, K_PAD are powers of two; padded labels carry -inf scores, padded ring slots hold -inf.
 
 Offsets: left alone, alpha and u grow by a few units per step (log Z ≈ 1000 at T = 256), so each step
@@ -53,9 +57,11 @@ backward's exp(alpha + beta − log Z) turns an absolute error in the exponent i
 error in a marginal: ≈ 1e-3 at T = 256, ten times autograd through the float32 PyTorch recursion. So
 each run carries an integer-valued offset: at step t it grows by floor(max_c u[t−1]) (the previous
 step's u, so this reduction overlaps the step's k-reduction); alpha and u are kept, and saved, relative
-to it, and each ring slot remembers the offset it was written under. Integers below 2^24 add exactly in
-float32, so the backward and the Viterbi backtrace combine offsets without rounding and only numbers of
-order one are ever rounded.
+to it; in stages 1-2 each ring slot remembers the offset it was written under, in stage 3 every slot
+moves with the offset. Integers below 2^24 add exactly in float32, so the backward and the Viterbi
+backtrace combine offsets without rounding and only numbers of order one are ever rounded; stage 3's
+offset stops growing past 2^24 (there rounding is at the inputs' own scale, and differences with a
+larger offset could overflow).
 
 Bytes moved (forward floor): emissions, transitions, durations and lengths read once, result written
 once: ``(B·T·C + C² + K·C + B)·4 + 8·B`` bytes. The scan is latency-bound (T dependent steps, each a
@@ -64,7 +70,12 @@ couple of reductions), so it runs far from this floor; the forward with gradient
 step (potential add + max, subtract, exp, add of the logsumexp): ``5·B·T·(K·C + C²)``.
 
 Limits: float32 only; lengths in [1, T] (int tensor [B], default all T); C ≤ 128 and K ≤ 128 (the
-per-step tiles are held in registers).
+per-step tiles are held in registers). Special values (stage 3): a score past float32's range is ±inf;
+a −inf emission, transition or duration rules that choice out; a NaN the scan reads makes the result
+NaN, one it never reads (a duration of a length no segment reaches) does not. Stages 1-2 form segment
+sums as prefix differences, which give NaN once a prefix sum passes float32's range (inf − inf), as the
+PyTorch reference does. The backward works from log Z in float32: where log Z passes float32's range the
+marginals are NaN (float64 has them), as in the PyTorch reference run in float32.
 """
 
 from __future__ import annotations
@@ -97,9 +108,10 @@ _MIN_PAD = 2
 # The marginal pass works on [BLOCK_T, K_PAD, C_PAD] and [BLOCK_T, C_PAD, C_PAD] tiles; 8192 elements per
 # tile (64 per thread at 4 warps) is 8 positions per block at K_PAD = C_PAD = 32.
 _MARGINAL_TILE_ELEMENTS = 8192
-# Base-2 arithmetic in stage 3: inputs · LOG2E, exp2/log2 in the loop, results · LN2 (tl.constexpr:
-# read inside kernels).
+# exp2/log2 in stage 3's reductions (tl.constexpr: read inside kernels).
 LOG2E = tl.constexpr(math.log2(math.e))
+# Stage 3's offset steps stop past this magnitude (integers below it add exactly in float32).
+OFFSET_LIMIT = tl.constexpr(2.0**24)
 LN2 = tl.constexpr(math.log(2.0))
 
 # The scan is latency-bound: one warp keeps every reduction inside the warp (shuffles, no CTA barrier);
@@ -118,9 +130,16 @@ _MIN_ELEMENTS_PER_THREAD = 4
 
 
 @triton.jit
+def _max_nan(a, b):
+    # tl.max passes over NaN (a NaN input would vanish from a Viterbi score, or read as -inf): not here.
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
 def _reduce(x, axis: tl.constexpr, SEMIRING: tl.constexpr):
-    """Semiring sum along ``axis`` in natural units: logsumexp (0) or max (1); all -inf → -inf."""
-    m = tl.max(x, axis)
+    """Semiring sum along ``axis`` in natural units: logsumexp (0) or max (1); all -inf → -inf; a NaN
+    among the x → NaN."""
+    m = tl.reduce(x, axis, _max_nan)
     if SEMIRING == 0:
         # Rows that are all -inf (padding) would give -inf - -inf = nan and log(0): shift by 0, take
         # log(1), and put the -inf back.
@@ -133,20 +152,23 @@ def _reduce(x, axis: tl.constexpr, SEMIRING: tl.constexpr):
 
 @triton.jit
 def _reduce2(x, axis: tl.constexpr, SEMIRING: tl.constexpr):
-    """As ``_reduce`` but in base 2 (x = natural value · log2 e): exp2/log2 are single MUFU ops."""
-    m = tl.max(x, axis)
+    """As ``_reduce``, with exp2/log2 (single MUFU ops): exp(x − m) = exp2((x − m)·log2 e), x in natural
+    units (inputs scaled by log2 e, or x·log2 e − m·log2 e as one FMA, would cost float32 a third of its
+    range). A +inf among the x (a score past float32's range) gives +inf, where shifting by it would give
+    inf − inf."""
+    m = tl.reduce(x, axis, _max_nan)
     if SEMIRING == 0:
-        empty = m == float("-inf")
-        m_safe = tl.where(empty, 0.0, m)
-        total = tl.sum(tl.exp2(x - tl.expand_dims(m_safe, axis)), axis)
-        m = tl.where(empty, float("-inf"), m_safe + tl.log2(tl.where(empty, 1.0, total)))
+        infinite = tl.abs(m) == float("inf")
+        m_safe = tl.where(infinite, 0.0, m)
+        total = tl.sum(tl.exp2((x - tl.expand_dims(m_safe, axis)) * LOG2E), axis)
+        m = tl.where(infinite, m, m_safe + tl.log2(tl.where(infinite, 1.0, total)) * LN2)
     return m
 
 
 @triton.jit
 def _online_add(m, s, x, SEMIRING: tl.constexpr):
     """Fold x into a running semiring sum kept as (max m, scaled sum s); s unused for max."""
-    m_new = tl.maximum(m, x)
+    m_new = _max_nan(m, x)
     if SEMIRING == 0:
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         s = s * tl.exp(m - m_safe) + tl.exp(x - m_safe)
@@ -332,7 +354,15 @@ def _crf_scan_register_kernel(
     stride_dir_s, stride_sb, stride_st, stride_od, stride_ob, ring_stride_dir, ring_stride_b,
     SEMIRING: tl.constexpr, STORE: tl.constexpr, K_PAD: tl.constexpr, C_PAD: tl.constexpr,
 ):  # fmt: skip
-    """Stage 3: ring buffer in registers, next step's inputs prefetched, base-2 arithmetic."""
+    """Stage 3: ring buffer in registers, next step's inputs prefetched, exponentials as exp2.
+
+    Each ring slot holds its boundary's u plus the emissions since it, relative to the current offset
+    (slot of boundary s at step t: ``u[s] + Σ_{s ≤ i < t} e[i] − offset[t]``): every step adds the emission
+    row less the offset's step to the whole tile. Stages 1-2 instead keep ``u[s] − S[s]`` and each slot's
+    offset and add the prefix and the offset difference back. Here a segment's sum is formed from its own
+    emissions and the offset never enters the loop, so neither a prefix sum nor an offset past float32's
+    range (inf − inf) can turn a score that overflows into NaN: it is +inf.
+    """
     b, rev, L, out_ptr, alpha_ptr, u_ptr, off_ptr, ring_ptr, s_from, s_to = _scan_setup(
         len_ptr, out_ptr, alpha_ptr, u_ptr, off_ptr, ring_ptr, stride_tf, stride_tt,
         stride_dir_s, stride_sb, stride_od, stride_ob, ring_stride_dir, ring_stride_b,
@@ -346,8 +376,7 @@ def _crf_scan_register_kernel(
     trans = tl.load(
         trans_ptr + cs[:, None] * s_from + cs[None, :] * s_to, mask=c_ok[:, None] & c_ok[None, :], other=float("-inf")
     )
-    trans = trans * LOG2E
-    # Same slot convention and -inf initialisation as stage 2, held in registers.
+    # Same slot convention and -inf initialisation as stage 2, held in registers; slot 0 = u[0] = 0.
     ring = tl.where((slots[:, None] == 0) & c_ok[None, :], 0.0, float("-inf"))
     if STORE:
         tl.store(u_ptr + cs, tl.zeros((C_PAD,), tl.float32), mask=c_ok)
@@ -359,37 +388,55 @@ def _crf_scan_register_kernel(
     # Step 1's inputs; inside the loop step t + 1's are loaded before step t's arithmetic, so their
     # latency hides behind it (nothing on the t → t + 1 dependency chain waits for memory).
     pos = tl.where(rev == 1, L - 1, 0)
-    e_next = tl.load(em_row + pos * stride_et, mask=c_ok, other=0.0) * LOG2E
-    d_next = tl.load(dur_tile + ((K - slots) % K)[:, None] * stride_dk, mask=tile_ok, other=0.0) * LOG2E
+    e_next = tl.load(em_row + pos * stride_et, mask=c_ok, other=0.0)
+    # Durations of lengths longer than the boundary index (no such segment yet) read as -inf, so a NaN or
+    # inf there cannot reach the result through a slot that holds no boundary.
+    k_minus_1 = (K - slots) % K
+    d_next = tl.load(
+        dur_tile + k_minus_1[:, None] * stride_dk, mask=tile_ok & (k_minus_1 < 1)[:, None], other=float("-inf")
+    )
     S = tl.zeros((C_PAD,), tl.float32)
     alpha = tl.full((C_PAD,), float("-inf"), tl.float32)
     u = tl.where(c_ok, 0.0, float("-inf"))
-    offset = tl.sum(tl.zeros((C_PAD,), tl.float32), 0)  # in base-2 units, like everything in the loop
-    slot_offsets = tl.zeros((K_PAD,), tl.float32)
+    offset = tl.sum(tl.zeros((C_PAD,), tl.float32), 0)
+    step = offset  # the previous step's offset increment
     for t in range(1, L + 1):
         e_cur = e_next
         d_cur = d_next
         pos = tl.where(rev == 1, L - t - 1, t)
         # other=0: past the end (t = L) the prefetch is unused; padded labels add nothing.
-        e_next = tl.load(em_row + pos * stride_et, mask=c_ok & (t < L), other=0.0) * LOG2E
+        e_next = tl.load(em_row + pos * stride_et, mask=c_ok & (t < L), other=0.0)
         k_minus_1 = (t - slots + K) % K
-        d_next = tl.load(dur_tile + k_minus_1[:, None] * stride_dk, mask=tile_ok, other=0.0) * LOG2E
+        d_next = tl.load(
+            dur_tile + k_minus_1[:, None] * stride_dk, mask=tile_ok & (k_minus_1 <= t)[:, None], other=float("-inf")
+        )
 
-        S += e_cur
+        # Every open segment takes in this position, and every slot moves to the previous step's offset
+        # (padded labels stay -inf: other=0 above). The k-reduction is then relative to that offset.
+        ring += (e_cur - step)[None, :]
+        a = _reduce2(ring + d_cur, 0, SEMIRING)
+        # The offset grows by the previous u's integer part; this reduction runs beside the k-reduction
+        # and enters after it, on a C-vector. Past 2^24 the offset stays where it is: it is there to keep
+        # numbers of order one where rounding matters, and near float32's range u − offset and e − step
+        # could overflow where u and e do not (an infinite u among them).
         step = tl.floor(tl.max(u, 0))
-        alpha = S + _reduce2(ring + d_cur + (slot_offsets - offset)[:, None], 0, SEMIRING) - step
+        step = tl.where(tl.abs(step) < OFFSET_LIMIT, step, 0.0)
+        alpha = a - step
         offset += step
         u = _reduce2(alpha[:, None] + trans, 0, SEMIRING)
-        ring = tl.where(slots[:, None] == t % K, (u - S)[None, :], ring)
-        slot_offsets = tl.where(slots == t % K, offset, slot_offsets)
+        # Padded labels' columns would read +inf + -inf = NaN once a real alpha overflows.
+        u = tl.where(c_ok, u, float("-inf"))
+        # The new slot joins the others relative to the previous offset; the next step moves them all.
+        ring = tl.where(slots[:, None] == t % K, (u + step)[None, :], ring)
         if STORE:
-            tl.store(alpha_ptr + t * stride_st + cs, alpha * LN2, mask=c_ok)
-            tl.store(u_ptr + t * stride_st + cs, u * LN2, mask=c_ok)
-            tl.store(off_ptr + t, offset)  # base-2 units: the backward scales by ln 2
+            S += e_cur
+            tl.store(alpha_ptr + t * stride_st + cs, alpha, mask=c_ok)
+            tl.store(u_ptr + t * stride_st + cs, u, mask=c_ok)
+            tl.store(off_ptr + t, offset)
             if rev == 0:
-                tl.store(prefix_ptr + b * stride_sb + t * stride_st + cs, S * LN2, mask=c_ok)
+                tl.store(prefix_ptr + b * stride_sb + t * stride_st + cs, S, mask=c_ok)
 
-    tl.store(out_ptr, (offset + _reduce2(alpha, 0, SEMIRING)) * LN2)
+    tl.store(out_ptr, offset + _reduce2(alpha, 0, SEMIRING))
 
 
 def _prune_scan(configs: list[triton.Config], named_args: dict, **kwargs: Any) -> list[triton.Config]:
@@ -420,7 +467,7 @@ _crf_scan_register_tuned = _autotune_scan(_crf_scan_register_kernel)
 def _crf_marginals_kernel(
     alpha_ptr, u_ptr, off_ptr, prefix_ptr, trans_ptr, dur_ptr, len_ptr, gout_ptr,
     grad_em_ptr, grad_dur_ptr, grad_trans_ptr,
-    C, K, off_scale,
+    C, K,
     stride_tf, stride_tt, stride_dk, stride_dc,
     stride_dir_s, stride_sb, stride_st, stride_od, stride_ob, stride_gb, stride_gt,
     K_PAD: tl.constexpr, C_PAD: tl.constexpr, BLOCK_T: tl.constexpr,
@@ -437,7 +484,7 @@ def _crf_marginals_kernel(
 
     Every saved row is relative to its run's offset at that boundary (module docstring, "Offsets"), and
     log Z = offset[L] + z of the forward run. Each exponent is assembled as (sum of offsets, exact in
-    float32 because they are integers) · off_scale + (sum of small normalised values), so no large
+    float32 because they are integers) + (sum of small normalised values), so no large
     magnitudes cancel.
     """
     b = tl.program_id(0).to(tl.int64)
@@ -480,7 +527,7 @@ def _crf_marginals_kernel(
         St = tl.load(prefix_ptr + b * stride_sb + rows, mask=is_end, other=0.0)
         # Boundary p pairs the forward run at p with the reversed run at L − p in all three terms below.
         o_r = tl.load(off_r + L - p, mask=p <= L, other=0.0)
-        base = (tl.load(off_f + p, mask=p <= L, other=0.0) + o_r - z_off) * off_scale - z
+        base = (tl.load(off_f + p, mask=p <= L, other=0.0) + o_r - z_off) - z
         end = tl.exp(A + Ur + base[:, None])
         start = tl.exp(U + Ar + base[:, None])
 
@@ -500,7 +547,7 @@ def _crf_marginals_kernel(
         s_rows = s_idx[:, :, None] * stride_st + cs[None, None, :]
         U_s = tl.load(u_ptr + fwd + s_rows, mask=seg_ok, other=float("-inf"))
         S_s = tl.load(prefix_ptr + b * stride_sb + s_rows, mask=seg_ok, other=0.0)
-        seg_base = (tl.load(off_f + s_idx, mask=pair_ok, other=0.0) + o_r[:, None] - z_off) * off_scale - z
+        seg_base = (tl.load(off_f + s_idx, mask=pair_ok, other=0.0) + o_r[:, None] - z_off) - z
         seg = tl.exp(U_s - S_s + dur[None, :, :] + seg_base[:, :, None] + (St + Ur)[:, None, :])
         g_dur += tl.sum(seg, axis=0)
 
@@ -514,7 +561,7 @@ def _crf_marginals_kernel(
 def _crf_viterbi_backtrace_kernel(
     alpha_ptr, u_ptr, off_ptr, prefix_ptr, trans_ptr, dur_ptr, len_ptr, gout_ptr,
     grad_em_ptr, grad_dur_ptr, grad_trans_ptr,
-    C, K, off_scale,
+    C, K,
     stride_tf, stride_tt, stride_dk, stride_dc,
     stride_sb, stride_st, stride_ob, stride_gb, stride_gt,
     K_PAD: tl.constexpr, C_PAD: tl.constexpr,
@@ -548,7 +595,7 @@ def _crf_viterbi_backtrace_kernel(
             tl.load(u_ptr + base + s_idx * stride_st + c, mask=k_ok, other=float("-inf"))
             - tl.load(prefix_ptr + base + s_idx * stride_st + c, mask=k_ok, other=0.0)
             + tl.load(dur_ptr + ks * stride_dk + c * stride_dc, mask=k_ok, other=0.0)
-            + (tl.load(off + s_idx, mask=k_ok, other=0.0) - tl.load(off + t)) * off_scale
+            + (tl.load(off + s_idx, mask=k_ok, other=0.0) - tl.load(off + t))
         )
         k_best = tl.argmax(score, 0).to(tl.int32)  # k − 1
         s = t - 1 - k_best
@@ -633,8 +680,6 @@ def _check_inputs(
 
 
 _SCAN_KERNELS = {1: _crf_scan_simple_kernel, 2: _crf_scan_tiled_tuned, 3: _crf_scan_register_tuned}
-# What one unit of a saved offset is worth in natural-log units: stage 3 scans in base 2.
-_OFFSET_UNITS = {1: 1.0, 2: 1.0, 3: math.log(2.0)}
 
 
 def _scan(
@@ -648,7 +693,7 @@ def _scan(
     store: bool,
 ) -> tuple[torch.Tensor, ...]:
     """Run ``directions`` (1: forward; 2: forward and reversed) scans; returns (out, alpha, u, off, prefix):
-    alpha and u relative to the offsets ``off`` (in units of ``_OFFSET_UNITS[stage]``) when ``store``."""
+    alpha and u relative to the offsets ``off`` when ``store``."""
     B, T, C = emissions.shape
     K = durations.shape[0]
     K_PAD, C_PAD = _pad(K), _pad(C)
@@ -686,7 +731,7 @@ def _scan(
 
 
 def _marginals(saved: tuple, grad_out: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    emissions_shape, off_scale, transitions, durations, lengths, alpha, u, off, prefix = saved
+    emissions_shape, transitions, durations, lengths, alpha, u, off, prefix = saved
     B, _, C = emissions_shape
     K = durations.shape[0]
     grad_em = torch.zeros(emissions_shape, dtype=torch.float32, device=transitions.device)
@@ -697,7 +742,7 @@ def _marginals(saved: tuple, grad_out: torch.Tensor) -> tuple[torch.Tensor, ...]
     _crf_marginals_kernel[(B,)](
         alpha, u, off, prefix, transitions, durations, lengths, grad_out,
         grad_em, grad_dur, grad_trans,
-        C, K, off_scale,
+        C, K,
         *transitions.stride(), *durations.stride(),
         *alpha.stride()[:3], *off.stride()[:2], *grad_em.stride()[:2],
         K_PAD=K_PAD, C_PAD=C_PAD, BLOCK_T=block_t, num_warps=4 if block_t > 1 else 8,
@@ -707,7 +752,7 @@ def _marginals(saved: tuple, grad_out: torch.Tensor) -> tuple[torch.Tensor, ...]
 
 
 def _viterbi_path_grads(saved: tuple, grad_out: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    emissions_shape, off_scale, transitions, durations, lengths, alpha, u, off, prefix = saved
+    emissions_shape, transitions, durations, lengths, alpha, u, off, prefix = saved
     B, _, C = emissions_shape
     K = durations.shape[0]
     grad_em = torch.zeros(emissions_shape, dtype=torch.float32, device=transitions.device)
@@ -716,7 +761,7 @@ def _viterbi_path_grads(saved: tuple, grad_out: torch.Tensor) -> tuple[torch.Ten
     _crf_viterbi_backtrace_kernel[(B,)](
         alpha, u, off, prefix, transitions, durations, lengths, grad_out,
         grad_em, grad_dur, grad_trans,
-        C, K, off_scale,
+        C, K,
         *transitions.stride(), *durations.stride(),
         alpha.stride(1), alpha.stride(2), off.stride(1), grad_em.stride(0), grad_em.stride(1),
         K_PAD=_pad(K), C_PAD=_pad(C), num_warps=1,
@@ -745,13 +790,12 @@ class _SemiMarkovCRF(torch.autograd.Function):
         if needs_grad:
             ctx.save_for_backward(transitions, durations, lengths, alpha, u, off, prefix)
             ctx.emissions_shape = emissions.shape
-            ctx.off_scale = _OFFSET_UNITS[stage]
             ctx.semiring = semiring
         return out[0]
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        saved = (ctx.emissions_shape, ctx.off_scale, *ctx.saved_tensors)
+        saved = (ctx.emissions_shape, *ctx.saved_tensors)
         grad_out = grad_out.contiguous().float()
         if ctx.semiring == SEMIRINGS["log"]:
             grad_em, grad_trans, grad_dur = _marginals(saved, grad_out)

@@ -190,6 +190,91 @@ def test_the_reference_equals_brute_force_enumeration_of_segmentations(semiring)
         torch.testing.assert_close(got[b], expected)
 
 
+# The interpreter's NumPy warns where float32 overflows and where −inf − −inf is formed (the scan's
+# padding and the ruled-out label): both are the inputs' point here.
+_OVERFLOWS = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+_INVALID = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+
+
+def _assert_near_float32s_maximum_gives_float64s_value_or_inf(semiring: str, device: str) -> None:
+    """Inputs scaled as the audit's near_overflow run scales them (largest magnitude a quarter of float32's
+    maximum). A sequence of one position scores inside float32's range, longer ones past it: the shipped
+    scan must give float64's value in the one case and ±inf in the others, never NaN. The prefix-sum form
+    of stages 1-2 (and of the PyTorch reference in float32) reads NaN there: S[t] − S[s] is inf − inf."""
+    limit = torch.finfo(torch.float32).max / 4
+    for C, K in ((5, 4), (1, 4), (4, 1)):
+        torch.manual_seed(C * 10 + K)
+        em, tr, du = (x / x.abs().max() * limit for x in (torch.randn(3, 16, C), torch.randn(C, C), torch.randn(K, C)))
+        lengths = torch.tensor([16, 9, 1])
+        exact = crf.reference_semi_markov_crf(em.double(), tr.double(), du.double(), lengths, semiring)
+        beyond = exact.abs() > torch.finfo(torch.float32).max
+        assert beyond.any() and not beyond.all(), exact  # both kinds of answer are asked for
+        expected = torch.where(beyond, exact.sign() * float("inf"), exact)
+        got = crf.semi_markov_crf(em.to(device), tr.to(device), du.to(device), lengths.to(device), semiring)
+        torch.testing.assert_close(got.cpu().double(), expected, rtol=1e-5, atol=0, msg=f"C={C} K={K}")
+    # u[1] = −2e38, then a segment of 4e38 (emission 3e38, duration 1e38): log Z = 2e38. An offset that
+    # followed u down to −2e38 would hold alpha[2] as 2e38 − (−2e38) = inf on the way.
+    em, tr, du = torch.tensor([[[-1e38], [3e38]]]), torch.tensor([[-2e38]]), torch.tensor([[1e38]])
+    exact = crf.reference_semi_markov_crf(em.double(), tr.double(), du.double(), None, semiring)
+    got = crf.semi_markov_crf(em.to(device), tr.to(device), du.to(device), None, semiring)
+    torch.testing.assert_close(got.cpu().double(), exact, rtol=1e-6, atol=0)
+
+
+@_OVERFLOWS
+@_INVALID
+@pytest.mark.parametrize("semiring", ["log", "max"])
+def test_near_float32s_maximum_the_scan_gives_float64s_value_or_inf_not_nan(semiring):
+    _assert_near_float32s_maximum_gives_float64s_value_or_inf(semiring, DEVICE)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("semiring", ["log", "max"])
+def test_near_float32s_maximum_the_scan_gives_float64s_value_or_inf_not_nan_on_the_gpu(semiring):
+    _assert_near_float32s_maximum_gives_float64s_value_or_inf(semiring, "cuda")
+
+
+def _assert_special_values_follow_the_segments_that_read_them(semiring: str, device: str) -> None:
+    """A −inf emission rules its label out at that position (the sum over segmentations is finite: brute
+    force in float64 agrees, where prefix differences give −inf − −inf); a NaN the scan reads makes the
+    score NaN (a max that passes over NaN would hide it); a NaN in the score of a length no segment can
+    have yet (K > T) is never read and changes nothing."""
+    torch.manual_seed(3)
+    em, tr, du = (torch.randn(*shape, dtype=torch.float64) for shape in ((2, 6, 3), (3, 3), (8, 3)))
+    em[:, 2, 1] = float("-inf")
+    em[:, 4, 0] = float("-inf")
+    lengths = torch.tensor([6, 5])
+
+    def run(em, du):
+        return crf.semi_markov_crf(em.float().to(device), tr.float().to(device), du.float().to(device),
+                                   lengths.to(device), semiring).cpu().double()  # fmt: skip
+
+    plain = run(em, du)
+    for b in range(2):
+        expected = _brute_force(em[b, : lengths[b]], tr, du, semiring)
+        assert torch.isfinite(expected)
+        torch.testing.assert_close(plain[b], expected, atol=1e-4, rtol=1e-5)
+    unread = du.clone()
+    unread[6:, 1] = float("nan")  # lengths 7 and 8: longer than either sequence
+    torch.testing.assert_close(run(em, unread), plain, atol=0, rtol=0)
+    read = em.clone()
+    read[0, 3, 2] = float("nan")
+    got = run(read, du)
+    assert torch.isnan(got[0]) and got[1] == plain[1]
+
+
+@_OVERFLOWS
+@_INVALID
+@pytest.mark.parametrize("semiring", ["log", "max"])
+def test_minus_inf_rules_a_label_out_and_a_nan_counts_only_where_it_is_read(semiring):
+    _assert_special_values_follow_the_segments_that_read_them(semiring, DEVICE)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("semiring", ["log", "max"])
+def test_minus_inf_rules_a_label_out_and_a_nan_counts_only_where_it_is_read_on_the_gpu(semiring):
+    _assert_special_values_follow_the_segments_that_read_them(semiring, "cuda")
+
+
 def test_scan_autotuning_keeps_at_least_four_tile_elements_per_thread():
     def warps(k_pad: int, c_pad: int) -> list[int]:
         return [c.num_warps for c in crf._prune_scan(crf._SCAN_CONFIGS, {}, K_PAD=k_pad, C_PAD=c_pad)]
