@@ -220,19 +220,6 @@ def _assert_near_float32s_maximum_gives_float64s_value_or_inf(semiring: str, dev
     torch.testing.assert_close(got.cpu().double(), exact, rtol=1e-6, atol=0)
 
 
-@_OVERFLOWS
-@_INVALID
-@pytest.mark.parametrize("semiring", ["log", "max"])
-def test_near_float32s_maximum_the_scan_gives_float64s_value_or_inf_not_nan(semiring):
-    _assert_near_float32s_maximum_gives_float64s_value_or_inf(semiring, DEVICE)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("semiring", ["log", "max"])
-def test_near_float32s_maximum_the_scan_gives_float64s_value_or_inf_not_nan_on_the_gpu(semiring):
-    _assert_near_float32s_maximum_gives_float64s_value_or_inf(semiring, "cuda")
-
-
 def _assert_special_values_follow_the_segments_that_read_them(semiring: str, device: str) -> None:
     """A −inf emission rules its label out at that position (the sum over segmentations is finite: brute
     force in float64 agrees, where prefix differences give −inf − −inf); a NaN the scan reads makes the
@@ -262,17 +249,27 @@ def _assert_special_values_follow_the_segments_that_read_them(semiring: str, dev
     assert torch.isnan(got[0]) and got[1] == plain[1]
 
 
+# Near float32's maximum the scan gives float64's value or ±inf, never NaN; −inf rules a label out and a NaN
+# counts only where it is read.
+_SPECIAL_VALUE_CHECKS = {
+    "near-max": _assert_near_float32s_maximum_gives_float64s_value_or_inf,
+    "inf-nan": _assert_special_values_follow_the_segments_that_read_them,
+}
+
+
 @_OVERFLOWS
 @_INVALID
 @pytest.mark.parametrize("semiring", ["log", "max"])
-def test_minus_inf_rules_a_label_out_and_a_nan_counts_only_where_it_is_read(semiring):
-    _assert_special_values_follow_the_segments_that_read_them(semiring, DEVICE)
+@pytest.mark.parametrize("check", _SPECIAL_VALUE_CHECKS)
+def test_special_values_reach_the_score_only_through_the_segments_that_read_them(check, semiring):
+    _SPECIAL_VALUE_CHECKS[check](semiring, DEVICE)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("semiring", ["log", "max"])
-def test_minus_inf_rules_a_label_out_and_a_nan_counts_only_where_it_is_read_on_the_gpu(semiring):
-    _assert_special_values_follow_the_segments_that_read_them(semiring, "cuda")
+@pytest.mark.parametrize("check", _SPECIAL_VALUE_CHECKS)
+def test_special_values_reach_the_score_only_through_the_segments_that_read_them_on_the_gpu(check, semiring):
+    _SPECIAL_VALUE_CHECKS[check](semiring, "cuda")
 
 
 def test_scan_autotuning_keeps_at_least_four_tile_elements_per_thread():
