@@ -356,12 +356,13 @@ def _crf_scan_register_kernel(
 ):  # fmt: skip
     """Stage 3: ring buffer in registers, next step's inputs prefetched, exponentials as exp2.
 
-    Each ring slot holds its boundary's u plus the emissions since it, relative to the current offset
-    (slot of boundary s at step t: ``u[s] + Σ_{s ≤ i < t} e[i] − offset[t]``): every step adds the emission
-    row less the offset's step to the whole tile. Stages 1-2 instead keep ``u[s] − S[s]`` and each slot's
+    Each ring slot holds its boundary's u plus the emissions since it, relative to the previous step's
+    offset (while step t reduces over slot s: ``u[s] + Σ_{s ≤ i < t} e[i] − offset[t − 1]``): every step
+    adds its emission row less the previous step's offset increment to the whole tile, and this step's
+    increment is taken off the reduced C-vector. Stages 1-2 instead keep ``u[s] − S[s]`` and each slot's
     offset and add the prefix and the offset difference back. Here a segment's sum is formed from its own
-    emissions and the offset never enters the loop, so neither a prefix sum nor an offset past float32's
-    range (inf − inf) can turn a score that overflows into NaN: it is +inf.
+    emissions and only offset increments below 2^24 enter the loop, so neither a prefix sum nor an offset
+    past float32's range (inf − inf) can turn a score that overflows into NaN: it is ±inf.
     """
     b, rev, L, out_ptr, alpha_ptr, u_ptr, off_ptr, ring_ptr, s_from, s_to = _scan_setup(
         len_ptr, out_ptr, alpha_ptr, u_ptr, off_ptr, ring_ptr, stride_tf, stride_tt,
@@ -527,7 +528,7 @@ def _crf_marginals_kernel(
         St = tl.load(prefix_ptr + b * stride_sb + rows, mask=is_end, other=0.0)
         # Boundary p pairs the forward run at p with the reversed run at L − p in all three terms below.
         o_r = tl.load(off_r + L - p, mask=p <= L, other=0.0)
-        base = (tl.load(off_f + p, mask=p <= L, other=0.0) + o_r - z_off) - z
+        base = tl.load(off_f + p, mask=p <= L, other=0.0) + o_r - z_off - z
         end = tl.exp(A + Ur + base[:, None])
         start = tl.exp(U + Ar + base[:, None])
 
@@ -547,7 +548,7 @@ def _crf_marginals_kernel(
         s_rows = s_idx[:, :, None] * stride_st + cs[None, None, :]
         U_s = tl.load(u_ptr + fwd + s_rows, mask=seg_ok, other=float("-inf"))
         S_s = tl.load(prefix_ptr + b * stride_sb + s_rows, mask=seg_ok, other=0.0)
-        seg_base = (tl.load(off_f + s_idx, mask=pair_ok, other=0.0) + o_r[:, None] - z_off) - z
+        seg_base = tl.load(off_f + s_idx, mask=pair_ok, other=0.0) + o_r[:, None] - z_off - z
         seg = tl.exp(U_s - S_s + dur[None, :, :] + seg_base[:, :, None] + (St + Ur)[:, None, :])
         g_dur += tl.sum(seg, axis=0)
 
