@@ -14,6 +14,8 @@ import triton.language as tl
 from interp_checks import fresh_interpreter, right_passes_wrong_fails
 
 from mcp_server.engine.interp import bf16math
+from mcp_server.engine.models import FindingKind, Severity
+from mcp_server.engine.validate import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "interp"
@@ -149,6 +151,20 @@ def test_the_stock_interpreter_computes_on_the_bits_and_the_childs_install_on_th
 def test_kernels_computing_in_bf16_pass_validate_and_their_wrong_twins_fail(runner, problem, kernels, right, wrong):
     module = FIXTURES / kernels
     right_passes_wrong_fails(runner, f"{FIXTURES / problem}:reference", f"{module}:{right}", f"{module}:{wrong}")
+
+
+def test_a_row_sum_added_in_bf16_fails_where_the_row_cancels_and_the_fp32_sum_passes(runner):
+    # Seed 483044086's derived K = 1 case: rows of 32 products that cancel (0.90 from terms up to ~3). Their bf16
+    # values added in bf16 are off by up to 0.097 (rel-norm 0.075 against PyTorch's own 0.0013); the same kernel
+    # adding the fp32 product passes there.
+    reference = f"{FIXTURES / 'bf16_matmul_problem.py'}:reference"
+    module = FIXTURES / "bf16_math.py"
+    passed = validate(reference, f"{module}:matmul_rowsum", seed=483044086, runner=runner)
+    assert passed.ok, passed.findings
+    failed = validate(reference, f"{module}:matmul_rowsum_bf16_adds", seed=483044086, runner=runner)
+    assert {(f.kind, f.case) for f in failed.findings if f.severity is Severity.error} == {
+        (FindingKind.mismatch, "derived 64→1")
+    }
 
 
 @pytest.mark.gpu
