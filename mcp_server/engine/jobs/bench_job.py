@@ -25,7 +25,6 @@ Method (one child, one GPU, the GPU lock held by the parent):
 from __future__ import annotations
 
 import importlib
-import itertools
 import math
 import secrets
 import statistics
@@ -495,9 +494,8 @@ class _TimedCheck:
                 # before the call fails.
                 here = timed_check.reference_errors(self.reference, wide, self.backward, want)
                 if here:
-                    own = [max(a, b) for a, b in itertools.zip_longest(self.own_errors or [], here, fillvalue=0.0)]
                     margins = []
-                    problem = timed_check.compare_outputs(kept.outputs, want, self.overrides, self.scale, margins, own)
+                    problem = timed_check.compare_outputs(kept.outputs, want, self.overrides, self.scale, margins, here)
             self.margins[kept.provider] = max([self.margins.get(kept.provider, 0.0), *margins])
             if problem:
                 self.failures[kept.provider] = (
