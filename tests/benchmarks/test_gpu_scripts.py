@@ -26,7 +26,10 @@ SCRIPTS = [
     "matmul_hopper.py",
 ]
 # Scripts that need arguments before they look for a GPU.
-SCRIPT_ARGS = {"attention_bwd_ab.py": ["--before", str(ROOT / "reference_kernels" / "attention_hopper_bwd.py")]}
+SCRIPT_ARGS = {
+    "attention_bwd_ab.py": ["--before", str(ROOT / "reference_kernels" / "attention_hopper_bwd.py")],
+    "semi_markov_crf_ab.py": ["--version", f"copy={ROOT / 'reference_kernels' / 'semi_markov_crf.py'}"],
+}
 
 
 def _load(name: str):
@@ -70,6 +73,20 @@ def test_the_row_sweep_refuses_malformed_shapes_and_kernels_before_looking_for_a
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert named in proc.stderr and "needs a CUDA GPU" not in proc.stderr and "Traceback" not in proc.stderr
     assert _load("row_kernels_sweep.py").parse_shape("4096x8192") == (4096, 8192)
+
+
+@pytest.mark.parametrize(
+    ("version", "named"),
+    [("before", "NAME=FILE"), ("=x.py", "NAME=FILE"), ("now=x.py", "'now'"), ("old=/nonexistent/crf.py", "not a file")],
+)
+def test_the_crf_ab_script_refuses_a_malformed_version_before_looking_for_a_gpu(version, named):
+    script = str(ROOT / "benchmarks" / "semi_markov_crf_ab.py")
+    proc = subprocess.run([sys.executable, script, "--version", version], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert named in proc.stderr and "needs a CUDA GPU" not in proc.stderr and "Traceback" not in proc.stderr
+    twice = ["--version", f"a={ROOT / 'reference_kernels' / 'semi_markov_crf.py'}"] * 2
+    proc = subprocess.run([sys.executable, script, *twice], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "each NAME once" in proc.stderr
 
 
 def test_the_shared_arguments_report_head_and_times_line(monkeypatch):
