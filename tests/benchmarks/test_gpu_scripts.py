@@ -77,7 +77,12 @@ def test_the_row_sweep_refuses_malformed_shapes_and_kernels_before_looking_for_a
 
 @pytest.mark.parametrize(
     ("version", "named"),
-    [("before", "NAME=FILE"), ("=x.py", "NAME=FILE"), ("now=x.py", "'now'"), ("old=/nonexistent/crf.py", "not a .py file")],
+    [
+        ("before", "NAME=FILE"),
+        ("=x.py", "NAME=FILE"),
+        ("now=x.py", "'now'"),
+        ("old=/nonexistent/crf.py", "not a .py file"),
+    ],
 )
 def test_the_crf_ab_script_refuses_a_malformed_version_before_looking_for_a_gpu(version, named):
     script = str(ROOT / "benchmarks" / "semi_markov_crf_ab.py")
