@@ -321,6 +321,29 @@ def validate(
     return result
 
 
+# Findings about an output's values: where only a derived case has one, the kernel's assumption is the cause.
+_VALUE_FINDINGS = frozenset({FindingKind.mismatch, FindingKind.nan_mismatch, FindingKind.backward_mismatch})
+
+
+def _derived_hint(case: str, derived: str) -> str:
+    """What the derived case ``case`` changed (``derived``, its description) and the usual cause of a kernel that is
+    right at the base sizes and layouts but wrong there."""
+    if case.startswith("layout: offset"):
+        return (
+            f"gives the inputs as {derived}: a kernel that assumes aligned pointers (tl.multiple_of, a TMA "
+            "descriptor's base) or reads from the storage's start rather than data_ptr() breaks here"
+        )
+    if case.startswith("layout: "):
+        return (
+            f"gives the inputs {derived}, so the kernel indexes them as if contiguous: pass each input's strides "
+            "to the kernel and index with them, or make the inputs contiguous in the launcher (a copy)"
+        )
+    return (
+        f"changes one size ({derived}), so something assumes the base sizes: a block that must divide a size, "
+        "a missing or off-by-one mask, a size or grid fixed in the code"
+    )
+
+
 class _Judge:
     """Turns the two children's data into rows and findings (trusted code)."""
 
@@ -482,7 +505,22 @@ class _Judge:
                     seconds=cand_case.get("seconds"),
                 )
             )
+        self.explain_derived_failures()
         self.check_launches()
+
+    def explain_derived_failures(self) -> None:
+        """Where every base case passed and a derived one got wrong values, its finding also says what that case
+        changed and what in a kernel usually breaks there (the next edit, not only the numbers)."""
+        base = [r for r in self.case_reports if r.derived is None]
+        if not base or any(r.status != "passed" for r in base):
+            return
+        failed = {r.case: r.derived for r in self.case_reports if r.derived is not None and r.status == "failed"}
+        explained: set[str] = set()
+        for f in self.findings:
+            if f.case not in failed or f.case in explained or f.kind not in _VALUE_FINDINGS:
+                continue
+            explained.add(f.case)
+            f.message += f". Every base case passed; this one {_derived_hint(f.case, failed[f.case])}"
 
     def judge_case(self, ref_case: dict, cand_case: dict, previous: dict) -> None:
         name, seed, key = ref_case["name"], ref_case["seed"], ref_case["key"]

@@ -83,13 +83,31 @@ def test_when_the_reference_rejects_every_variant_of_a_size_multiples_are_derive
     fixed = validate(ref, fx("groups_kernels.py", "fixed_block"), runner=runner, seeds=1)
     assert not fixed.ok
     assert "derived 64→96" in {c.case for c in fixed.cases if c.status == "failed"}
+    # Right at the base size, wrong at a derived one: the finding names the size and what usually assumes it.
+    said = [f.message for f in fixed.findings if f.case == "derived 64→96" and f.severity is Severity.error]
+    assert said and "Every base case passed" in said[0] and "assumes the base sizes" in said[0], said
 
 
-def test_a_kernel_that_ignores_strides_fails_on_a_non_contiguous_input(runner, fx):
-    result = validate(fx("add_problem.py", "reference"), fx("add_ignores_strides.py", "candidate"), runner=runner)
+@pytest.mark.parametrize(
+    ("candidate", "case", "cause"),
+    [
+        ("add_ignores_strides.py", "layout: strided", "pass each input's strides to the kernel"),
+        ("add_ignores_offset.py", "layout: offset", "reads from the storage's start rather than data_ptr()"),
+    ],
+)
+def test_a_kernel_wrong_only_in_one_layout_fails_there_and_is_told_the_usual_cause(runner, fx, candidate, case, cause):
+    result = validate(fx("add_problem.py", "reference"), fx(candidate, "candidate"), runner=runner)
     assert FindingKind.mismatch in kinds(result), messages(result)
-    failing = {c.case for c in result.cases if c.status == "failed"}
-    assert failing == {"layout: strided"}
+    assert {c.case for c in result.cases if c.status == "failed"} == {case}
+    [finding] = [f for f in result.findings if f.case == case and f.severity is Severity.error]
+    assert "Every base case passed" in finding.message and cause in finding.message, finding.message
+
+
+def test_a_kernel_wrong_at_the_base_cases_too_is_not_told_a_layout_or_size_is_the_cause(runner, fx):
+    result = validate(fx("add_problem.py", "reference"), fx("add_nan.py", "candidate"), runner=runner)
+    assert not result.ok
+    assert {"base", "layout: strided"} <= {c.case for c in result.cases if c.status == "failed"}, result.cases
+    assert not [f.message for f in result.findings if "Every base case passed" in f.message]
 
 
 @pytest.mark.parametrize(
