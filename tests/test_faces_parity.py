@@ -91,6 +91,13 @@ def test_the_cli_checks_the_same_bounds_as_mcp(capsys):
 
     assert main(["validate", "a.py:f", "b.py:g", "--seeds", "0"]) == 2
     assert "--seeds must be at least 1" in capsys.readouterr().err
+    # String lengths too: MCP's schema refuses an empty query and one past 400 characters.
+    assert main(["docs", "search", ""]) == 2
+    assert "QUERY takes at least 1 character" in capsys.readouterr().err
+    assert main(["docs", "search", "x" * 401]) == 2
+    assert "QUERY takes at most 400 characters, got 401" in capsys.readouterr().err
+    assert main(["docs", "search", "x" * 400, "--json"]) == 0
+    capsys.readouterr()
 
 
 def test_required_defaults_are_marked():

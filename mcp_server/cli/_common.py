@@ -101,6 +101,13 @@ def values(args: argparse.Namespace, params: ToolParams) -> dict[str, Any]:
                 raise UsageError(f"{flag_of(p)} must be at least {low}, got {value}.")
             if high is not None and value > high:
                 raise UsageError(f"{flag_of(p)} must be at most {high}, got {value}.")
+        if isinstance(value, str):
+            shortest, longest = p.limits.get("min_length"), p.limits.get("max_length")
+            name = flag_of(p) or p.name.upper()
+            if shortest is not None and len(value) < shortest:
+                raise UsageError(f"{name} takes at least {shortest} character(s), got {len(value)}.")
+            if longest is not None and len(value) > longest:
+                raise UsageError(f"{name} takes at most {longest} characters, got {len(value)}.")
         out[p.name] = value
     out.pop("json", None)
     return out

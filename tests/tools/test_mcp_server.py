@@ -84,6 +84,17 @@ def test_misuse_is_a_tool_error_that_names_the_fix(arguments, words):
     assert result.is_error and words in result.content[0].text
 
 
+def test_a_blank_docs_query_is_a_tool_error_that_names_the_fix_and_a_real_one_finds_its_page():
+    async def go(query):
+        async with Client(build_server()) as client:
+            return await client.call_tool("search_triton_docs", {"query": query, "k": 1})
+
+    blank = run(lambda: go("   "))
+    assert blank.is_error and "needs a query: an API name" in blank.content[0].text
+    found = run(lambda: go("tl.load"))
+    assert not found.is_error and found.structured_content["hits"], found
+
+
 @pytest.mark.slow
 def test_the_stdio_server_survives_a_crashing_kernel_and_then_judges_a_good_one():
     # The SDK passes a minimal environment to the server; keep the import path (e.g. a --target install).

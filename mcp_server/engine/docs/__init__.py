@@ -30,6 +30,8 @@ from urllib.parse import urljoin
 
 from pydantic import ValidationError
 
+from mcp_server.engine.errors import UsageError
+
 from .fetch import WEB_DIR, ClientFactory, DocPage, FetchOutcome, PageFetcher, default_client_factory, now_iso
 from .index import INDEX_FILE, build_index, index_version, query_index
 from .installed import INSTALLED_DIR, build_pages, triton_version
@@ -293,6 +295,8 @@ def search(query: str, k: int = 8, *, cache_dir: Path | None = None) -> DocSearc
     written, its reference is rebuilt. Adapters show each hit's heading, page (or url), source,
     triton_version / version_note and snippet, then the notes.
     """
+    if not query.strip():
+        raise UsageError("The docs search needs a query: an API name (tl.load, triton.autotune) or a few words.")
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     k = max(1, min(int(k), 50))
     notes: list[str] = []
