@@ -10,7 +10,11 @@ Two of Liger's functions write into tensors they are given, by design (it saves 
 - its cross-entropy, when the logits take gradients, writes the gradient into the logits during the forward
   pass. The benchmark shares one set of inputs among every provider, so the wrapper runs Liger on a private copy
   of each logits tensor, made once on first sight (the warm-up call) and reused: the timed calls pay no copy,
-  and the other providers' inputs stay untouched.
+  and the other providers' inputs stay untouched. The copy keeps the values of that first sight (the time of a
+  cross-entropy does not depend on them). It is a leaf of its own, so each call clears its gradient as the
+  benchmark clears the callers' (a fresh gradient per call, as in a training step with zeroed grads): kept, every
+  backward would add the new gradient into the old one, a full pass over the logits that no other provider
+  pays.
 - its RMSNorm backward overwrites the upstream gradient with dx (``in_place=True``, its default). The benchmark
   makes one upstream gradient per provider, so only Liger's own buffer changes; the default is kept because it is
   what a user of the library runs.
@@ -78,6 +82,7 @@ def _private_logits(logits: torch.Tensor) -> torch.Tensor:
         if len(_PRIVATE) >= _PRIVATE_MAX:
             _PRIVATE.clear()
         own = _PRIVATE[key] = logits.detach().clone().requires_grad_(True)
+    own.grad = None
     return own
 
 

@@ -136,6 +136,21 @@ def test_memory_bound_kernels_are_held_to_liger_where_it_was_timed(script):
     assert met is False and "min fwd vs Liger 0.900× (missed)" in words
 
 
+def test_ligers_private_logits_are_made_once_and_start_each_call_without_a_gradient():
+    # Kept, the gradient of every timed backward was added into the last one: an extra pass over the logits that
+    # only Liger paid (bench clears the gradients of the inputs it hands out, not of this copy).
+    import torch
+
+    from reference_kernels import _liger
+
+    logits = torch.randn(4, 7)
+    own = _liger._private_logits(logits)
+    assert own is not logits and own.requires_grad and torch.equal(own.detach(), logits)
+    own.grad = torch.ones_like(own)
+    again = _liger._private_logits(logits)
+    assert again is own and again.grad is None
+
+
 def test_a_missing_liger_is_reported_and_does_not_decide_the_bar(script):
     from reference_kernels.rmsnorm import SPEC
 
