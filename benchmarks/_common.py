@@ -48,19 +48,22 @@ def gpu_missing(script: str, sm90: bool = False) -> bool:
 
 
 def interleaved_medians(
-    calls: dict[str, Callable[[], object]], rounds: int, rep: int = 200
+    calls: dict[str, Callable[[], object]], rounds: int, rep: int = 200, warmup: int = 25, rotate: bool = False
 ) -> tuple[dict[str, float], dict[str, list[float]]]:
     """Each entry run once, then every round times every entry once, in turn, with triton.testing.do_bench (L2
-    cleared): the median over rounds (ms) of each, and every round's figure."""
+    cleared): the median over rounds (ms) of each, and every round's figure. ``rotate``: round r starts at entry
+    r (mod their count), so that no entry always runs first or right after the same one."""
     from triton.testing import do_bench
 
     for call in calls.values():
         call()
     torch.cuda.synchronize()
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            times[name].append(do_bench(call, warmup=25, rep=rep))
+    names = list(calls)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        shift = r % len(names) if rotate and names else 0
+        for name in names[shift:] + names[:shift]:
+            times[name].append(do_bench(calls[name], warmup=warmup, rep=rep))
     return {name: statistics.median(t) for name, t in times.items()}, times
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._attention import TOLERANCE, backward_checks  # noqa: E402
 from benchmarks._common import (  # noqa: E402
     gpu_missing,
+    interleaved_medians,
     report_head,
     rounds_parser,
     write_report,
@@ -81,8 +81,6 @@ def main() -> int:
     args = parser.parse_args()
     if gpu_missing("attention_bwd_ab", sm90=True):
         return 2
-    from triton.testing import do_bench
-
     versions = {"before": load(args.before), "now": hb}
     checks = backward_checks({name: stage3_with(module) for name, module in versions.items()}, hb.HEAD_DIMS)
     report = report_head(args.rounds, before=args.before, checks=checks, rows=[])
@@ -108,15 +106,9 @@ def main() -> int:
                     torch.autograd.grad(fn(), leaves, do)
 
             calls[f"{name} bwd"], calls[f"{name} fwd+bwd"] = bwd, fwd_bwd
-        for call in calls.values():
-            call()
-        torch.cuda.synchronize()
-        keys = list(calls)
-        times: dict[str, list[float]] = {key: [] for key in keys}
-        for r in range(args.rounds):
-            for key in keys[r % len(keys) :] + keys[: r % len(keys)]:
-                times[key].append(do_bench(calls[key], warmup=25, rep=150) * 1e3)
-        us = {key: statistics.median(t) for key, t in times.items()}
+        ms, rounds_ms = interleaved_medians(calls, args.rounds, rep=150, rotate=True)
+        us = {key: t * 1e3 for key, t in ms.items()}
+        times = {key: [t * 1e3 for t in ts] for key, ts in rounds_ms.items()}
         vs_sdpa = {key: us[f"sdpa {key.split()[1]}"] / t for key, t in us.items() if not key.startswith("sdpa")}
         report["rows"].append({"shape": [b, h, s, d], "causal": causal, "us": us, "vs_sdpa": vs_sdpa,
                                "rounds_us": times})  # fmt: skip

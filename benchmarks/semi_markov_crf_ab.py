@@ -18,7 +18,6 @@ float32 autograd.
 from __future__ import annotations
 
 import importlib.util
-import statistics
 import sys
 from pathlib import Path
 
@@ -27,7 +26,15 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import gpu_missing, report_head, rounds_parser, worst_error, write_report, wrong_checks  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    gpu_missing,
+    interleaved_medians,
+    report_head,
+    rounds_parser,
+    worst_error,
+    write_report,
+    wrong_checks,
+)
 from reference_kernels import semi_markov_crf as crf  # noqa: E402
 
 BAR = (32, 1024, 32, 24)
@@ -80,8 +87,6 @@ def main() -> int:
     paths = parse_versions(parser, args.version)
     if gpu_missing("semi_markov_crf_ab"):
         return 2
-    from triton.testing import do_bench
-
     versions = {"now": crf, **{name: load(name, path) for name, path in paths.items()}}
     fns = {name: module.semi_markov_crf_stage3 for name, module in versions.items()}
 
@@ -116,16 +121,8 @@ def main() -> int:
             calls[f"{name} fwd+bwd"] = lambda fn=fn: torch.autograd.grad(
                 fn(*leaves, bar[3], semiring), leaves, upstream
             )
-        for call in calls.values():
-            call()
-        torch.cuda.synchronize()
-        keys = list(calls)
-        times: dict[str, list[float]] = {key: [] for key in keys}
-        for r in range(args.rounds):
-            for key in keys[r % len(keys) :] + keys[: r % len(keys)]:
-                times[key].append(do_bench(calls[key], warmup=10, rep=100))
-        med = {key: statistics.median(t) for key, t in times.items()}
-        over_now = {key: med[key] / med[f"now {key.split()[-1]}"] for key in keys}
+        med, times = interleaved_medians(calls, args.rounds, rep=100, warmup=10, rotate=True)
+        over_now = {key: t / med[f"now {key.split()[-1]}"] for key, t in med.items()}
         report[semiring] = {"median_ms": med, "over_now": over_now, "rounds_ms": times,
                             "relative_norm_error_vs_float64": errors}  # fmt: skip
         print(semiring, "  ".join(f"{k} {t:.3f} ms ({over_now[k]:.3f})" for k, t in med.items()), flush=True)

@@ -109,6 +109,32 @@ def test_the_shared_arguments_report_head_and_times_line(monkeypatch):
     assert line == "sdpa 1250.0 µs (1.000)  ours 1000.0 µs (1.250)"
 
 
+@pytest.mark.parametrize("rotate", [False, True])
+def test_the_shared_rounds_time_every_entry_once_per_round_and_rotate_the_order_when_asked(monkeypatch, rotate):
+    import triton.testing
+
+    common = _load("_common.py")
+    order: list[str] = []
+    timed = {"a": 3.0, "b": 1.0, "c": 2.0}
+
+    def fake_do_bench(fn, warmup, rep):
+        name = fn()
+        order.append(name)
+        return timed[name] + len(order) / 1000  # each round a little slower: the median is the middle round's
+
+    monkeypatch.setattr(triton.testing, "do_bench", fake_do_bench)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *_: None)
+    calls = {name: (lambda name=name: name) for name in timed}
+    med, rounds = common.interleaved_medians(calls, 4, rep=10, rotate=rotate)
+    assert [order[i : i + 3] for i in range(0, 12, 3)] == (
+        [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]] if rotate else [["a", "b", "c"]] * 4
+    )
+    assert {name: len(t) for name, t in rounds.items()} == {"a": 4, "b": 4, "c": 4}
+    for name, t in rounds.items():
+        assert med[name] == pytest.approx(sorted(t)[1] / 2 + sorted(t)[2] / 2)
+        assert timed[name] < med[name] < timed[name] + 0.013
+
+
 def test_the_shared_gpu_check_refuses_no_gpu_and_a_non_sm90_one_where_sm90_is_needed(monkeypatch, capsys):
     common = _load("_common.py")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
