@@ -11,6 +11,7 @@ import triton
 
 from mcp_server.engine.docs import DocPage, build_offline, search, sync
 from mcp_server.engine.docs.installed import signature_of
+from mcp_server.engine.errors import UsageError
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +77,18 @@ def test_search_finds_a_libdevice_function_by_its_kernel_name(offline_cache: Pat
 
 @pytest.mark.parametrize(
     "query",
-    ['"', 'tl.load" OR', "NEAR(a b", "*", "load*", "a AND OR NOT", "x:y", "^dot", "(((", "-", "", "   ", "'"],
+    ['"', 'tl.load" OR', "NEAR(a b", "*", "load*", "a AND OR NOT", "x:y", "^dot", "(((", "-", "'"],
 )
 def test_search_survives_fts_syntax_characters(offline_cache: Path, query: str) -> None:
     result = search(query, 5, cache_dir=offline_cache)
     assert result.ok
     assert all(len(h.snippet) <= 440 for h in result.hits)
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\t\n"])
+def test_a_blank_query_is_a_usage_error_that_says_what_to_ask(offline_cache: Path, query: str) -> None:
+    with pytest.raises(UsageError, match="needs a query: an API name"):
+        search(query, 5, cache_dir=offline_cache)
 
 
 def test_search_builds_the_offline_cache_when_there_is_none(tmp_path: Path) -> None:
