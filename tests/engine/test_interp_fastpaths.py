@@ -1,10 +1,13 @@
-"""mcp_server/engine/interp/fastpaths.py: the interpreter's dtype lookup and tuple names, faster and the same."""
+"""mcp_server/engine/interp/fastpaths.py: the interpreter's dtype lookup, tuple names and integer overflow checks,
+faster and the same."""
 
 from __future__ import annotations
 
 import pytest
+import torch
+import triton
 import triton.language as tl
-from triton.language import core
+from triton.language import core, semantic
 from triton.runtime import interpreter as interp
 
 from mcp_server.engine.interp import fastpaths
@@ -48,3 +51,26 @@ def test_tuple_names_are_the_ones_triton_formats_only_later():
     assert core.tuple_type([tl.int32]).name == "[:int32]"
     t.name = "renamed"
     assert str(t) == "renamed"
+
+
+@triton.jit
+def _times(x_ptr, out_ptr, factor, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) * factor)
+
+
+def test_integer_overflow_checks_run_only_where_their_assert_can_fire(monkeypatch):
+    fastpaths.install()
+    patched = semantic.TritonSemantic.binary_op_sanitize_overflow_impl
+    assert patched.__module__ == fastpaths.__name__, "the overflow check is not the patched one"
+    x = torch.tensor([1, 2**20, 3, 2**30], dtype=torch.int32)
+    out = torch.empty_like(x)
+    # Without debug (the interpreter's default), as compiled for a GPU: int32 products wrap, nothing is checked.
+    _times[(1,)](x, out, 4, BLOCK=4)
+    assert out.tolist() == [4, 2**22, 12, 0]
+    # With debug on, the check runs as Triton wrote it and its assert fires.
+    monkeypatch.setattr(interp.interpreter_builder, "options", interp.InterpreterOptions(debug=True))
+    with pytest.raises(Exception, match="int32 overflow detected for operation mul"):
+        _times[(1,)](x, out, 4, BLOCK=4)
+    _times[(1,)](x.clamp(max=2**20), out, 4, BLOCK=4)  # in range: passes the check
+    assert out.tolist() == [4, 2**22, 12, 2**22]

@@ -1,11 +1,20 @@
-"""Two of the interpreter's per-operation costs, removed without changing what it computes.
+"""Three of the interpreter's per-operation costs, removed without changing what it computes.
 
 Profiling a reference-kernel test under Triton 3.6's interpreter (the semi-Markov CRF's, 71 s) put 7 % of the time
 in ``interpreter._get_np_dtype``, which builds a 19-entry dict of NumPy dtypes on every call (184 k calls), and
 8 % in ``tuple_type.__init__``, which formats a display name for every ``tl.tuple`` (1.3 M: each tensor's shape is
 one) that is almost never shown. :func:`install` swaps in a lookup built once and makes the name lazy (computed on
-first use, the same string). Both check that the Triton in hand has the shape they expect and leave it alone
-otherwise.
+first use, the same string).
+
+The third: every ``+``, ``-`` and ``*`` of 32-bit (or narrower) integer tensors is checked for overflow by
+``binary_op_sanitize_overflow_impl``, which widens both sides to int64, redoes the operation, compares it with the
+type's bounds and hands the result to ``device_assert``; and ``device_assert`` does nothing unless the kernel runs
+with ``debug`` (the interpreter's options never set it). Compiled for a GPU those ops are dead and removed; under
+the interpreter they run in NumPy on every program: 45 % of a row kernel's time (1000 programs of index arithmetic,
+1.06 s a call, 0.6 s without them). The check now returns at once where ``debug`` is off, as ``device_assert``
+would have discarded it; with ``debug`` on it runs as before.
+
+Each patch checks that the Triton in hand has the shape it expects and leaves it alone otherwise.
 """
 
 from __future__ import annotations
@@ -62,6 +71,32 @@ def _lazy_tuple_names(core: Any) -> None:
     cls.name = property(name, set_name)
 
 
+def _overflow_checks_only_under_debug(semantic: Any) -> bool:
+    """Skip the overflow check's arithmetic where its assert would be dropped; True when patched."""
+    import inspect
+
+    cls = getattr(semantic, "TritonSemantic", None)
+    check = getattr(cls, "binary_op_sanitize_overflow_impl", None)
+    assert_ = getattr(cls, "device_assert", None)
+    try:
+        # The shape relied on: the check ends in device_assert, which returns at once without options.debug.
+        shaped = "self.device_assert(" in inspect.getsource(check) and (
+            "if not self.builder.options.debug:\n            return" in inspect.getsource(assert_)
+        )
+    except (OSError, TypeError):
+        shaped = False
+    if not shaped:
+        return False
+
+    def binary_op_sanitize_overflow_impl(self: Any, lhs: Any, rhs: Any, binary_op: Any) -> Any:
+        if not self.builder.options.debug:
+            return None
+        return check(self, lhs, rhs, binary_op)
+
+    cls.binary_op_sanitize_overflow_impl = binary_op_sanitize_overflow_impl
+    return True
+
+
 def install() -> None:
     """Patch once per process (idempotent)."""
     global _installed, _triton_np_dtype
@@ -81,3 +116,6 @@ def install() -> None:
         eager = False
     if eager:
         _lazy_tuple_names(core)
+    from triton.language import semantic
+
+    _overflow_checks_only_under_debug(semantic)
