@@ -262,3 +262,15 @@ def test_the_scripts_correctness_gate_names_every_wrong_check_a_nan_included(cap
     out = capsys.readouterr().out.splitlines()
     assert out[:2] == [f"WRONG {checks[1]}", f"WRONG {checks[2]}"] and out[2].startswith("GPU: 3 checks, worst error")
     assert common.wrong_checks("GPU", checks[:1], 1e-2) == []
+
+
+def test_the_interpreters_overflow_check_benchmark_runs_both_versions_to_the_same_bits(tmp_path):
+    out = tmp_path / "overflow.json"
+    script = str(ROOT / "benchmarks" / "interp_overflow_checks.py")
+    command = [sys.executable, script, "--rows", "6", "--rounds", "1", "--out", str(out)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert set(report["median_s"]) == {"computed", "skipped"} and report["rows"] == 6
+    bad = subprocess.run([sys.executable, script, "--rows", "0"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--rows and --rounds" in bad.stderr and "Traceback" not in bad.stderr
