@@ -23,6 +23,7 @@ SCRIPTS = [
     "attention_bwd_profile.py",
     "attention_hopper.py",
     "attention_sustained.py",
+    "attention_timers.py",
     "matmul_hopper.py",
 ]
 # Scripts that need arguments before they look for a GPU.
