@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import sys
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import gpu_missing, interleaved_medians, report_head, rounds_parser  # noqa: E402
+from benchmarks._common import gpu_missing, interleaved_medians, report_head, rounds_parser, write_report  # noqa: E402
 from reference_kernels import attention as at  # noqa: E402  (after the checkout is on the path)
 from reference_kernels import attention_hopper as ah  # noqa: E402
 from reference_kernels import attention_hopper_bwd as hb  # noqa: E402
@@ -140,9 +139,7 @@ def main() -> int:
                     f"sdpa {row['tflops']['sdpa']:.0f} TFLOP/s  {ratios}",
                     flush=True,
                 )
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    write_report(args.out, report)
     return 0
 
 

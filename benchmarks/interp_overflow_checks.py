@@ -13,7 +13,6 @@ of one call's wall time (time.perf_counter); both versions' outputs must be bit-
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -31,6 +30,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.language import semantic  # noqa: E402
 
+from benchmarks._common import write_report  # noqa: E402
 from mcp_server.engine import interp  # noqa: E402
 from mcp_server.engine.interp import fastpaths  # noqa: E402
 
@@ -95,9 +95,7 @@ def main() -> int:
     }
     print(f"{args.rows} rows: checks computed {median['computed']:.3f} s, skipped {median['skipped']:.3f} s a call "
           f"({report['skipped_over_computed']:.2f}×)")  # fmt: skip
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    write_report(args.out, report)
     return 0
 
 
