@@ -161,11 +161,11 @@ def test_a_kernel_whose_file_changed_between_its_run_and_the_check_is_evasion(ru
     ("fixture", "says"),
     [
         ("interpreter_only_file.py", "does not import without the interpreter"),
-        ("interpreter_only_branch.py", "defines no function _fma_kernel at line 12"),
+        ("interpreter_only_branch.py", "defines no function _fma_kernel at line 13"),
     ],
 )
 def test_a_file_whose_kernel_exists_only_under_the_interpreter_fails(runner, fixture, says):
-    result = _validate(runner, f"{FIXTURES / 'validate' / 'interp_only' / fixture}:candidate")
+    result = _validate(runner, f"{FIXTURES / 'validate' / 'attacks' / fixture}:candidate")
     assert all(c.status == "passed" for c in result.cases)
     assert any(says in f.message for f in _compile_errors(result)), result.findings
 
