@@ -95,15 +95,15 @@ def values(args: argparse.Namespace, params: ToolParams) -> dict[str, Any]:
         value = getattr(args, p.name)
         if p.parse is not None:
             value = p.parse(value)
+        name = flag_of(p) or p.name.upper()  # a positional has no flag: its metavar
         if isinstance(value, int | float) and not isinstance(value, bool):
             low, high = p.limits.get("ge"), p.limits.get("le")
             if low is not None and value < low:
-                raise UsageError(f"{flag_of(p)} must be at least {low}, got {value}.")
+                raise UsageError(f"{name} must be at least {low}, got {value}.")
             if high is not None and value > high:
-                raise UsageError(f"{flag_of(p)} must be at most {high}, got {value}.")
+                raise UsageError(f"{name} must be at most {high}, got {value}.")
         if isinstance(value, str):
             shortest, longest = p.limits.get("min_length"), p.limits.get("max_length")
-            name = flag_of(p) or p.name.upper()
             if shortest is not None and len(value) < shortest:
                 raise UsageError(f"{name} takes at least {shortest} character(s), got {len(value)}.")
             if longest is not None and len(value) > longest:

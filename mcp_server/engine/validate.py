@@ -325,15 +325,15 @@ def validate(
 _VALUE_FINDINGS = frozenset({FindingKind.mismatch, FindingKind.nan_mismatch, FindingKind.backward_mismatch})
 
 
-def _derived_hint(case: str, derived: str) -> str:
-    """What the derived case ``case`` changed (``derived``, its description) and the usual cause of a kernel that is
-    right at the base sizes and layouts but wrong there."""
-    if case.startswith("layout: offset"):
+def _derived_hint(layout: str | None, derived: str) -> str:
+    """What a derived case changed (``derived``, its description; ``layout``, the kind of a layout case, None for a
+    size) and the usual cause of a kernel that is right at the base sizes and layouts but wrong there."""
+    if layout == "offset":
         return (
             f"gives the inputs as {derived}: a kernel that assumes aligned pointers (tl.multiple_of, a TMA "
             "descriptor's base) or reads from the storage's start rather than data_ptr() breaks here"
         )
-    if case.startswith("layout: "):
+    if layout is not None:
         return (
             f"gives the inputs {derived}, so the kernel indexes them as if contiguous: pass each input's strides "
             "to the kernel and index with them, or make the inputs contiguous in the launcher (a copy)"
@@ -515,12 +515,13 @@ class _Judge:
         if not base or any(r.status != "passed" for r in base):
             return
         failed = {r.case: r.derived for r in self.case_reports if r.derived is not None and r.status == "failed"}
+        layouts = {c["name"]: c.get("layout") for c in self.ref_meta["cases"]}
         explained: set[str] = set()
         for f in self.findings:
             if f.case not in failed or f.case in explained or f.kind not in _VALUE_FINDINGS:
                 continue
             explained.add(f.case)
-            f.message += f". Every base case passed; this one {_derived_hint(f.case, failed[f.case])}"
+            f.message += f". Every base case passed; this one {_derived_hint(layouts.get(f.case), failed[f.case])}"
 
     def judge_case(self, ref_case: dict, cand_case: dict, previous: dict) -> None:
         name, seed, key = ref_case["name"], ref_case["seed"], ref_case["key"]
