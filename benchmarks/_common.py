@@ -48,12 +48,22 @@ def gpu_missing(script: str, sm90: bool = False) -> bool:
 
 
 def interleaved_medians(
-    calls: dict[str, Callable[[], object]], rounds: int, rep: int = 200, warmup: int = 25, rotate: bool = False
+    calls: dict[str, Callable[[], object]],
+    rounds: int,
+    rep: int = 200,
+    warmup: int = 25,
+    rotate: bool = False,
+    measure: Callable[[Callable[[], object]], float] | None = None,
 ) -> tuple[dict[str, float], dict[str, list[float]]]:
     """Each entry run once, then every round times every entry once, in turn, with triton.testing.do_bench (L2
     cleared): the median over rounds (ms) of each, and every round's figure. ``rotate``: round r starts at entry
-    r (mod their count), so that no entry always runs first or right after the same one."""
-    from triton.testing import do_bench
+    r (mod their count), so that no entry always runs first or right after the same one. ``measure``: the timer
+    instead of do_bench, given an entry and returning its figure (ms)."""
+    if measure is None:
+        from triton.testing import do_bench
+
+        def measure(call: Callable[[], object]) -> float:
+            return do_bench(call, warmup=warmup, rep=rep)
 
     for call in calls.values():
         call()
@@ -63,7 +73,7 @@ def interleaved_medians(
     for r in range(rounds):
         shift = r % len(names) if rotate and names else 0
         for name in names[shift:] + names[:shift]:
-            times[name].append(do_bench(calls[name], warmup=warmup, rep=rep))
+            times[name].append(measure(calls[name]))
     return {name: statistics.median(t) for name, t in times.items()}, times
 
 

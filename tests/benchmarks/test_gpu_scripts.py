@@ -24,6 +24,7 @@ SCRIPTS = [
     "attention_hopper.py",
     "attention_sustained.py",
     "attention_timers.py",
+    "attention_placement.py",
     "matmul_hopper.py",
 ]
 # Scripts that need arguments before they look for a GPU.
@@ -134,6 +135,29 @@ def test_the_shared_rounds_time_every_entry_once_per_round_and_rotate_the_order_
     for name, t in rounds.items():
         assert med[name] == pytest.approx(sorted(t)[1] / 2 + sorted(t)[2] / 2)
         assert timed[name] < med[name] < timed[name] + 0.013
+
+
+def test_the_shared_rounds_take_a_timer_of_the_scripts_own_in_place_of_do_bench(monkeypatch):
+    import triton.testing
+
+    common = _load("_common.py")
+
+    def no_do_bench(*args, **kwargs):
+        raise AssertionError("do_bench was called")
+
+    monkeypatch.setattr(triton.testing, "do_bench", no_do_bench)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *_: None)
+    seen: list[str] = []
+    calls = {name: (lambda name=name: name) for name in ("a", "b")}
+
+    def measure(call):
+        seen.append(call())
+        return {"a": 2.0, "b": 5.0}[seen[-1]] + len(seen)
+
+    med, rounds = common.interleaved_medians(calls, 3, measure=measure)
+    assert seen == ["a", "b"] * 3  # the warm-up calls go to the entries, not to the timer
+    assert rounds == {"a": [3.0, 5.0, 7.0], "b": [7.0, 9.0, 11.0]}
+    assert med == {"a": 5.0, "b": 9.0}
 
 
 def test_the_shared_gpu_check_refuses_no_gpu_and_a_non_sm90_one_where_sm90_is_needed(monkeypatch, capsys):
