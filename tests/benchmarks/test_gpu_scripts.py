@@ -25,6 +25,7 @@ SCRIPTS = [
     "attention_sustained.py",
     "attention_timers.py",
     "attention_placement.py",
+    "host_launch.py",
     "matmul_hopper.py",
 ]
 # Scripts that need arguments before they look for a GPU.

@@ -333,14 +333,28 @@ class _Timer:
             head_ms = 1.5 * enqueue_ms * (2 + _attempt)
         return times
 
-    def host_check(self, fn: Any, sets: list[list[Any]], k: int = 7) -> float:
+    def host_check(self, fn: Any, sets: list[list[Any]], k: int = 7) -> tuple[float, float]:
         """Per call, how long a device-wide sync still waits once the call's end event has completed, beyond what an
-        empty operation shows: ~0, unless the call leaves work on a stream the end event does not wait for.
+        empty operation shows: ~0, unless the call leaves work on a stream the end event does not wait for. And the
+        host's time for the call itself (ms, the median of the same ``k`` calls).
 
         Measured from the end event's completion, not from the call's start: a host slower than the GPU (Python, the
         threads autograd runs a backward on) delays the events as much as the work, so it adds nothing here. (Host
         time minus event time, measured from the call's start, read 20–40 µs of such delay as outside work on
-        forward + backward calls of 60–120 µs.)"""
+        forward + backward calls of 60–120 µs.)
+
+        The host time is taken here, each call started on an idle GPU right after the last one, and not from a timing
+        round's enqueueing: there the host also waits whenever the queue of launches behind the round's GPU sleep is
+        full, which on an H200 read a 34 µs RMSNorm launch as 186 µs. Nor right after an L2 flush: the host's wait
+        for the flush added 25–30 µs to the next call's host time there. The figure still includes what the launch
+        hooks of this process add (10–30 µs a launch on that host). A call that waits for the GPU itself (a read back to
+        the host) still counts that wait, as it would in the user's loop."""
+        hosts = []
+        for i in range(k):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn(*sets[i % len(sets)])
+            hosts.append((time.perf_counter() - t0) * 1e3)
 
         def tail(call: Any) -> float:
             tails = []
@@ -358,7 +372,7 @@ class _Timer:
             return statistics.median(tails)
 
         baseline = tail(lambda i: self.tiny.add_(1.0))
-        return max(0.0, tail(lambda i: fn(*sets[i % len(sets)])) - baseline)
+        return max(0.0, tail(lambda i: fn(*sets[i % len(sets)])) - baseline), statistics.median(hosts)
 
     def graph_round(
         self,
@@ -741,9 +755,10 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             if fn is None:
                 continue
             t.update(_stats(t["provider"], samples[t["provider"]], t.get("compile_s")))
-            t["host_launch_ms"] = timer.host_ms.get(id(fn))
             switch.run_as(t["provider"])
-            t["outside_stream_ms"] = timer.host_check(fn, sets)
+            t["outside_stream_ms"], host_ms = timer.host_check(fn, sets)
+            # A graph's replay has no launch path of the call's own to report.
+            t["host_launch_ms"] = host_ms if mode != "cuda-graph" else None
             switch.to("reference")
             if keeper is not None and t["provider"] in keeper.providers:
                 t["checked_calls"] = keeper.checked.get(t["provider"], 0)

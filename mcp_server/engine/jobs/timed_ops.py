@@ -8,7 +8,8 @@ which process it is in. Its outputs are right, so the timed-output check (``jobs
 Every timed call is recorded, not a sample: a candidate can tell a recorded call from another (a dispatch mode
 makes its own torch calls measurably slower), so a sampled recorder would see only honest calls. The recorder
 costs host time, not GPU time (a round's calls are queued behind a GPU sleep); that host time is measured per
-dispatched op and left out of ``host_launch_ms``.
+dispatched op and left out of the round's pace, which sizes the next round's sleep. ``host_launch_ms`` is measured
+apart, on unrecorded calls (``bench_job._Timer.host_check``).
 
 A call's share is its counted torch work (``recorder.op_work``; allocation, views and copies are not counted,
 nor the ops the user allows) over the reference's own torch work on the same case, as validate computes it.
