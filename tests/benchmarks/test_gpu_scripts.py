@@ -300,3 +300,16 @@ def test_the_interpreters_overflow_check_benchmark_runs_both_versions_to_the_sam
     assert set(report["median_s"]) == {"computed", "skipped"} and report["rows"] == 6
     bad = subprocess.run([sys.executable, script, "--rows", "0"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--rows and --rounds" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_interpreters_fast_path_benchmark_runs_both_versions_to_the_same_bits(tmp_path):
+    out = tmp_path / "fastpaths.json"
+    script = str(ROOT / "benchmarks" / "interp_fastpaths.py")
+    proc = subprocess.run(
+        [sys.executable, script, "--rounds", "1", "--out", str(out)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert set(report["median_s"]) == {"fast paths", "Triton's own"} and report["same_bits"] is True
+    bad = subprocess.run([sys.executable, script, "--rounds", "0"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--rounds takes" in bad.stderr and "Traceback" not in bad.stderr

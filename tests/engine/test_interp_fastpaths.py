@@ -74,3 +74,59 @@ def test_integer_overflow_checks_run_only_where_their_assert_can_fire(monkeypatc
         _times[(1,)](x, out, 4, BLOCK=4)
     _times[(1,)](x.clamp(max=2**20), out, 4, BLOCK=4)  # in range: passes the check
     assert out.tolist() == [4, 2**22, 12, 2**22]
+
+
+def test_block_types_built_again_have_the_fields_triton_gives_them_and_bad_shapes_still_fail():
+    fastpaths.install()
+    original = fastpaths._triton_block_type_init
+    assert original is not None and core.block_type.__init__ is not original
+    for element in (tl.float32, tl.float16, tl.pointer_type(tl.bfloat16)):
+        for shape in ([4], [2, 8], [16, 1, 4]):
+            want = core.block_type.__new__(core.block_type)
+            original(want, element, shape)
+            for _ in range(2):  # built, then from what the first build kept
+                got = core.block_type(element, shape)
+                assert vars(got) == vars(want) and got.element_ty is element
+    # Same shape, another element type: its own fields, not the first one's.
+    assert core.block_type(tl.float16, [4]).element_ty is tl.float16
+    int8 = core.block_type.__new__(core.block_type)
+    original(int8, tl.int8, [4])
+    assert core.block_type(tl.int8, [4]).name == int8.name != core.block_type(tl.float32, [4]).name
+    # Refused as Triton refuses them, each time: a 0-d shape, a size not a power of two, a Python tuple (Triton's
+    # core module names its own class ``tuple``, so its isinstance check takes lists only).
+    for bad in ([], [3], (4,)):
+        for _ in range(2):
+            with pytest.raises((TypeError, ValueError, AssertionError)):
+                core.block_type(tl.float32, bad)
+    # Shapes of constexprs take Triton's own path.
+    assert core.block_type(tl.float32, [tl.constexpr(8)]).shape == (8,)
+
+
+@triton.jit
+def _outer_sum(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = tl.load(y_ptr + offs)
+    same = x * y + x  # blocks of one shape
+    grid = same[:, None] + y[None, :]  # [BLOCK, 1] + [1, BLOCK]: both broadcast
+    tl.store(out_ptr + offs[:, None] * BLOCK + offs[None, :], grid)
+
+
+def test_broadcasts_to_the_shape_a_block_has_skip_numpy_and_real_ones_still_broadcast(monkeypatch):
+    import numpy as np
+
+    fastpaths.install()
+    shapes = []
+    real = np.broadcast_to
+
+    def counted(array, shape, *args, **kwargs):
+        shapes.append((tuple(np.shape(array)), tuple(shape)))
+        return real(array, shape, *args, **kwargs)
+
+    monkeypatch.setattr(np, "broadcast_to", counted)
+    x, y = torch.randn(16), torch.randn(16)
+    out = torch.empty(16, 16)
+    _outer_sum[(1,)](x, y, out, BLOCK=16)
+    want = (x * y + x)[:, None] + y[None, :]
+    assert torch.equal(out, want)
+    assert shapes and all(before != after for before, after in shapes), shapes  # only real broadcasts

@@ -1,4 +1,4 @@
-"""Three of the interpreter's per-operation costs, removed without changing what it computes.
+"""Five of the interpreter's per-operation costs, removed without changing what it computes.
 
 Profiling a reference-kernel test under Triton 3.6's interpreter (the semi-Markov CRF's, 71 s) put 7 % of the time
 in ``interpreter._get_np_dtype``, which builds a 19-entry dict of NumPy dtypes on every call (184 k calls), and
@@ -14,6 +14,10 @@ the interpreter they run in NumPy on every program: a row kernel of 1000 program
 0.98 s without (``benchmarks/interp_overflow_checks.py``, the engine's other patches on). The check now returns at
 once where ``debug`` is off, as ``device_assert`` would have discarded it; with ``debug`` on it runs as before.
 
+The fourth and fifth: every op builds a ``block_type`` for its result, validating and formatting the shape anew
+(one built before hands its fields on now), and every binary op between two blocks broadcasts both operands, even
+to the shape they have (such a broadcast now hands back the same array).
+
 Each patch checks that the Triton in hand has the shape it expects and leaves it alone otherwise.
 """
 
@@ -22,8 +26,11 @@ from __future__ import annotations
 from typing import Any
 
 _installed = False
+# Distinct (element type, shape) pairs whose block-type fields are kept; a kernel uses a few dozen.
+_MAX_BLOCK_TYPES = 4096
 _triton_np_dtype: Any = None  # Triton's own lookup, kept for the tests
 _triton_overflow_check: Any = None  # Triton's own integer overflow check, kept for benchmarks/interp_overflow_checks.py
+_triton_block_type_init: Any = None  # Triton's own block_type constructor, kept for the tests
 
 
 def _np_dtype_lookup(original: Any) -> Any:
@@ -100,6 +107,67 @@ def _overflow_checks_only_under_debug(semantic: Any) -> bool:
     return True
 
 
+def _block_types_built_once(core: Any) -> bool:
+    """A ``block_type`` of an element type and a shape of plain ints already built hands its fields to the next one;
+    True when patched. Every tensor an interpreted op makes has a new block type, whose construction unwraps and
+    validates the shape and formats its name each time."""
+    cls = getattr(core, "block_type", None)
+    try:
+        probe = cls(core.float32, [2, 4])
+        shaped = {"element_ty", "shape", "numel", "name"} <= set(vars(probe)) and probe.shape == (2, 4)
+    except Exception:
+        shaped = False
+    if not shaped:
+        return False
+    global _triton_block_type_init
+    original = _triton_block_type_init = cls.__init__
+    # id(element type) → shape → the fields; each entry's fields hold the element type itself, so the id stays its.
+    built: dict[tuple[int, tuple[int, ...]], dict[str, Any]] = {}
+
+    # The containers Triton takes a shape in: a list, or its own ``tl.tuple`` (which core.py calls ``tuple``; a
+    # Python tuple fails its isinstance check).
+    triton_tuple = core.tuple
+
+    def __init__(self: Any, element_ty: Any, shape: Any) -> None:
+        kind = type(shape)
+        items = shape if kind is list else shape.values if kind is triton_tuple else None
+        if items is not None and all(type(s) is int for s in items):
+            key = (id(element_ty), tuple(items))
+            fields = built.get(key)
+            if fields is None:
+                original(self, element_ty, shape)  # raises for a shape Triton refuses, and nothing is kept
+                if len(built) < _MAX_BLOCK_TYPES:
+                    built[key] = dict(vars(self))
+                return
+            self.__dict__.update(fields)
+            return
+        original(self, element_ty, shape)
+
+    cls.__init__ = __init__
+    return True
+
+
+def _broadcasts_to_the_same_shape_skipped(interp: Any) -> bool:
+    """The interpreter's broadcast of a value to the shape it already has returns the same array without NumPy's
+    ``broadcast_to``; True when patched. Triton's semantic compares the operands' shape (a tuple) with the result's
+    (a list), which never match, so both operands of every binary op between blocks are broadcast, equal shapes
+    included; compiled, such broadcasts fold away."""
+    builder = getattr(interp, "InterpreterBuilder", None)
+    handle = getattr(interp, "TensorHandle", None)
+    original = getattr(builder, "create_broadcast", None)
+    if original is None or handle is None:
+        return False
+
+    def create_broadcast(self: Any, arg: Any, shape: Any) -> Any:
+        data = arg.data
+        if data.shape == tuple(shape):
+            return handle(data, arg.dtype.scalar)
+        return original(self, arg, shape)
+
+    builder.create_broadcast = create_broadcast
+    return True
+
+
 def install() -> None:
     """Patch once per process (idempotent)."""
     global _installed, _triton_np_dtype
@@ -122,3 +190,5 @@ def install() -> None:
     from triton.language import semantic
 
     _overflow_checks_only_under_debug(semantic)
+    _block_types_built_once(core)
+    _broadcasts_to_the_same_shape_skipped(interp)
