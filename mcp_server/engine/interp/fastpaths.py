@@ -121,8 +121,10 @@ def _block_types_built_once(core: Any) -> bool:
         return False
     global _triton_block_type_init
     original = _triton_block_type_init = cls.__init__
-    # id(element type) → shape → the fields; each entry's fields hold the element type itself, so the id stays its.
-    built: dict[tuple[int, tuple[int, ...]], dict[str, Any]] = {}
+    # (the element type's name, the shape) → the fields but the element type. Those fields (shape, size, display
+    # name) follow from the two alone; the element type is the caller's own object, as Triton keeps it. Keyed by
+    # name, not identity: the interpreter makes new pointer types at every launch.
+    built: dict[tuple[str, tuple[int, ...]], dict[str, Any]] = {}
 
     # The containers Triton takes a shape in: a list, or its own ``tl.tuple`` (which core.py calls ``tuple``; a
     # Python tuple fails its isinstance check).
@@ -132,13 +134,14 @@ def _block_types_built_once(core: Any) -> bool:
         kind = type(shape)
         items = shape if kind is list else shape.values if kind is triton_tuple else None
         if items is not None and all(type(s) is int for s in items):
-            key = (id(element_ty), tuple(items))
+            key = (str(element_ty), tuple(items))
             fields = built.get(key)
             if fields is None:
                 original(self, element_ty, shape)  # raises for a shape Triton refuses, and nothing is kept
                 if len(built) < _MAX_BLOCK_TYPES:
-                    built[key] = dict(vars(self))
+                    built[key] = {k: v for k, v in vars(self).items() if k != "element_ty"}
                 return
+            self.element_ty = element_ty
             self.__dict__.update(fields)
             return
         original(self, element_ty, shape)
