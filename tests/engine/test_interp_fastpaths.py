@@ -130,3 +130,41 @@ def test_broadcasts_to_the_shape_a_block_has_skip_numpy_and_real_ones_still_broa
     want = (x * y + x)[:, None] + y[None, :]
     assert torch.equal(out, want)
     assert shapes and all(before != after for before, after in shapes), shapes  # only real broadcasts
+
+
+def test_tensors_get_the_fields_triton_gives_them_and_a_shape_of_their_own():
+    fastpaths.install()
+    original = fastpaths._triton_tensor_init
+    assert original is not None and core.tensor.__init__ is not original
+    types = [tl.float32, tl.int1, core.block_type(tl.float16, [8]), core.block_type(tl.pointer_type(tl.int8), [2, 4])]
+    for ty in types:
+        want = core.tensor.__new__(core.tensor)
+        original(want, "handle", ty)
+        for _ in range(2):  # made, then from what the first one kept
+            got = core.tensor("handle", ty)
+            assert list(vars(got)) == list(vars(want)) and got.type is ty and got.dtype is want.dtype
+            assert got.numel == want.numel and [d.value for d in got.shape] == [d.value for d in want.shape]
+            assert str(got) == str(want) and got.shape.type == want.shape.type
+    # Each tensor's shape is its own: replacing an entry of one (as tl.tuple._setitem does) leaves the others.
+    ty = core.block_type(tl.float32, [4, 16])
+    a, b = core.tensor("a", ty), core.tensor("b", ty)
+    a.shape._setitem(0, tl.constexpr(99))
+    assert [d.value for d in a.shape] == [99, 16]
+    assert [d.value for d in b.shape] == [d.value for d in core.tensor("c", ty).shape] == [4, 16]
+
+
+@triton.jit
+def _pairs(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    pairs = tl.reshape(x, (x.shape[0] // 2, 2))  # the shape read in the kernel
+    tl.static_assert(pairs.shape[1] == 2)
+    tl.store(out_ptr + tl.arange(0, BLOCK // 2), tl.sum(pairs, axis=1))
+
+
+def test_a_kernel_reading_its_tensors_shapes_runs_as_before():
+    fastpaths.install()
+    x = torch.randn(32)
+    out = torch.empty(16)
+    _pairs[(1,)](x, out, BLOCK=32)
+    assert torch.allclose(out, x.view(16, 2).sum(1))

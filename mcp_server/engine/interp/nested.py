@@ -18,7 +18,6 @@ through Triton's own path unchanged, and what it patched counts as patched for t
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 _installed = False
@@ -31,8 +30,9 @@ _launches: list[set[int]] = []
 def _languages(fn: Any) -> frozenset[int]:
     import triton.language as tl
 
-    modules = (tl, tl.core)
-    return frozenset(id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and any(v is m for m in modules))
+    # By identity alone (the two are modules): this runs at every helper call of every program.
+    wanted = {id(tl), id(tl.core)}
+    return frozenset(i for i in map(id, fn.__globals__.values()) if i in wanted)
 
 
 def install() -> None:
