@@ -97,6 +97,13 @@ def _top_level_names(tree: ast.Module) -> tuple[set[str], bool]:
 
 def read_python(path: Path, role: str) -> tuple[str, ast.Module]:
     """Read and parse a user's file; a syntax error becomes a UsageError pointing at the line."""
+    if path.suffix != ".py":
+        # Python imports a module only from a .py file, so a job could not load it even where it parses; and its
+        # text is not quoted (it may be any file on the machine).
+        raise UsageError(
+            f"The {role} file {path} is not Python source: its name does not end in .py, and Python imports a "
+            f"module only from a .py file. Rename it to .py and pass it as {SPEC_FORM}."
+        )
     try:
         source = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -106,8 +113,6 @@ def read_python(path: Path, role: str) -> tuple[str, ast.Module]:
     try:
         tree = parse_python(source, filename=str(path))
     except SyntaxError as exc:
-        if path.suffix != ".py":  # not a Python file: quote nothing of it (it may be any file on the machine)
-            raise UsageError(f"The {role} file {path} is not Python source. Pass a .py file as {SPEC_FORM}.") from None
         line = (exc.text or "").rstrip("\n")
         caret = " " * max((exc.offset or 1) - 1, 0) + "^" if line else ""
         detail = f"\n    {line}\n    {caret}" if line else ""

@@ -125,6 +125,30 @@ def test_a_file_that_is_not_source_text_is_named_without_a_line_that_does_not_ex
         assert "cannot be read as Python source" in proc.stderr and "None" not in proc.stderr, proc.stderr
 
 
+def test_a_file_not_named_py_is_refused_before_any_job_even_where_it_parses(ptt, tmp_path):
+    # Valid Python, but no job could import it (Python loads modules from .py files only): a usage error naming
+    # the fix, for every command that takes a file, not a load failure reported as the kernel's.
+    source = (FX / "add_good.py").read_text()
+    txt = tmp_path / "add_good.txt"
+    txt.write_text(source)
+    for args in (
+        ["validate", f"{FX}/add_problem.py:reference", f"{txt}:candidate"],
+        ["validate", f"{txt}:candidate", f"{FX}/add_good.py:candidate"],
+        ["compile", f"{txt}:_add_kernel", "--signature", "*fp32, *fp32, *fp32, i32", "--constexpr", "BLOCK=256"],
+        ["audit", str(txt)],
+        ["audit", f"{txt}:candidate"],
+    ):
+        proc = ptt(*args)
+        assert proc.returncode == 2, (args, proc.stdout[-500:], proc.stderr[-500:])
+        assert "does not end in .py" in proc.stderr and "Rename it to .py" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+    # The twin: the same text in a .py file passes the file checks and is judged.
+    twin = tmp_path / "add_good.py"
+    twin.write_text(source)
+    proc = ptt("validate", f"{FX}/add_problem.py:reference", f"{twin}:candidate")
+    assert proc.returncode == 0, proc.stdout[-1500:]
+
+
 def test_compile_prints_the_resource_table(ptt):
     proc = ptt(
         "compile",

@@ -3,6 +3,8 @@ faster and the same."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 import triton
@@ -120,7 +122,8 @@ def test_broadcasts_to_the_shape_a_block_has_skip_numpy_and_real_ones_still_broa
     real = np.broadcast_to
 
     def counted(array, shape, *args, **kwargs):
-        shapes.append((tuple(np.shape(array)), tuple(shape)))
+        if sys._getframe(1).f_code.co_name == "create_broadcast":  # the interpreter's, not the engine's checks'
+            shapes.append((tuple(np.shape(array)), tuple(shape)))
         return real(array, shape, *args, **kwargs)
 
     monkeypatch.setattr(np, "broadcast_to", counted)
