@@ -63,6 +63,18 @@ def test_ptt_audit_writes_the_markdown_report_and_exits_1_on_error_findings(ptt,
     assert "report written to" in out and "FAIL" in out.splitlines()[0]
 
 
+def test_a_file_that_fails_to_import_is_an_error_finding_whose_cause_each_section_names_once(ptt, tmp_path):
+    bad = tmp_path / "kernels.py"
+    bad.write_text("import triton\n\nraise RuntimeError('no GPU config for this build')\n")
+    code, out, _ = ptt("audit", str(bad), "--json")
+    assert code == 1
+    report = json.loads(out)
+    assert not report["ok"] and any(f["severity"] == "error" for f in report["findings"])
+    reasons = [report["correctness"]["reason"], report["performance"]["reason"], *report["compiled"]["notes"]]
+    for reason in reasons:
+        assert "no GPU config for this build" in reason and reason.count("could not be loaded") == 1, reason
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [

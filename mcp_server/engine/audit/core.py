@@ -176,7 +176,7 @@ def audit(
         )
         if failure is not None:
             findings.append(failure)
-            reason = f"the file could not be loaded: {failure.message}"
+            reason = failure.message  # "the file could not be loaded and run: …"
             compiled.status = "skipped" if "compiled" in wanted else compiled.status
             compiled.notes.append(reason)
             if "correctness" in wanted:
