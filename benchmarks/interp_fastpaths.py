@@ -1,11 +1,11 @@
-"""What three of the engine's interpreter fast paths save: block types built once per (element type, shape), a
-tensor's shape constants made once per shape, and broadcasts to the shape a block already has skipped
-(mcp_server/engine/interp/fastpaths.py).
+"""What four of the engine's interpreter fast paths save: block types built once per (element type, shape), a
+tensor's shape constants made once per shape, operands of one shape kept as they are by binary ops, and broadcasts
+to the shape a block already has skipped (mcp_server/engine/interp/fastpaths.py).
 
     python benchmarks/interp_fastpaths.py [--rounds 5] [--out FILE.json]
 
 The forward of four reference kernels' stage 3 under the interpreter, with every patch of the engine on
-(``interp.install()``) and with those three put back to Triton's own, rounds alternating: softmax, RMSNorm and
+(``interp.install()``) and with those four put back to Triton's own, rounds alternating: softmax, RMSNorm and
 LayerNorm of a 512×1000 float32 tensor and cross-entropy of 256×3000 logits. Each figure is the median over rounds
 of the four calls' wall time (time.perf_counter); both versions' outputs must be bit-identical.
 """
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
-from triton.language import core  # noqa: E402
+from triton.language import core, semantic  # noqa: E402
 from triton.runtime import interpreter  # noqa: E402
 
 from benchmarks._common import write_report  # noqa: E402
@@ -44,14 +44,17 @@ def main() -> int:
         parser.error("--rounds takes a whole number of at least 1")
     triton_broadcast = interpreter.InterpreterBuilder.create_broadcast
     interp.install()
-    patched = (fastpaths._triton_block_type_init, fastpaths._triton_tensor_init)
+    patched = (fastpaths._triton_block_type_init, fastpaths._triton_tensor_init, fastpaths._triton_broadcast_value)
     if None in patched or interpreter.InterpreterBuilder.create_broadcast is triton_broadcast:
         print("interp_fastpaths: this Triton's block types, tensors or broadcasts have another shape", file=sys.stderr)
         return 2
-    versions = {
-        "fast paths": (core.block_type.__init__, core.tensor.__init__, interpreter.InterpreterBuilder.create_broadcast),
-        "Triton's own": (*patched, triton_broadcast),
-    }
+    fast = (
+        core.block_type.__init__,
+        core.tensor.__init__,
+        semantic.TritonSemantic.broadcast_impl_value,
+        interpreter.InterpreterBuilder.create_broadcast,
+    )
+    versions = {"fast paths": fast, "Triton's own": (*patched, triton_broadcast)}
     torch.manual_seed(0)
     x, w, b = torch.randn(512, 1000), torch.randn(1000), torch.randn(1000)
     logits, targets = torch.randn(256, 3000), torch.randint(0, 3000, (256,))
@@ -65,7 +68,12 @@ def main() -> int:
         ]
 
     def use(name: str) -> None:
-        core.block_type.__init__, core.tensor.__init__, interpreter.InterpreterBuilder.create_broadcast = versions[name]
+        (
+            core.block_type.__init__,
+            core.tensor.__init__,
+            semantic.TritonSemantic.broadcast_impl_value,
+            interpreter.InterpreterBuilder.create_broadcast,
+        ) = versions[name]
 
     outputs = {}
     for name in versions:

@@ -171,3 +171,28 @@ def test_a_kernel_reading_its_tensors_shapes_runs_as_before():
     out = torch.empty(16)
     _pairs[(1,)](x, out, BLOCK=32)
     assert torch.allclose(out, x.view(16, 2).sum(1))
+
+
+def test_operands_of_one_shape_enter_a_binary_op_as_they_are_and_others_are_broadcast():
+    import numpy as np
+
+    fastpaths.install()
+    assert fastpaths._triton_broadcast_value is not None
+    sem = interp.interpreter_semantic
+
+    def block(values, ty=tl.float32):
+        array = np.asarray(values, dtype=np.float32)
+        return core.tensor(interp.TensorHandle(array, ty), core.block_type(ty, list(array.shape)))
+
+    a, b = block([[1.0, 2.0]]), block([[3.0, 4.0]])
+    same = sem.broadcast_impl_value(a, b)
+    assert same[0] is a and same[1] is b  # the same objects: nothing made
+    row, col = block([[1.0, 2.0]]), block([[10.0], [20.0]])
+    left, right = sem.broadcast_impl_value(row, col)
+    assert left.type.shape == right.type.shape == [2, 2]
+    assert np.array_equal(left.handle.data, [[1.0, 2.0], [1.0, 2.0]])
+    assert np.array_equal(right.handle.data, [[10.0, 10.0], [20.0, 20.0]])
+    # A block and a scalar: Triton's own splat.
+    scalar = sem.to_tensor(2.0)
+    _, splat = sem.broadcast_impl_value(a, scalar)
+    assert splat.type.shape == a.type.shape and np.array_equal(splat.handle.data, [[2.0, 2.0]])

@@ -1,4 +1,4 @@
-"""Six of the interpreter's per-operation costs, removed without changing what it computes.
+"""Seven of the interpreter's per-operation costs, removed without changing what it computes.
 
 Profiling a reference-kernel test under Triton 3.6's interpreter (the semi-Markov CRF's, 71 s) put 7 % of the time
 in ``interpreter._get_np_dtype``, which builds a 19-entry dict of NumPy dtypes on every call (184 k calls), and
@@ -14,11 +14,12 @@ the interpreter they run in NumPy on every program: a row kernel of 1000 program
 0.98 s without (``benchmarks/interp_overflow_checks.py``, the engine's other patches on). The check now returns at
 once where ``debug`` is off, as ``device_assert`` would have discarded it; with ``debug`` on it runs as before.
 
-The fourth to sixth: every op builds a ``block_type`` for its result, validating and formatting the shape anew
+The fourth to seventh: every op builds a ``block_type`` for its result, validating and formatting the shape anew
 (one built before hands its fields on now), and a ``tl.tensor`` with new constants for its size and every dimension
 (made once per shape now); and every binary op between two blocks broadcasts both operands, even to the shape they
-have (such a broadcast now hands back the same array). Together: the forward of four stage-3 row kernels under the
-interpreter 1.16 → 0.94 s (``benchmarks/interp_fastpaths.py``).
+have (operands of one shape now go in as they are, and any other broadcast to the shape a block has hands back the
+same array). Together: the forward of four stage-3 row kernels under the interpreter 1.19 → 0.93 s
+(``benchmarks/interp_fastpaths.py``).
 
 Each patch checks that the Triton in hand has the shape it expects and leaves it alone otherwise.
 """
@@ -34,6 +35,7 @@ _triton_np_dtype: Any = None  # Triton's own lookup, kept for the tests
 _triton_overflow_check: Any = None  # Triton's own integer overflow check, kept for benchmarks/interp_overflow_checks.py
 _triton_block_type_init: Any = None  # Triton's own block_type constructor, kept for the tests
 _triton_tensor_init: Any = None  # Triton's own tensor constructor, kept for the tests and the benchmark
+_triton_broadcast_value: Any = None  # Triton's own operand broadcast, kept for the tests and the benchmark
 
 
 def _np_dtype_lookup(original: Any) -> Any:
@@ -234,6 +236,31 @@ def _broadcasts_to_the_same_shape_skipped(interp: Any) -> bool:
     return True
 
 
+def _same_shape_operands_kept(core: Any, semantic: Any) -> bool:
+    """Two blocks of one shape go into a binary op as they are, without the two broadcasts (each a new block type,
+    tensor and array handle) that Triton's ``broadcast_impl_value`` makes of them; True when patched. A broadcast to
+    the shape a block has is the block: the compiler folds it away, and in the interpreter it is a view of the same
+    array."""
+    cls = getattr(semantic, "TritonSemantic", None)
+    original = getattr(cls, "broadcast_impl_value", None)
+    if original is None:
+        return False
+    triton_tuple = core.tuple
+
+    def broadcast_impl_value(self: Any, lhs: Any, rhs: Any) -> Any:
+        lhs_ty, rhs_ty = lhs.type, rhs.type
+        if lhs_ty.is_block() and rhs_ty.is_block():
+            a, b = lhs_ty.shape, rhs_ty.shape
+            if type(a) is triton_tuple and type(b) is triton_tuple and a.values == b.values:
+                return lhs, rhs
+        return original(self, lhs, rhs)
+
+    global _triton_broadcast_value
+    _triton_broadcast_value = original
+    cls.broadcast_impl_value = broadcast_impl_value
+    return True
+
+
 def install() -> None:
     """Patch once per process (idempotent)."""
     global _installed, _triton_np_dtype
@@ -259,3 +286,4 @@ def install() -> None:
     _block_types_built_once(core)
     _tensor_shapes_made_once(core)
     _broadcasts_to_the_same_shape_skipped(interp)
+    _same_shape_operands_kept(core, semantic)
