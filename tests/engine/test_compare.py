@@ -218,6 +218,24 @@ def test_a_truth_that_is_zero_at_the_tolerances_scale_is_judged_elementwise():
     assert off.problem is FindingKind.mismatch and off.mismatches == 64
 
 
+def test_a_truth_of_zeros_whose_reference_noise_passes_atol_a_little_is_still_judged_on_its_values():
+    # LayerNorm's weight gradient over one column: float64 is 0, PyTorch's float32 run rounding noise up to 3.2e-4
+    # (rstd ≈ 316 amplifies it), past the declared atol of 1e-4 in 2 % of seeds. That noise was "no verdict".
+    truth = torch.randn(8, dtype=torch.float64) * 1e-17
+    tol = tolerance_for(torch.float32, {"float32": (1e-4, 1e-4)})  # as reference_kernels/layernorm.py declares
+    ref = torch.tensor([3.2e-4, -1e-4, 0.0, 2e-4, 0.0, -3e-5, 1e-4, 0.0])
+    assert compare_tensor(torch.zeros(8), ref, truth, tol).ok  # the exact answer
+    assert compare_tensor(ref.clone(), ref, truth, tol).ok  # PyTorch's own noise
+    off = compare_tensor(torch.full((8,), 0.05), ref, truth, tol)  # far past that noise
+    assert off.problem is FindingKind.mismatch and off.mismatches == 8
+    # Noise past 16x atol on a zero truth, or any noise on a truth that is not zero at atol's scale: no verdict.
+    loud = torch.full((8,), 2e-3)
+    assert compare_tensor(torch.zeros(8), loud, truth, tol).problem is FindingKind.reference_precision
+    small_truth = torch.full((8,), 3e-4, dtype=torch.float64)
+    far = torch.full((8,), 3e-4 + 4e-4)
+    assert compare_tensor(small_truth.float(), far, small_truth, tol).problem is FindingKind.reference_precision
+
+
 def test_bitwise_differences_within_tolerance_are_not_failures():
     r, g = _truth()
     second = r.clone()
