@@ -313,3 +313,16 @@ def test_the_interpreters_fast_path_benchmark_runs_both_versions_to_the_same_bit
     assert set(report["median_s"]) == {"fast paths", "Triton's own"} and report["same_bits"] is True
     bad = subprocess.run([sys.executable, script, "--rounds", "0"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--rounds takes" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_seed_sweep_validates_a_kernel_per_seed_and_refuses_malformed_ranges(tmp_path):
+    out = tmp_path / "sweep.json"
+    script = str(ROOT / "benchmarks" / "seed_sweep.py")
+    command = [sys.executable, script, "--seeds", "7:9", "--kernels", "vector_add", "--out", str(out)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["seeds"] == [7, 9] and report["kernels"]["vector_add"]["passed"] == 2
+    for bad in (["--seeds", "9:7"], ["--seeds", "x"], ["--kernels", "nope"]):
+        proc = subprocess.run([sys.executable, script, *bad], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and "--" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
