@@ -8,9 +8,10 @@ comparisons, dots and sums on bf16 compute on the values instead of their bit pa
 do and fp8 arithmetic the GPU compiler refuses is refused (:mod:`.fp8`), and every
 load, store and atomic is checked against the launch's tensor arguments (:mod:`.bounds`), and calls between
 jit functions skip the interpreter's per-call re-patching of ``triton.language`` (:mod:`.nested`), scalar
-tensors convert to loop bounds under every NumPy (:mod:`.scalars`), and three per-operation costs of the
-interpreter are cut: two of its own bookkeeping, and integer overflow checks whose assert only fires under
-``debug`` (:mod:`.fastpaths`).
+tensors convert to loop bounds under every NumPy (:mod:`.scalars`), and seven per-operation costs of the
+interpreter are cut (:mod:`.fastpaths`): its dtype lookups and tuple names, integer overflow checks whose assert
+only fires under ``debug``, result types and shape constants built anew for every op, and broadcasts to the shape
+a block already has.
 ``PTT_INTERPRET_TF32=0`` turns the TF32 emulation off (fp32 dots then run in full fp32, as stock Triton's
 interpreter does); ``PTT_INTERPRET_BOUNDS=0`` turns the address checks off.
 """

@@ -29,8 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 _installed = False
-# Distinct (element type, shape) pairs whose block-type fields are kept; a kernel uses a few dozen.
-_MAX_BLOCK_TYPES = 4096
+# How many block types (element type name, shape) and tensor shapes each cache keeps; a kernel uses a few dozen.
+_MAX_KEPT = 4096
 _triton_np_dtype: Any = None  # Triton's own lookup, kept for the tests
 _triton_overflow_check: Any = None  # Triton's own integer overflow check, kept for benchmarks/interp_overflow_checks.py
 _triton_block_type_init: Any = None  # Triton's own block_type constructor, kept for the tests
@@ -143,7 +143,7 @@ def _block_types_built_once(core: Any) -> bool:
             fields = built.get(key)
             if fields is None:
                 original(self, element_ty, shape)  # raises for a shape Triton refuses, and nothing is kept
-                if len(built) < _MAX_BLOCK_TYPES:
+                if len(built) < _MAX_KEPT:
                     built[key] = {k: v for k, v in vars(self).items() if k != "element_ty"}
                 return
             self.element_ty = element_ty
@@ -175,7 +175,7 @@ def _tensor_shapes_made_once(core: Any) -> bool:
             key = ()
         entry = made.get(key)
         if entry is None:
-            if len(made) >= _MAX_BLOCK_TYPES or not all(type(d) is int for d in key):
+            if len(made) >= _MAX_KEPT or not all(type(d) is int for d in key):
                 original(self, handle, ty)
                 return
             consts = [core.constexpr(d) for d in key]
