@@ -26,6 +26,7 @@ SCRIPTS = [
     "attention_timers.py",
     "attention_placement.py",
     "host_launch.py",
+    "host_layers.py",
     "matmul_hopper.py",
 ]
 # Scripts that need arguments before they look for a GPU.
@@ -49,6 +50,16 @@ def test_without_a_gpu_the_script_names_the_need_and_exits_2(name):
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "needs a CUDA GPU" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [["--rounds", "0"], ["--calls", "0"], ["--hook-calls", "0"], ["--profile", "-1"]])
+def test_the_host_layers_script_refuses_counts_below_one_before_looking_for_a_gpu(args):
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    command = [sys.executable, str(ROOT / "benchmarks" / "host_layers.py"), *args]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "at least" in proc.stderr and "needs a CUDA GPU" not in proc.stderr
     assert "Traceback" not in proc.stderr
 
 

@@ -217,9 +217,13 @@ def _stats(name: str, samples: list[float], compile_s: float | None) -> dict[str
 def _join_launch_streams() -> None:
     """Make the timed stream wait for every other stream a Triton kernel was launched on, so the end event
     covers work the candidate sent elsewhere."""
+    streams = recorder.LAUNCH_STREAMS
+    if not streams:
+        return
     current = torch.cuda.current_stream()
-    for stream in recorder.LAUNCH_STREAMS or ():
-        if stream != current:
+    mine = recorder.LaunchStreams.key_of(current)
+    for key, stream in streams.items():
+        if key != mine:
             current.wait_stream(stream)
 
 
@@ -347,8 +351,10 @@ class _Timer:
         round's enqueueing: there the host also waits whenever the queue of launches behind the round's GPU sleep is
         full, which on an H200 read a 34 µs RMSNorm launch as 186 µs. Nor right after an L2 flush: the host's wait
         for the flush added 25–30 µs to the next call's host time there. The figure still includes what the launch
-        hooks of this process add (10–30 µs a launch on that host). A call that waits for the GPU itself (a read back to
-        the host) still counts that wait, as it would in the user's loop."""
+        hooks of this process add, and is noisy: on an H200 host the median of 60–100 such calls differed by up to
+        1.6× between two runs. (Behind a GPU sleep, as a call in a loop is enqueued behind the work before it, the same
+        calls took the host longer, not shorter: benchmarks/host_layers.py.) A call that waits for the GPU itself (a
+        read back to the host) still counts that wait, as it would in the user's loop."""
         hosts = []
         for i in range(k):
             torch.cuda.synchronize()
@@ -590,7 +596,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     if not torch.cuda.is_available():
         raise UsageProblem("bench needs a CUDA GPU; interpreter timings are meaningless")
     common.install_launch_hooks()
-    recorder.LAUNCH_STREAMS = set()
+    recorder.LAUNCH_STREAMS = recorder.LaunchStreams()
     # The candidate's code runs under its own PyTorch state, the reference's and the baselines' under theirs.
     checked = {"candidate", *(params.get("checked") or [])}
     switch = shared_state.Switch(candidates=checked)

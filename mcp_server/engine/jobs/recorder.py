@@ -34,8 +34,8 @@ from mcp_server.engine.jobs.trees import iter_tensors
 _tls = threading.local()
 # Which autotune config ran, per kernel, when the interpreter could not benchmark (reported as info).
 AUTOTUNE_NOTES: list[str] = []
-# The CUDA streams Triton kernels were launched on, when bench asks (set to a set() to collect).
-LAUNCH_STREAMS: set[Any] | None = None
+# The CUDA streams Triton kernels were launched on, when a job asks (set to a LaunchStreams() to collect).
+LAUNCH_STREAMS: LaunchStreams | None = None
 _launches: list[str] = []
 _launch_recording = False
 _hooks_installed = False
@@ -158,6 +158,38 @@ def _triton_scope() -> Iterator[None]:
         _tls.triton_depth -= 1
 
 
+def _raw_stream_reader() -> Any:
+    """The function Triton's own launcher reads the current stream's handle with (a C call)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw if raw is not None else lambda index: torch.cuda.current_stream(index).cuda_stream
+
+
+class LaunchStreams(dict):
+    """Every CUDA stream a Triton kernel was launched on while this is ``LAUNCH_STREAMS``: (device index, raw stream
+    handle) → the stream as a ``torch.cuda.Stream``.
+
+    The launch hook reads the handle as Triton's launcher does; a stream object is built only the first time a handle
+    is seen. (Building one on every launch, ``torch.cuda.current_stream()`` under a device guard, and hashing it
+    into a set took 8.8 µs a launch on an H200 host; this takes 1.0: benchmarks/host_layers.py.)"""
+
+    _raw = staticmethod(_raw_stream_reader())
+
+    def launched(self) -> None:
+        """Note the current stream: a Triton kernel is about to be launched on it."""
+        index = torch.cuda.current_device()
+        key = (index, self._raw(index))
+        if key not in self:
+            self[key] = torch.cuda.current_stream(index)
+            self.added(key)
+
+    def added(self, key: tuple[int, int]) -> None:
+        """Called once per new stream, after it is noted (validate's side-stream delay)."""
+
+    @staticmethod
+    def key_of(stream: Any) -> tuple[int, int]:
+        return (stream.device_index, stream.cuda_stream)
+
+
 def _kernel_name(fn_obj: Any) -> str:
     fn = function_of(fn_obj)
     if fn is None:
@@ -191,7 +223,7 @@ def install_launch_hooks() -> None:
                 _launches.append(_kernel_name(self))
             with _triton_scope():  # the stream hook's own torch calls are not the candidate's ops
                 if LAUNCH_STREAMS is not None and not kwargs.get("warmup", False):
-                    LAUNCH_STREAMS.add(torch.cuda.current_stream())
+                    LAUNCH_STREAMS.launched()
                 return __original(self, *args, **kwargs)
 
         cls.run = run

@@ -442,10 +442,10 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
 SIDE_STREAM_DELAY_CYCLES = 50_000_000
 
 
-class _SideStreams(set):
+class _SideStreams(recorder.LaunchStreams):
     """Installed as ``recorder.LAUNCH_STREAMS`` in the candidate's child on a GPU.
 
-    The launch hook adds the current stream just before each Triton launch. On a stream other than the
+    The launch hook notes the current stream just before each Triton launch. On a stream other than the
     caller's, the first launch of an armed call is preceded by a sleep on that stream: a kernel there now
     finishes long after the call returns, so a caller's stream that does not wait for it reads the outputs
     before they are written, every time (without the sleep a small kernel usually wins the race).
@@ -453,7 +453,7 @@ class _SideStreams(set):
 
     def __init__(self) -> None:
         super().__init__()
-        self.caller: Any = None
+        self.caller: tuple[int, int] | None = None
         self.delay = False
 
     @classmethod
@@ -466,17 +466,16 @@ class _SideStreams(set):
     def arm(self, delay: bool) -> None:
         self.clear()
         if recorder.LAUNCH_STREAMS is self:
-            self.caller = torch.cuda.current_stream()
+            self.caller = self.key_of(torch.cuda.current_stream())
             self.delay = delay
 
     def disarm(self) -> None:
         self.delay = False
 
-    def add(self, stream: Any) -> None:
-        if self.delay and self.caller is not None and stream != self.caller and stream not in self:
+    def added(self, key: tuple[int, int]) -> None:
+        if self.delay and self.caller is not None and key != self.caller:
             with trace.own("side-stream delay"):
                 torch.cuda._sleep(SIDE_STREAM_DELAY_CYCLES)
-        super().add(stream)
 
 
 def _consumer_read(out: list[Any]) -> list[Any]:
