@@ -26,6 +26,7 @@ child. Started by ``ptt serve --transport http`` (:mod:`mcp_server.cli.serve`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import hmac
 import ipaddress
 import logging
@@ -50,7 +51,7 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from mcp_server.engine.errors import UsageError
+from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
 from mcp_server.engine.inputs import looks_like_type_list
 from mcp_server.engine.params import TOOLS, Param
 
@@ -624,6 +625,41 @@ def uvicorn_server(app: ASGIApp, config: ServeConfig) -> tuple[Any, ConnectionGu
     return server, guard
 
 
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` and listening, taken before the pool starts or anything is printed: an
+    address that is not this machine's, or a port something else holds, is then said plainly with its fix (UsageError,
+    EnvironmentUnavailable), instead of by uvicorn's log after the server has announced itself."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise UsageError(
+            f"--host {host} is not an address this machine can resolve ({exc.strerror}). Pass 127.0.0.1, 0.0.0.0 "
+            "or an address of this machine."
+        ) from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)  # uvicorn's default backlog
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise EnvironmentUnavailable(
+                f"port {port} on {host} is in use by another process; pass another --port, or stop what holds it."
+            ) from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise UsageError(
+                f"--host {host} is not an address of this machine; pass 127.0.0.1, 0.0.0.0 or one of its addresses."
+            ) from None
+        if exc.errno == errno.EACCES:
+            raise EnvironmentUnavailable(
+                f"this process may not listen on port {port} of {host}; pass a --port of 1024 or above."
+            ) from None
+        raise EnvironmentUnavailable(f"cannot listen on {host} port {port}: {exc.strerror}.") from None
+    return sock
+
+
 def keep_token_from_children(env: typing.MutableMapping[str, str] | None = None) -> None:
     """Take the token out of this process's environment before any child process starts (the fork servers copy
     it, and every job's child with them), and, on Linux, make this process's /proc files (its initial
@@ -668,34 +704,38 @@ def run_http(
         max_connections=max_connections,
         roots=roots,
     )
-    keep_token_from_children()  # before the pool starts its fork servers
-    sys.stderr.write("ptt serve: starting the worker pool (probing the devices)…\n")
-    pool = shared_pool()
-    if max_concurrency is None:
-        config.max_concurrency = default_concurrency(len(pool.workers), pool.interpreter)
-    app = build_http_app(build_server(pool=pool), config)
-    where = ", ".join(f"{w.name} ({w.device.device})" for w in pool.workers)
-    sys.stderr.write(
-        f"ptt serve: MCP over streamable HTTP at {config.url}\n"
-        f"  workers: {where}; at most {config.max_concurrency} tool calls at once (more wait in line)\n"
-        f"  requests: Host/Origin checked (extra origins: {', '.join(config.allow_origins) or 'none'}), "
-        f"bodies up to {config.max_request_bytes} bytes\n"
-        f"  connections: at most {config.max_connections}; headers within {config.header_timeout_s:g} s, "
-        f"bodies within {config.body_timeout_s:g} s, idle ones closed after {config.keep_alive_s} s\n"
-        f"  file arguments confined to: {', '.join(str(r) for r in config.roots)}\n"
-    )
-    if config.token_source == "generated":
-        sys.stderr.write(
-            "  bearer token (shown once; clients send 'Authorization: Bearer <token>'; set "
-            f"{TOKEN_ENV} to choose your own):\n  {config.token}\n"
-        )
-    elif config.token_source == "environment":
-        sys.stderr.write(f"  bearer token: the value of {TOKEN_ENV}\n")
-    else:
-        sys.stderr.write("  no token: loopback only (use --token require on a shared machine)\n")
-    sys.stderr.flush()
+    sock = listen_socket(config.host, config.port)
     try:
-        uvicorn_server(app, config)[0].run()
+        keep_token_from_children()  # before the pool starts its fork servers
+        sys.stderr.write("ptt serve: starting the worker pool (probing the devices)…\n")
+        pool = shared_pool()
+        if max_concurrency is None:
+            config.max_concurrency = default_concurrency(len(pool.workers), pool.interpreter)
+        app = build_http_app(build_server(pool=pool), config)
+        where = ", ".join(f"{w.name} ({w.device.device})" for w in pool.workers)
+        sys.stderr.write(
+            f"ptt serve: MCP over streamable HTTP at {config.url}\n"
+            f"  workers: {where}; at most {config.max_concurrency} tool calls at once (more wait in line)\n"
+            f"  requests: Host/Origin checked (extra origins: {', '.join(config.allow_origins) or 'none'}), "
+            f"bodies up to {config.max_request_bytes} bytes\n"
+            f"  connections: at most {config.max_connections}; headers within {config.header_timeout_s:g} s, "
+            f"bodies within {config.body_timeout_s:g} s, idle ones closed after {config.keep_alive_s} s\n"
+            f"  file arguments confined to: {', '.join(str(r) for r in config.roots)}\n"
+        )
+        if config.token_source == "generated":
+            sys.stderr.write(
+                "  bearer token (shown once; clients send 'Authorization: Bearer <token>'; set "
+                f"{TOKEN_ENV} to choose your own):\n  {config.token}\n"
+            )
+        elif config.token_source == "environment":
+            sys.stderr.write(f"  bearer token: the value of {TOKEN_ENV}\n")
+        else:
+            sys.stderr.write("  no token: loopback only (use --token require on a shared machine)\n")
+        sys.stderr.flush()
+        try:
+            uvicorn_server(app, config)[0].run(sockets=[sock])
+        finally:
+            set_shared_pool(None)
+            pool.close()
     finally:
-        set_shared_pool(None)
-        pool.close()
+        sock.close()

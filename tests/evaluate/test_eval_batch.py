@@ -169,6 +169,25 @@ def test_kernelbench_level_folders_and_sample_names_are_matched(tmp_path):
     assert len(notes) == 1 and "helpers.py" in notes[0]
 
 
+def test_folders_named_like_python_files_are_skipped_with_a_note_on_either_side(tmp_path):
+    problems, solutions = tmp_path / "problems", tmp_path / "solutions"
+    model = "import torch\nclass Model(torch.nn.Module):\n    pass\n"
+    (problems / "level1").mkdir(parents=True)
+    (problems / "level1" / "19_ReLU.py").write_text(model)
+    (problems / "level1" / "20_Folder.py").mkdir()
+    (problems / "level1" / "21_Tanh.py").write_text(model)
+    # A folder where 21's solution would be, and a sample file for it that is one too.
+    (solutions / "level1" / "21_Tanh.py").mkdir(parents=True)
+    (solutions / "level_1_problem_21_sample_0_kernel.py").mkdir()
+    (solutions / "level1" / "19_ReLU.py").write_text("class ModelNew: pass\n")
+    pairs, notes = discover_pairs(problems, solutions)
+    assert {p.name: p.solution for p in pairs} == {
+        "level1/19_ReLU": str(solutions / "level1" / "19_ReLU.py"),
+        "level1/21_Tanh": None,
+    }
+    assert len(notes) == 1 and "level1/20_Folder.py" in notes[0] and "folders" in notes[0]
+
+
 def test_only_must_name_a_problem(solutions):
     with pytest.raises(UsageError, match="names no problem"):
         discover_pairs(PROBLEMS, solutions, only=["nope"])

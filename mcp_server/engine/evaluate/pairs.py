@@ -46,9 +46,23 @@ def _is_problem(path: Path) -> bool:
     """A file defining ``Model`` at the top level (or one that does not parse: judged as an error later)."""
     try:
         tree = parse_python(path.read_text(encoding="utf-8"))
-    except (SyntaxError, UnicodeDecodeError, OSError):
+    except (SyntaxError, UnicodeDecodeError):
         return True
     return any(isinstance(node, ast.ClassDef) and node.name == "Model" for node in tree.body)
+
+
+def _readable(path: Path) -> bool:
+    """A file (not a folder named ``*.py``) whose bytes this process can read."""
+    try:
+        with path.open("rb") as f:
+            f.read(1)
+    except OSError:
+        return False
+    return path.is_file()
+
+
+def _named(paths: list[Path], root: Path) -> str:
+    return ", ".join(str(p.relative_to(root)) for p in paths[:5]) + (" …" if len(paths) > 5 else "")
 
 
 def discover_pairs(
@@ -63,11 +77,20 @@ def discover_pairs(
             f"SOLUTIONS_DIR {solutions_dir} is not a folder (make it, even empty, to see what is missing)."
         )
     notes: list[str] = []
-    files = sorted(p for p in problems_dir.rglob("*.py") if not _skipped(p.relative_to(problems_dir)))
+    found = sorted(p for p in problems_dir.rglob("*.py") if not _skipped(p.relative_to(problems_dir)))
+    files = [p for p in found if _readable(p)]
+    unread = [p for p in found if p not in files]
+    if unread:
+        notes.append(
+            f"{len(unread)} path(s) under PROBLEMS_DIR named *.py are folders or files this process cannot read, "
+            f"and were skipped: {_named(unread, problems_dir)}"
+        )
     not_problems = [p for p in files if not _is_problem(p)]
     if not_problems:
-        names = ", ".join(str(p.relative_to(problems_dir)) for p in not_problems[:5])
-        notes.append(f"{len(not_problems)} file(s) under PROBLEMS_DIR define no `Model` and were skipped: {names}")
+        notes.append(
+            f"{len(not_problems)} file(s) under PROBLEMS_DIR define no `Model` and were skipped: "
+            f"{_named(not_problems, problems_dir)}"
+        )
     problems = [p for p in files if p not in not_problems]
     if not problems:
         raise UsageError(f"No problem files (defining `class Model`) under {problems_dir}.")
@@ -75,7 +98,7 @@ def discover_pairs(
     samples: dict[tuple[int, int], tuple[int, Path]] = {}
     for path in solutions_dir.rglob("level_*_problem_*_sample_*_kernel.py"):
         m = _SAMPLE.search(path.name)
-        if m:
+        if m and _readable(path):
             key = (int(m.group(1)), int(m.group(2)))
             if key not in samples or int(m.group(3)) < samples[key][0]:
                 samples[key] = (int(m.group(3)), path)
@@ -88,7 +111,7 @@ def discover_pairs(
             continue
         solution = None
         for guess in (solutions_dir / rel, solutions_dir / rel.name):
-            if guess.is_file():
+            if _readable(guess):
                 solution = guess
                 break
         if solution is None:
