@@ -525,7 +525,12 @@ def confine(text: str, kind: str, roots: list[Path], *, cwd: Path | None = None)
     base = cwd or Path.cwd()
     for part in named_paths(text, kind):
         path = Path(part)
-        resolved = (path if path.is_absolute() else base / path).resolve()
+        try:
+            resolved = (path if path.is_absolute() else base / path).resolve()
+        except (OSError, RuntimeError) as exc:  # a loop of links: where it leads cannot be shown to be inside
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            shown = part if len(part) <= 200 else f"{part[:200]}… ({len(part)} characters)"
+            return f"{shown!r} cannot be looked up ({why}), so it cannot be shown to lie inside the served folders."
         if not any(resolved.is_relative_to(root) for root in roots):
             served = ", ".join(str(r) for r in roots)
             return (

@@ -141,8 +141,9 @@ def run(argv: list[str]) -> int:
     except Exception as exc:
         if os.environ.get("PTT_DEBUG"):
             raise
+        said = str(exc) if len(str(exc)) <= 500 else f"{str(exc)[:500]}… ({len(str(exc))} characters)"
         message = (
-            f"internal error ({type(exc).__name__}: {exc}). This is a bug in ptt, not in your kernel; "
+            f"internal error ({type(exc).__name__}: {said}). This is a bug in ptt, not in your kernel; "
             "rerun with PTT_DEBUG=1 for the traceback and report it."
         )
         return _error(as_json, "internal", message, EXIT_ENV, printed=False)

@@ -34,6 +34,7 @@ from typing import Any
 from mcp_server import __version__
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
 from mcp_server.engine.skill import SKILL_NAME, skill_dir
+from mcp_server.engine.specs import looked_up
 
 SERVER_NAME = "pytorch-to-triton"
 MARKER = ".installed-by-ptt.json"
@@ -340,8 +341,8 @@ def install(
         raise InstallError(f"--scope must be project or user, got {scope!r}")
     if directory is not None and scope == "user":
         raise InstallError("--dir names a project; leave it out with --scope user")
-    project = Path(directory or ".").expanduser().resolve()
-    if scope == "project" and not project.is_dir():
+    project, kind = looked_up(Path(directory or ".").expanduser(), "--dir", "Name an existing project folder.")
+    if scope == "project" and kind != "dir":
         raise InstallError(f"--dir {project} is not a folder; create it or name an existing project folder")
     report = InstallReport(client=client, scope=scope, uninstall=uninstall)
     config, key = _config_path(client, scope, project)

@@ -8,9 +8,11 @@ fix, before any child is started.
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import hashlib
 import os
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +97,24 @@ def _top_level_names(tree: ast.Module) -> tuple[set[str], bool]:
     return names, dynamic
 
 
+def looked_up(path: Path, what: str, fix: str) -> tuple[Path, str]:
+    """``path`` resolved (links followed) and what is there: ``"file"``, ``"dir"``, ``"missing"`` or ``"other"``.
+
+    A path the system refuses to look up at all (a name too long, a loop of links, a folder on the way this process
+    may not enter) is a UsageError that names ``what`` and ends with ``fix``."""
+    try:
+        path = path.resolve()
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return path, "missing"
+    except (OSError, RuntimeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        text = str(path)
+        shown = text if len(text) <= 200 else f"{text[:200]}… ({len(text)} characters)"
+        raise UsageError(f"{what} {shown} cannot be used: {why}. {fix}") from None
+    return path, "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
+
+
 def read_python(path: Path, role: str) -> tuple[str, ast.Module]:
     """Read and parse a user's file; a syntax error becomes a UsageError pointing at the line."""
     if path.suffix != ".py":
@@ -144,16 +164,17 @@ def parse_spec(text: str, *, role: str, defaults: tuple[str, ...] = (), cwd: Pat
     path = Path(os.path.expanduser(path_text))
     if not path.is_absolute():
         path = base / path
-    path = path.resolve()
-    if not path.exists():
+    path, kind = looked_up(path, f"The {role} path", f"Pass the {role} as {SPEC_FORM}.")
+    if kind == "missing":
         hint = ""
-        if path.suffix != ".py" and path.with_suffix(".py").exists():
-            hint = f" Did you mean {path.with_suffix('.py')}?"
+        with contextlib.suppress(OSError):  # the name with .py added may be one too long
+            if path.suffix != ".py" and path.with_suffix(".py").is_file():
+                hint = f" Did you mean {path.with_suffix('.py')}?"
         raise UsageError(
             f"The {role} file {path} does not exist (resolved from {text!r} in {base}).{hint} "
             f"Pass the {role} as {SPEC_FORM}."
         )
-    if path.is_dir():
+    if kind == "dir":
         raise UsageError(f"The {role} {path} is a folder. Pass a Python file as {SPEC_FORM}.")
     _, tree = read_python(path, role)
     names, dynamic = _top_level_names(tree)

@@ -43,7 +43,7 @@ from mcp_server.engine.jobs import registry
 from mcp_server.engine.models import Location, Severity
 from mcp_server.engine.resolve import resolve_inputs
 from mcp_server.engine.runner import Runner, shared_runner
-from mcp_server.engine.specs import parse_spec, read_python
+from mcp_server.engine.specs import looked_up, parse_spec, read_python
 
 Progress = Callable[[float, float | None, str], None]
 
@@ -60,8 +60,8 @@ def _file_spec(file: str, cwd: Path | None) -> tuple[Path, str | None]:
     path = Path(text).expanduser()
     if not path.is_absolute():
         path = (cwd or Path.cwd()) / path
-    path = path.resolve()
-    if not path.is_file():
+    path, kind = looked_up(path, "The file to audit", "Pass path/to/kernels.py.")
+    if kind != "file":
         raise UsageError(f"The file to audit, {path}, does not exist or is not a file. Pass path/to/kernels.py.")
     read_python(path, "audited")
     return path, None

@@ -27,7 +27,7 @@ from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
 from mcp_server.engine.evaluate.models import EvalSettings, PairResult, PairSpec
 from mcp_server.engine.pyast import parse_python
 from mcp_server.engine.runner import Runner, RunnerError
-from mcp_server.engine.specs import parse_spec
+from mcp_server.engine.specs import looked_up, parse_spec
 
 _SAMPLE = re.compile(r"level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
 _LEVEL = re.compile(r"level_?(\d+)$")
@@ -65,17 +65,22 @@ def _named(paths: list[Path], root: Path) -> str:
     return ", ".join(str(p.relative_to(root)) for p in paths[:5]) + (" …" if len(paths) > 5 else "")
 
 
+def eval_folders(problems_dir: str | Path, solutions_dir: str | Path) -> tuple[Path, Path]:
+    """The two folders, resolved; a UsageError naming the fix for either that is not a folder."""
+    problems, problems_kind = looked_up(Path(problems_dir), "PROBLEMS_DIR", "Pass a folder of problem files.")
+    solutions, solutions_kind = looked_up(Path(solutions_dir), "SOLUTIONS_DIR", "Pass a folder of solutions.")
+    if problems_kind != "dir":
+        raise UsageError(f"PROBLEMS_DIR {problems} is not a folder of KernelBench-style problem files.")
+    if solutions_kind != "dir":
+        raise UsageError(f"SOLUTIONS_DIR {solutions} is not a folder (make it, even empty, to see what is missing).")
+    return problems, solutions
+
+
 def discover_pairs(
     problems_dir: Path, solutions_dir: Path, only: list[str] | None = None
 ) -> tuple[list[PairSpec], list[str]]:
     """Every problem under ``problems_dir`` with its solution (or None); and notes on what was skipped."""
-    problems_dir, solutions_dir = Path(problems_dir).resolve(), Path(solutions_dir).resolve()
-    if not problems_dir.is_dir():
-        raise UsageError(f"PROBLEMS_DIR {problems_dir} is not a folder of KernelBench-style problem files.")
-    if not solutions_dir.is_dir():
-        raise UsageError(
-            f"SOLUTIONS_DIR {solutions_dir} is not a folder (make it, even empty, to see what is missing)."
-        )
+    problems_dir, solutions_dir = eval_folders(problems_dir, solutions_dir)
     notes: list[str] = []
     found = sorted(p for p in problems_dir.rglob("*.py") if not _skipped(p.relative_to(problems_dir)))
     files = [p for p in found if _readable(p)]

@@ -11,10 +11,11 @@ from typing import Literal
 
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.evaluate.models import EvalReport, EvalSettings, PairResult, PairSpec
-from mcp_server.engine.evaluate.pairs import discover_pairs, evaluate_pair
+from mcp_server.engine.evaluate.pairs import discover_pairs, eval_folders, evaluate_pair
 from mcp_server.engine.evaluate.report import build_report, draw_fast_p
 from mcp_server.engine.evaluate.store import DEFAULT_DB_NAME, ResultStore
 from mcp_server.engine.pool import WorkerPool
+from mcp_server.engine.specs import looked_up
 
 Progress = Callable[[float, float | None, str], None]
 Backend = Literal["local", "ray"]
@@ -55,9 +56,9 @@ def run_eval(
     """
     started = time.perf_counter()
     settings = settings or EvalSettings()
-    problems_dir, solutions_dir = Path(problems_dir).resolve(), Path(solutions_dir).resolve()
+    problems_dir, solutions_dir = eval_folders(problems_dir, solutions_dir)
     pairs, notes = discover_pairs(problems_dir, solutions_dir, only)
-    db_path = Path(db).resolve() if db else solutions_dir / DEFAULT_DB_NAME
+    db_path = looked_up(Path(db), "--db", "Pass a file path with --db.")[0] if db else solutions_dir / DEFAULT_DB_NAME
     if backend not in ("local", "ray"):
         raise UsageError(f"--backend must be 'local' or 'ray', not {backend!r}")
 

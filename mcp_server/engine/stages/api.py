@@ -24,7 +24,7 @@ from mcp_server.engine.models import INTERPRETER_DEVICE, BenchResult, ValidateRe
 from mcp_server.engine.specs import parse_spec
 from mcp_server.engine.stages.evidence import AuditUnavailable, EvidenceFns, real_evidence
 from mcp_server.engine.stages.gates import autotune_info, case_speeds, evaluate, geomean, summarize_audit
-from mcp_server.engine.stages.ledger import Ledger, ledger_path, now
+from mcp_server.engine.stages.ledger import Ledger, ledger_exists, ledger_path, now
 from mcp_server.engine.stages.models import (
     AttemptSummary,
     AuditSummary,
@@ -71,7 +71,7 @@ def _opened(ledger: LedgerArg) -> Iterator[Ledger]:
 @contextmanager
 def _existing(ledger: LedgerArg) -> Iterator[Ledger]:
     """Open a ledger that must already exist (reads never create one)."""
-    if not isinstance(ledger, Ledger) and not ledger_path(ledger).exists():
+    if not isinstance(ledger, Ledger) and not ledger_exists(ledger_path(ledger)):
         raise UsageError(
             f"There is no stage ledger at {ledger_path(ledger)}. Start a conversion first "
             "(ptt stages start NAME REFERENCE.py:fn, or the stage_start tool), or pass --ledger / $PTT_LEDGER."
@@ -473,7 +473,7 @@ def status(
     """Every conversion (or one): stage reached, attempts, best speedups, the next gate and why it is not met.
     ``plot`` writes a PNG of speed per attempt (needs matplotlib)."""
     path = ledger.path if isinstance(ledger, Ledger) else ledger_path(ledger)
-    if not isinstance(ledger, Ledger) and not path.exists():
+    if not isinstance(ledger, Ledger) and not ledger_exists(path):
         if name is not None:
             raise UsageError(f"There is no stage ledger at {path}, so no conversion {name!r}. Start it first.")
         return LedgerStatus(ledger=str(path), exists=False)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
+from mcp_server.engine.specs import looked_up
 
 APPLICATION_ID = 0x7074746C  # "pttl": marks the file as a ptt ledger
 LEDGER_ENV = "PTT_LEDGER"
@@ -101,6 +102,11 @@ def ledger_path(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(os.path.expanduser(chosen)).absolute()
 
 
+def ledger_exists(path: Path) -> bool:
+    """Whether something is at the ledger's path (a UsageError where the path cannot be looked up at all)."""
+    return looked_up(path, "The stage ledger", f"Pass a file path with --ledger / ${LEDGER_ENV}.")[1] != "missing"
+
+
 def _fix_hint(path: Path) -> str:
     return (
         f"Move it aside (mv {path} {path}.bad) and run `ptt stages start` again to begin a new ledger, or point "
@@ -131,9 +137,15 @@ class Ledger:
     def open(cls, path: str | os.PathLike[str] | None = None) -> Ledger:
         """Open (creating it and its folder if needed) and migrate to :data:`SCHEMA_VERSION`."""
         p = ledger_path(path)
-        if p.exists():
-            if p.is_dir():
+        _, kind = looked_up(p, "The stage ledger", f"Pass a file path with --ledger / ${LEDGER_ENV}.")
+        if kind != "missing":  # ledger_exists, with what is there
+            if kind == "dir":
                 raise UsageError(f"The stage ledger {p} is a folder. Pass a file path with --ledger / ${LEDGER_ENV}.")
+            if kind == "other":
+                raise UsageError(
+                    f"The stage ledger {p} is not a regular file (a pipe or a device). Pass a file path with --ledger "
+                    f"/ ${LEDGER_ENV}."
+                )
             with p.open("rb") as fh:
                 head = fh.read(len(SQLITE_MAGIC))
             if head and head != SQLITE_MAGIC:
