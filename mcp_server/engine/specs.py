@@ -125,7 +125,18 @@ def read_python(path: Path, role: str) -> tuple[str, ast.Module]:
             f"module only from a .py file. Rename it to .py and pass it as {SPEC_FORM}."
         )
     try:
-        source = path.read_text(encoding="utf-8")
+        # Opened without blocking and checked on the open file: a pipe named .py would otherwise wait for a writer.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UsageError(
+                    f"The {role} file {path} is not a regular file (a folder, a pipe or a device). Pass a Python "
+                    f"file as {SPEC_FORM}."
+                )
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                source = f.read().decode("utf-8")
+        finally:
+            os.close(fd)
     except UnicodeDecodeError as exc:
         raise UsageError(f"The {role} file {path} is not UTF-8 text ({exc}). Save it as UTF-8.") from None
     except OSError as exc:

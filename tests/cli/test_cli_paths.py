@@ -5,6 +5,8 @@ gets its own message, and each kind of thing at a path is told apart."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,6 +52,26 @@ def test_a_path_the_system_cannot_look_up_is_a_usage_error_for_every_command(whi
     assert "cannot be used" in err and ("too long" in err or "loop" in err.lower()), err[-400:]
     assert "internal error" not in err and "Traceback" not in err
     assert len(err) < 1500  # the 5000-character name is cut when shown
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["validate", "{k}:reference", f"{FX}/add_good.py:candidate"],
+        ["audit", "{k}:launcher"],
+        ["compile", "{k}:kernel"],
+    ],
+    ids=["validate", "audit", "compile"],
+)
+def test_a_pipe_named_like_python_source_is_refused_without_waiting_for_a_writer(tmp_path, command):
+    os.mkfifo(tmp_path / "k.py")
+    argv = [a.format(k=tmp_path / "k.py") for a in command]
+    # In a process of its own with a deadline: reading the pipe would wait for a writer that never comes.
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcp_server.cli", "--no-daemon", *argv], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2, proc.stderr[-500:]
+    assert "not a regular file" in proc.stderr
 
 
 def test_a_path_that_is_only_missing_keeps_its_own_message(tmp_path, capsys):

@@ -4,6 +4,7 @@ resuming after a stop, --redo, a changed solution, the CLI, and KernelBench's fi
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -175,6 +176,7 @@ def test_folders_named_like_python_files_are_skipped_with_a_note_on_either_side(
     (problems / "level1").mkdir(parents=True)
     (problems / "level1" / "19_ReLU.py").write_text(model)
     (problems / "level1" / "20_Folder.py").mkdir()
+    os.mkfifo(problems / "level1" / "22_Pipe.py")  # reading it would wait for a writer
     (problems / "level1" / "21_Tanh.py").write_text(model)
     # A folder where 21's solution would be, and a sample file for it that is one too.
     (solutions / "level1" / "21_Tanh.py").mkdir(parents=True)
@@ -185,7 +187,8 @@ def test_folders_named_like_python_files_are_skipped_with_a_note_on_either_side(
         "level1/19_ReLU": str(solutions / "level1" / "19_ReLU.py"),
         "level1/21_Tanh": None,
     }
-    assert len(notes) == 1 and "level1/20_Folder.py" in notes[0] and "folders" in notes[0]
+    assert len(notes) == 1 and "level1/20_Folder.py" in notes[0] and "level1/22_Pipe.py" in notes[0]
+    assert "2 path(s)" in notes[0] and "folders, pipes" in notes[0]
 
 
 def test_only_must_name_a_problem(solutions):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import re
 import shutil
 import tempfile
@@ -52,13 +53,11 @@ def _is_problem(path: Path) -> bool:
 
 
 def _readable(path: Path) -> bool:
-    """A file (not a folder named ``*.py``) whose bytes this process can read."""
+    """A regular file (not a folder or a pipe named ``*.py``) this process may read."""
     try:
-        with path.open("rb") as f:
-            f.read(1)
-    except OSError:
+        return looked_up(path, "", "")[1] == "file" and os.access(path, os.R_OK)
+    except UsageError:
         return False
-    return path.is_file()
 
 
 def _named(paths: list[Path], root: Path) -> str:
@@ -87,8 +86,8 @@ def discover_pairs(
     unread = [p for p in found if p not in files]
     if unread:
         notes.append(
-            f"{len(unread)} path(s) under PROBLEMS_DIR named *.py are folders or files this process cannot read, "
-            f"and were skipped: {_named(unread, problems_dir)}"
+            f"{len(unread)} path(s) under PROBLEMS_DIR named *.py are folders, pipes or files this process cannot "
+            f"read, and were skipped: {_named(unread, problems_dir)}"
         )
     not_problems = [p for p in files if not _is_problem(p)]
     if not_problems:
