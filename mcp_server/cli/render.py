@@ -73,7 +73,7 @@ def render_validate(result: ValidateResult) -> str:
                 fmt_number(r.max_abs_err),
                 fmt_number(r.rel_norm_err),
                 fmt_number(r.torch_rel_norm_err),
-                f"{r.mismatches}/{r.numel}",
+                f"{r.mismatches}/{r.numel}" + (f" + {r.nan_mismatches} NaN/Inf" if r.nan_mismatches else ""),
             ]
         )
     if rows:

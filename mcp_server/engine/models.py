@@ -172,9 +172,13 @@ class Failure(BaseModel):
 
     def detail(self) -> str:
         """The message, and the process's last lines of output where they are the only evidence (a crash, a
-        timeout, memory); an exception or a failed import is named by its message and the user's line, and the
-        child's traceback would add only the judge's own frames."""
-        if self.stderr_tail and self.kind in (FindingKind.crash, FindingKind.timeout, FindingKind.oom):
+        timeout, memory killed); an exception or a failed import (out of memory raised at the user's line, too) is
+        named by its message and that line, and the child's traceback would add only the judge's own frames."""
+        if (
+            self.stderr_tail
+            and self.where is None
+            and self.kind in (FindingKind.crash, FindingKind.timeout, FindingKind.oom)
+        ):
             return f"{self.message}\nstderr (last lines):\n{self.stderr_tail}"
         return self.message
 
@@ -216,6 +220,9 @@ class ComparisonRow(BaseModel):
     ok: bool
     numel: int
     mismatches: int = 0
+    nan_mismatches: int = Field(
+        0, description="elements that are NaN or Inf where the reference's are not, or the reverse"
+    )
     max_abs_err: float = 0.0
     max_rel_err: float = 0.0
     rel_norm_err: float = 0.0

@@ -636,6 +636,7 @@ class _Judge:
                 ok=cmp.ok,
                 numel=cmp.numel,
                 mismatches=cmp.mismatches,
+                nan_mismatches=cmp.nan_mismatches,
                 max_abs_err=cmp.max_abs_err,
                 max_rel_err=cmp.max_rel_err,
                 rel_norm_err=cmp.rel_norm_err,

@@ -1,5 +1,5 @@
 """`ptt validate` with a launcher that cannot take the inputs: exit 2, the signature on stderr, one JSON object
-under --json, no traceback."""
+under --json, no traceback. A reference that cannot run is named by its own line, without the judge's frames."""
 
 from __future__ import annotations
 
@@ -21,3 +21,26 @@ def test_a_launcher_of_the_wrong_arity_exits_2_with_its_signature(capsys):
     data = json.loads(out.out)  # exactly one JSON document on stdout
     assert data["ok"] is False and data["error"]["kind"] == "usage" and data["error"]["exit_code"] == 2
     assert "add_three(x, y, bias)" in data["error"]["message"]
+
+
+def test_a_reference_out_of_memory_at_its_own_line_is_told_without_the_judges_traceback(tmp_path, capsys):
+    from mcp_server.cli import main
+
+    (tmp_path / "huge.py").write_text(
+        "import torch\ndef reference(x):\n    return x\ndef get_inputs():\n    return [torch.empty(1 << 46)]\n"
+    )
+    assert main(["validate", f"{tmp_path}/huge.py:reference", f"{FX}/add_good.py:candidate"]) == 2
+    err = capsys.readouterr().err
+    assert "could not run (oom at" in err and "huge.py:5" in err
+    assert "Traceback" not in err and "mcp_server" not in err
+
+
+def test_a_failures_detail_keeps_the_last_lines_only_where_they_are_the_only_evidence():
+    from mcp_server.engine.models import Failure, FindingKind, Location
+
+    tail = "Traceback (most recent call last): ..."
+    located = Failure(kind=FindingKind.oom, message="m", where=Location(file="k.py", line=5), stderr_tail=tail)
+    assert located.detail() == "m"
+    for kind in (FindingKind.oom, FindingKind.crash, FindingKind.timeout):
+        assert tail in Failure(kind=kind, message="m", stderr_tail=tail).detail()
+    assert Failure(kind=FindingKind.exception, message="m", stderr_tail=tail).detail() == "m"

@@ -169,6 +169,20 @@ DEFECTS = [
 ]
 
 
+def test_a_row_counts_its_nan_and_inf_mismatches_and_the_table_shows_them(runner, fx):
+    from mcp_server.cli.render import render_validate
+
+    bad = validate(fx("add_problem.py", "reference"), fx("add_nan.py", "candidate"), runner=runner, timeout_s=60)
+    failed = [r for r in bad.rows if not r.ok]
+    # Every 7th element is 0/0 in the defect; the others are right where the inputs are contiguous.
+    assert failed and all(r.nan_mismatches == len(range(0, r.numel, 7)) for r in failed)
+    assert all(r.mismatches == 0 for r in failed if r.case == "base")
+    assert f"+ {failed[0].nan_mismatches} NaN/Inf" in render_validate(bad)
+    good = validate(fx("add_problem.py", "reference"), fx("add_good.py", "candidate"), runner=runner, timeout_s=60)
+    assert good.ok and all(r.nan_mismatches == 0 for r in good.rows)
+    assert "NaN/Inf" not in render_validate(good)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("problem", "candidate", "kind"), DEFECTS, ids=[d[1] for d in DEFECTS])
 def test_validate_fails_each_defective_candidate_with_its_kind(runner, fx, problem, candidate, kind):
