@@ -543,6 +543,16 @@ class _Judge:
                 name,
                 seed,
             )
+        elif "nesting" in ref_case and "nesting" in cand_case and ref_case["nesting"] != cand_case["nesting"]:
+            # The same number of leaves, nested otherwise: a caller unpacking the reference's result would break.
+            self.add(
+                FindingKind.shape_mismatch,
+                f"{name}: the candidate returns {cand_case.get('described') or cand_case['nesting']} where the "
+                f"reference returns {ref_case.get('described') or ref_case['nesting']}: return the same nesting (a "
+                "tuple and a list count as one), so that code unpacking the reference's result unpacks this one",
+                name,
+                seed,
+            )
         for i, (r, c) in enumerate(zip(ref_out, cand_out, strict=False)):
             label = f"{name} output {i}" if len(ref_out) > 1 else name
             meta = metas[i] if i < len(metas) else {}

@@ -166,6 +166,9 @@ DEFECTS = [
     ("softmax_problem.py", "softmax_no_shift.py", FindingKind.mismatch),
     ("inplace_problem.py", "inplace_copy.py", FindingKind.mismatch),
     ("add_pow2_problem.py", "add_assumes_multiple.py", FindingKind.uninitialized_output),
+    ("add_problem.py", "add_in_tuple.py", FindingKind.shape_mismatch),
+    ("pair_problem.py", "pair_nested.py", FindingKind.shape_mismatch),
+    ("pair_problem.py", "pair_as_dict.py", FindingKind.shape_mismatch),
 ]
 
 
@@ -197,6 +200,8 @@ def test_validate_fails_each_defective_candidate_with_its_kind(runner, fx, probl
         ("tiny_problem.py", "tiny_good.py"),
         ("inplace_problem.py", "inplace_good.py"),
         ("add_problem.py", "add_triton_in_thread.py"),
+        ("pair_problem.py", "pair_good.py"),
+        ("pair_problem.py", "pair_as_list.py"),
     ],
 )
 @pytest.mark.slow

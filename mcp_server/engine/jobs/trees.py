@@ -82,21 +82,43 @@ def clone(tree: Any) -> Any:
     return map_tensors(tree, lambda t: t.detach().clone())
 
 
-def flatten_outputs(out: Any) -> list[Any]:
-    """A call's result as a flat list: a tensor, or the leaves of tuples/lists/dicts (dicts by key)."""
+class Flat(list):
+    """A call's outputs as a flat list, and how the call nested them: ``nesting`` (leaves as ``·``, tuples and lists
+    alike, for comparing two calls) and ``described`` (leaves named, for a message)."""
+
+    nesting: str = "·"
+    described: str = ""
+
+
+def nesting(out: Any, leaf: Any = None) -> str:
+    """How ``out`` nests its leaves: ``(·, ·)`` for a pair (tuple or list), ``{'a': ·}`` for a dict, ``·`` for
+    anything else; ``leaf(o)`` names a leaf instead of ``·``."""
+    if isinstance(out, list | tuple) and not isinstance(out, torch.Tensor):
+        inner = ", ".join(nesting(item, leaf) for item in out)
+        return f"({inner},)" if len(out) == 1 else f"({inner})"
+    if isinstance(out, dict):
+        return "{" + ", ".join(f"{key!r}: {nesting(out[key], leaf)}" for key in sorted(out, key=str)) + "}"
+    return "·" if leaf is None else leaf(out)
+
+
+def _leaves(out: Any) -> list[Any]:
     if isinstance(out, torch.Tensor):
         return [out]
     if isinstance(out, list | tuple):
-        flat: list[Any] = []
-        for item in out:
-            flat.extend(flatten_outputs(item))
-        return flat
+        return [leaf for item in out for leaf in _leaves(item)]
     if isinstance(out, dict):
-        flat = []
-        for key in sorted(out, key=str):
-            flat.extend(flatten_outputs(out[key]))
-        return flat
+        return [leaf for key in sorted(out, key=str) for leaf in _leaves(out[key])]
     return [out]
+
+
+def flatten_outputs(out: Any) -> Flat:
+    """A call's result as a flat list: a tensor, or the leaves of tuples/lists/dicts (dicts by key); with its
+    nesting."""
+    flat = Flat(_leaves(out))
+    flat.nesting = nesting(out)
+    described = nesting(out, lambda o: "tensor" if isinstance(o, torch.Tensor) else type(o).__name__)
+    flat.described = described if len(described) <= 160 else f"{described[:160]}…"
+    return flat
 
 
 def flat_bytes(t: torch.Tensor, on_device: bool = False) -> torch.Tensor:
