@@ -83,17 +83,16 @@ def clone(tree: Any) -> Any:
 
 
 class Flat(list):
-    """A call's outputs as a flat list, and how the call nested them: ``nesting`` (leaves as ``·``, tuples and lists
-    alike, for comparing two calls) and ``described`` (leaves named, for a message)."""
+    """A call's outputs as a flat list, with the call's ``result`` as it was returned (how it nests them:
+    :func:`nesting_fields`, worked out only where a job asks, not in bench's timed calls)."""
 
-    nesting: str = "·"
-    described: str = ""
+    result: Any = None
 
 
 def nesting(out: Any, leaf: Any = None) -> str:
     """How ``out`` nests its leaves: ``(·, ·)`` for a pair (tuple or list), ``{'a': ·}`` for a dict, ``·`` for
     anything else; ``leaf(o)`` names a leaf instead of ``·``."""
-    if isinstance(out, list | tuple) and not isinstance(out, torch.Tensor):
+    if isinstance(out, list | tuple):
         inner = ", ".join(nesting(item, leaf) for item in out)
         return f"({inner},)" if len(out) == 1 else f"({inner})"
     if isinstance(out, dict):
@@ -112,13 +111,23 @@ def _leaves(out: Any) -> list[Any]:
 
 
 def flatten_outputs(out: Any) -> Flat:
-    """A call's result as a flat list: a tensor, or the leaves of tuples/lists/dicts (dicts by key); with its
-    nesting."""
+    """A call's result as a flat list: a tensor, or the leaves of tuples/lists/dicts (dicts by key)."""
     flat = Flat(_leaves(out))
-    flat.nesting = nesting(out)
-    described = nesting(out, lambda o: "tensor" if isinstance(o, torch.Tensor) else type(o).__name__)
-    flat.described = described if len(described) <= 160 else f"{described[:160]}…"
+    flat.result = out
     return flat
+
+
+def nesting_fields(flat: Any) -> dict[str, str]:
+    """For a job's report, how the call behind ``flat`` (from :func:`flatten_outputs`) nested its outputs:
+    ``nesting``, the key two calls are compared by (tuples and lists alike; a digest where it is long), and
+    ``described``, the same with its leaves named, for a message. Empty for any other list."""
+    if not isinstance(flat, Flat):
+        return {}
+    key = nesting(flat.result)
+    if len(key) > 2000:
+        key = "#" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    described = nesting(flat.result, lambda o: "tensor" if isinstance(o, torch.Tensor) else type(o).__name__)
+    return {"nesting": key, "described": described if len(described) <= 160 else f"{described[:160]}…"}
 
 
 def flat_bytes(t: torch.Tensor, on_device: bool = False) -> torch.Tensor:

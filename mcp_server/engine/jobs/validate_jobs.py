@@ -326,8 +326,7 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 for o in out
             ],
             aliases=common.aliases(out, post),
-            nesting=getattr(out, "nesting", "·"),
-            described=getattr(out, "described", ""),
+            **common.nesting_fields(out),
             record=record.as_json(),
             torch_work=record.torch_work,
             digests=[common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in pre],
@@ -694,8 +693,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 for o in first
             ],
             aliases=common.aliases(first, first_args),
-            nesting=getattr(first, "nesting", "·"),
-            described=getattr(first, "described", ""),
+            **common.nesting_fields(first),
             record=first_record.as_json(),
             torch_work=first_record.torch_work,
             digests_after=after,
