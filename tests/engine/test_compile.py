@@ -126,6 +126,13 @@ def test_missing_types_and_constexprs_are_usage_errors(runner):
         compile_kernel(f"{KERNELS}:scale_kernel", signature="*fp32, *fp32, i32, fp32", target="rocm", runner=runner)
 
 
+def test_a_constexpr_named_after_no_parameter_is_a_usage_error_listing_the_parameters(runner):
+    sig = "*fp32, *fp32, i32, fp32"
+    with pytest.raises(UsageError, match=r"--constexpr BLOK: no parameter of scale_kernel .* n, alpha, BLOCK\)"):
+        compile_kernel(f"{KERNELS}:scale_kernel", signature=sig, constexprs={"BLOK": 256, "BLOCK": 256}, runner=runner)
+    assert compile_kernel(f"{KERNELS}:scale_kernel", signature=sig, constexprs={"BLOCK": 256}, runner=runner).ok
+
+
 def test_example_args_can_come_from_a_function(runner):
     result = compile_kernel(
         f"{KERNELS}:scale_kernel", args=f"{KERNELS}:make_args", constexprs={"BLOCK": 128}, runner=runner

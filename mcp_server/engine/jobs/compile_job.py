@@ -358,6 +358,13 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
 
     chosen = params.get("config")
     given = {k: parse_value(v) for k, v in (params.get("constexprs") or {}).items()}
+    tuned = {k for c in configs or () for k in c.kwargs}
+    unknown = sorted(k for k in given if k not in arg_names and k not in tuned)
+    if unknown:
+        raise UsageProblem(
+            f"--constexpr {', '.join(unknown)}: no parameter of {params['kernel']['name']} is named so (it takes "
+            f"{', '.join(arg_names)}). Check the spelling, or drop it."
+        )
     selection_notes: list[str] = []
     if configs:
         if chosen in (None, "all"):
