@@ -169,14 +169,16 @@ class Failure(BaseModel):
     stderr_tail: str = ""
     exit_code: int | None = None
     signal: int | None = None
+    # An exception the job caught and classified (its message names it), not a process that died or was stopped.
+    raised: bool = False
 
     def detail(self) -> str:
         """The message, and the process's last lines of output where they are the only evidence (a crash, a
-        timeout, memory killed); an exception or a failed import (out of memory raised at the user's line, too) is
-        named by its message and that line, and the child's traceback would add only the judge's own frames."""
+        timeout, a kill for memory); an exception (out of memory or an illegal address raised in Python, too) is
+        named by its message and the user's line, and the child's traceback would add only the judge's own frames."""
         if (
             self.stderr_tail
-            and self.where is None
+            and not self.raised
             and self.kind in (FindingKind.crash, FindingKind.timeout, FindingKind.oom)
         ):
             return f"{self.message}\nstderr (last lines):\n{self.stderr_tail}"

@@ -23,6 +23,23 @@ def test_a_launcher_of_the_wrong_arity_exits_2_with_its_signature(capsys):
     assert "add_three(x, y, bias)" in data["error"]["message"]
 
 
+def test_inputs_too_large_for_memory_are_told_without_the_judges_traceback(capsys):
+    from mcp_server.cli import main
+
+    code = main(
+        [
+            "validate",
+            f"{FX}/add_problem.py:reference",
+            f"{FX}/add_good.py:candidate",
+            "--inputs",
+            "f32[70368744177664], f32[70368744177664]",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "could not run (oom)" in err
+    assert "Traceback" not in err and "mcp_server" not in err
+
+
 def test_a_reference_out_of_memory_at_its_own_line_is_told_without_the_judges_traceback(tmp_path, capsys):
     from mcp_server.cli import main
 
@@ -39,8 +56,8 @@ def test_a_failures_detail_keeps_the_last_lines_only_where_they_are_the_only_evi
     from mcp_server.engine.models import Failure, FindingKind, Location
 
     tail = "Traceback (most recent call last): ..."
-    located = Failure(kind=FindingKind.oom, message="m", where=Location(file="k.py", line=5), stderr_tail=tail)
-    assert located.detail() == "m"
-    for kind in (FindingKind.oom, FindingKind.crash, FindingKind.timeout):
-        assert tail in Failure(kind=kind, message="m", stderr_tail=tail).detail()
-    assert Failure(kind=FindingKind.exception, message="m", stderr_tail=tail).detail() == "m"
+    for where in (Location(file="k.py", line=5), None):  # raised at the user's line, or in the judge's own code
+        for kind in (FindingKind.oom, FindingKind.crash, FindingKind.exception):
+            assert Failure(kind=kind, message="m", where=where, stderr_tail=tail, raised=True).detail() == "m"
+    for kind in (FindingKind.oom, FindingKind.crash, FindingKind.timeout):  # a process killed or stopped
+        assert tail in Failure(kind=kind, message="m", stderr_tail=tail, signal=9).detail()

@@ -184,7 +184,9 @@ def classify_exception(exc: BaseException, user_files: set[str]) -> Failure:
     from mcp_server.engine.interp import failure_of, sanitizer_hint
 
     if (oob := failure_of(exc)) is not None:
-        return Failure(kind=FindingKind.out_of_bounds, message=oob[0][:MESSAGE_LIMIT], where=oob[1] or where)
+        return Failure(
+            kind=FindingKind.out_of_bounds, message=oob[0][:MESSAGE_LIMIT], where=oob[1] or where, raised=True
+        )
     if (kernel_line := _interpreted_kernel_location(exc, user_files)) is not None:
         where = kernel_line
     if isinstance(exc, CompilationError):
@@ -218,7 +220,7 @@ def classify_exception(exc: BaseException, user_files: set[str]) -> Failure:
         kind, message = FindingKind.exception, text
     if len(message) > MESSAGE_LIMIT:
         message = message[: MESSAGE_LIMIT // 2] + "\n…\n" + message[-MESSAGE_LIMIT // 2 :]
-    return Failure(kind=kind, message=message, where=where)
+    return Failure(kind=kind, message=message, where=where, raised=True)
 
 
 class LoadFailure(Exception):
