@@ -288,6 +288,7 @@ def validate(
                 cand_spec.path, ref_meta, ref_data, cand_out.result or {}, judge.launches
             )
         judge.findings.extend(trust_findings)
+        _explain_unmatched_weights(judge.findings, (cand_out.result or {}).get("weights_unmatched"))
         judge.judge_reference_precision()
         judge.note_loose_tolerances(given=bool(tolerances))
     if device.interpreter and specs is not None:
@@ -319,6 +320,28 @@ def validate(
     )
     result.summary = summarize(result)
     return result
+
+
+def _explain_unmatched_weights(findings: list[Finding], unmatched: dict[str, list[str]] | None) -> None:
+    """Where the candidate module's parameters did not match the reference's, so that it ran on weights of its own
+    (built from the same seed), the first finding about wrong values says so and names the entries that differ."""
+    if not unmatched:
+        return
+    parts = []
+    if unmatched.get("reference_only"):
+        parts.append(f"only the reference has {', '.join(unmatched['reference_only'])}")
+    if unmatched.get("candidate_only"):
+        parts.append(f"only the candidate has {', '.join(unmatched['candidate_only'])}")
+    if unmatched.get("reshaped"):
+        parts.append(f"shaped otherwise: {', '.join(unmatched['reshaped'])}")
+    for f in findings:
+        if f.kind in _VALUE_FINDINGS:
+            f.message += (
+                f". The candidate ran on weights of its own, not the reference's: their state_dicts differ ("
+                f"{'; '.join(parts)}), so each module drew its own from the same seed. Name and shape the parameters "
+                "and buffers as the reference does, and validate gives the candidate the reference's weights"
+            )
+            return
 
 
 # Findings about an output's values: where only a derived case has one, the kernel's assumption is the cause.

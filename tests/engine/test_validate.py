@@ -311,6 +311,15 @@ def test_kernelbench_files_are_accepted_as_they_are(runner, fx):
     assert good.mode == "kernelbench" and good.weights == "copied from the reference"
     wrong = validate(fx("kb_problem.py"), fx("kb_wrong.py"), runner=runner)
     assert FindingKind.mismatch in kinds(wrong)
+    assert not any("weights of its own" in f.message for f in good.findings + wrong.findings)
+
+
+def test_a_module_whose_weights_are_not_the_references_is_told_why_its_values_differ(runner, fx):
+    renamed = validate(fx("kb_problem.py"), fx("kb_renamed.py"), runner=runner)
+    assert not renamed.ok and renamed.weights == "seeded construction"
+    said = [f.message for f in renamed.findings if f.kind is FindingKind.mismatch]
+    assert said and "weights of its own" in said[0] and "only the reference has scale" in said[0]
+    assert "only the candidate has factor" in said[0] and sum("weights of its own" in m for m in said) == 1
 
 
 @pytest.mark.slow

@@ -443,6 +443,21 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
 SIDE_STREAM_DELAY_CYCLES = 50_000_000
 
 
+def _unmatched_weights(own: dict[str, Any], state: dict[str, Any], most: int = 6) -> dict[str, list[str]]:
+    """Why a candidate module was not given the reference's weights: the state_dict entries only the reference has,
+    only the candidate has, and those both have in other shapes (at most ``most`` names each)."""
+    shared = set(own) & set(state)
+    return {
+        "reference_only": sorted(set(state) - shared)[:most],
+        "candidate_only": sorted(set(own) - shared)[:most],
+        "reshaped": [
+            f"{k} {list(own[k].shape)} (the reference's {list(state[k].shape)})"
+            for k in sorted(shared)
+            if own[k].shape != state[k].shape
+        ][:most],
+    }
+
+
 class _SideStreams(recorder.LaunchStreams):
     """Installed as ``recorder.LAUNCH_STREAMS`` in the candidate's child on a GPU.
 
@@ -551,6 +566,8 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     module, target = _load_target(params["candidate"], ctx)
     kernelbench = params.get("kernelbench", False)
     weights = "n/a"
+    # Why the candidate's module was not given the reference's weights, where it was not (its first model).
+    unmatched: dict[str, list[str]] = {}
     label = params["candidate"]["name"]
     first_inputs = list(bundle["cases"][0]["inputs"]) if bundle["cases"] else None
     if calls.is_kernel(target):
@@ -572,6 +589,8 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 if state and set(own) == set(state) and all(own[k].shape == state[k].shape for k in own):
                     model.load_state_dict({k: v.to(device) for k, v in state.items()})
                     how = "copied from the reference"
+                elif state and not unmatched:
+                    unmatched.update(_unmatched_weights(own, state))
                 models[key] = model
                 model_how[key] = how
             return models[key], model_how[key]
@@ -726,6 +745,8 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         report.append(entry)
     torch.save(saved, ctx.path("candidate.pt"))
     result = {"cases": report, "weights": weights, "device": device, "autotune_notes": common.AUTOTUNE_NOTES}
+    if unmatched:
+        result["weights_unmatched"] = unmatched
     if params.get("trace"):
         result["trace"] = trace.collect()
     if interpreted:
