@@ -327,13 +327,12 @@ def _explain_unmatched_weights(findings: list[Finding], unmatched: dict[str, lis
     (built from the same seed), the first finding about wrong values says so and names the entries that differ."""
     if not unmatched:
         return
-    parts = []
-    if unmatched.get("reference_only"):
-        parts.append(f"only the reference has {', '.join(unmatched['reference_only'])}")
-    if unmatched.get("candidate_only"):
-        parts.append(f"only the candidate has {', '.join(unmatched['candidate_only'])}")
-    if unmatched.get("reshaped"):
-        parts.append(f"shaped otherwise: {', '.join(unmatched['reshaped'])}")
+    said = (
+        ("reference_only", "only the reference has"),
+        ("candidate_only", "only the candidate has"),
+        ("reshaped", "shaped otherwise:"),
+    )
+    parts = [f"{words} {', '.join(unmatched[key])}" for key, words in said if unmatched.get(key)]
     for f in findings:
         if f.kind in _VALUE_FINDINGS:
             f.message += (
