@@ -10,7 +10,7 @@ memory         unmasked-access, int32-offset-overflow
 padding        non-neutral-other
 numerics       exp-without-max-shift, low-precision-accumulator, unguarded-division
 shapes         arange-non-pow2, arange-extent-not-constexpr, hardcoded-tile-size, dot-small-tile
-language       static-range-runtime-bound, break-continue-unsupported, debug-leftover
+language       static-range-runtime-bound, break-continue-unsupported, undefined-name, debug-leftover
 autotune       missing-autotune, autotune-key-incomplete, autotune-unknown-name,
                autotune-fixed-num-warps, autotune-conflicting-meta
 launcher       torch-compute-in-launcher, try-except-fallback, host-sync-in-launcher, hardcoded-grid
@@ -49,6 +49,7 @@ _STATIC_ORDER = (
     "dot-small-tile",
     "static-range-runtime-bound",
     "break-continue-unsupported",
+    "undefined-name",
     "debug-leftover",
     "missing-autotune",
     "autotune-key-incomplete",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
+from typing import Any
 
 from mcp_server.engine.audit.analysis.module import UNKNOWN
 from mcp_server.engine.audit.analysis.values import Val
@@ -29,6 +31,18 @@ DEBUG_LEFTOVER = STATIC.rule(
     "tl.device_print/print, tl.static_print, tl.device_assert or tl.debug_barrier left in a kernel",
 )
 
+UNDEFINED_NAME = STATIC.rule(
+    "undefined-name",
+    "correctness",
+    Severity.error,
+    "a name in @triton.jit code that nothing in the file defines or imports: the kernel cannot compile",
+)
+
+# Names every module has without binding them.
+_MODULE_NAMES = frozenset({"__name__", "__file__", "__doc__", "__spec__", "__package__", "__loader__", "__builtins__"})
+# A file that reaches names this check cannot see (a star import, names made at run time) is not checked.
+_DYNAMIC = frozenset({"exec", "eval", "globals", "vars", "__import__"})
+
 _DEBUG = {
     "device_print": (Severity.warning, "prints from every program at run time and serialises the kernel"),
     "print": (Severity.warning, "is tl.device_print inside a kernel: prints from every program and serialises it"),
@@ -49,6 +63,39 @@ def installed_triton_rejects_break() -> bool:
     except Exception:  # no usable Triton: assume the versions this project supports (3.4-3.6)
         return True
     return not (hasattr(CodeGenerator, "visit_Break") and hasattr(CodeGenerator, "visit_Continue"))
+
+
+@functools.lru_cache(maxsize=1)  # one file's kernels are checked one after another
+def _names_made_at_run_time(mod: Any) -> bool:
+    return any(
+        (isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names))
+        or (isinstance(n, ast.Name) and n.id in _DYNAMIC)
+        for n in mod.nodes
+    )
+
+
+@STATIC.check(UNDEFINED_NAME, on="kernel")
+def _undefined_names(ctx: Any, jf: Any, facts: Any) -> None:
+    """A name a kernel reads that no parameter, local, import or module-level binding in the file provides, nor
+    Python's builtins: Triton's code generator raises NameError when it compiles the kernel."""
+    mod = ctx.mod
+    if _names_made_at_run_time(mod):
+        return
+    known = set(mod.aliases) | mod.bound_names | set(dir(builtins)) | _MODULE_NAMES
+    seen: set[str] = set()
+    for part in (*jf.node.body, jf.node.args):
+        for node in ast.walk(part):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in known | seen:
+                seen.add(node.id)
+                ctx.report(
+                    UNDEFINED_NAME.id,
+                    node,
+                    f"`{node.id}` in kernel {jf.name} is defined nowhere in this file (no parameter, local, import "
+                    "or module-level name has it): Triton fails to compile the kernel with a NameError",
+                    "define or import it, or pass it to the kernel as a parameter (a tl.constexpr for a value "
+                    "fixed at compile time)",
+                    kernel=jf.name,
+                )
 
 
 @STATIC.check(STATIC_RANGE_RUNTIME_BOUND, on="static_range")
