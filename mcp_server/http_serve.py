@@ -54,6 +54,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
 from mcp_server.engine.inputs import looks_like_type_list
 from mcp_server.engine.params import TOOLS, Param
+from mcp_server.engine.specs import looked_up
 
 logger = logging.getLogger("pytorch_to_triton.serve")
 
@@ -121,8 +122,8 @@ def default_max_connections() -> int:
 def _roots(given: list[str] | None) -> list[Path]:
     out: list[Path] = []
     for text in given or [os.getcwd()]:
-        path = Path(os.path.expanduser(text)).resolve()
-        if not path.is_dir():
+        path, kind = looked_up(Path(os.path.expanduser(text)), "--root", "Give a folder that exists.")
+        if kind != "dir":
             raise UsageError(f"--root {text!r} is not a folder; give a folder whose files the tools may read and write")
         out.append(path)
     return out

@@ -7,11 +7,11 @@ when any finding is an error.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from mcp_server.cli._common import EXIT_FAILED, EXIT_OK, ProgressBar, add_params, values
 from mcp_server.engine.params import AUDIT
+from mcp_server.engine.specs import output_path
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -25,7 +25,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         report = audit(v.pop("file"), progress=bar, **v)
     markdown = render_markdown(report)
     if out:
-        Path(out).write_text(markdown, encoding="utf-8")
+        output_path(out, "--out").write_text(markdown, encoding="utf-8")
     if args.json:
         print(report.model_dump_json(indent=2))
     elif out:

@@ -15,6 +15,7 @@ from typing import Any
 
 from mcp_server.cli._common import EXIT_FAILED, EXIT_OK, ProgressBar
 from mcp_server.engine.errors import UsageError
+from mcp_server.engine.specs import output_path
 
 
 def _gpus(text: str | None) -> list[int] | None:
@@ -66,7 +67,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         print(render_markdown(report))
     if args.markdown:
-        Path(args.markdown).write_text(render_markdown(report), encoding="utf-8")
+        output_path(args.markdown, "--markdown").write_text(render_markdown(report), encoding="utf-8")
         sys.stderr.write(f"ptt eval: report written to {args.markdown}\n")
     return EXIT_OK if report.ok else EXIT_FAILED
 

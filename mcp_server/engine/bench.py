@@ -34,7 +34,7 @@ from mcp_server.engine.models import (
 )
 from mcp_server.engine.resolve import resolve_inputs
 from mcp_server.engine.runner import Runner, shared_runner
-from mcp_server.engine.specs import parse_spec, swapped_kernelbench_hint
+from mcp_server.engine.specs import output_path, parse_spec, swapped_kernelbench_hint
 
 NO_GPU = "bench needs a CUDA GPU; interpreter timings are meaningless (validate and compile work without one)"
 Progress = Callable[[float, float | None, str], None]
@@ -635,8 +635,7 @@ def draw(result: BenchResult, path: str) -> str:
         ax.legend()
     fig.suptitle(f"{Path(result.candidate.split(':')[0]).name} on {result.device}")
     fig.tight_layout()
-    out = Path(path).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = output_path(path, "--plot")
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return str(out)

@@ -28,7 +28,7 @@ from mcp_server.engine.models import (
 )
 from mcp_server.engine.resolve import resolve_inputs
 from mcp_server.engine.runner import Runner, shared_runner
-from mcp_server.engine.specs import parse_spec
+from mcp_server.engine.specs import output_folder, parse_spec
 
 IR_STAGES = ("ttir", "ttgir", "llir", "ptx", "sass")
 # IR asked for is returned whole up to this many characters; the full text is always in a file (ir_files).
@@ -139,6 +139,8 @@ def compile_kernel(
     if unknown:
         raise UsageError(f"Unknown IR stage(s) {', '.join(unknown)}; choose from {', '.join(IR_STAGES)}.")
     spec = parse_spec(kernel, role="kernel", cwd=cwd)
+    if out_dir is not None:  # before the compile: a folder that cannot be made would lose its result
+        out_dir = str(output_folder(out_dir, "--out-dir"))
     files = [str(spec.path)]
     resolved = resolve_inputs(args, cwd=cwd, role="args")
     args = resolved.value
@@ -297,9 +299,7 @@ def _config(entry: dict[str, Any], arch: int, job_dir: Path, ir: list[str], out_
         if out_dir is None and ir:
             # Keep the full text of what was asked for in a file that outlives the job, and say where.
             out_dir = tempfile.mkdtemp(prefix=f"ptt-ir-{entry.get('name', 'kernel')[:40]}-")
-        dest = Path(out_dir).resolve() if out_dir else None
-        if dest:
-            dest.mkdir(parents=True, exist_ok=True)
+        dest = Path(out_dir) if out_dir else None  # made by compile_kernel, or by mkdtemp here
         for stage in entry.get("ir_available", []):
             src = job_dir / f"{prefix}.{stage}"
             if not src.exists():

@@ -115,6 +115,28 @@ def looked_up(path: Path, what: str, fix: str) -> tuple[Path, str]:
     return path, "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
 
 
+def output_path(text: str | os.PathLike[str], what: str) -> Path:
+    """Where a file the user named for output goes (``what``: its flag), resolved, with its folder made; a
+    UsageError that names ``what`` where the path cannot be looked up, is a folder, or its folder cannot be made."""
+    path, kind = looked_up(Path(os.path.expanduser(str(text))), what, f"Pass another path with {what}.")
+    if kind == "dir":
+        raise UsageError(f"{what} {path} is a folder; pass the path of a file to write.")
+    output_folder(path.parent, what)
+    return path
+
+
+def output_folder(text: str | os.PathLike[str], what: str) -> Path:
+    """A folder the user named for output, resolved and made; a UsageError that names ``what`` where it cannot be."""
+    path, kind = looked_up(Path(os.path.expanduser(str(text))), what, f"Pass another folder with {what}.")
+    if kind not in ("dir", "missing"):
+        raise UsageError(f"{what} {path} is a file, not a folder; pass a folder.")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{what}: the folder {path} cannot be made ({exc.strerror}).") from None
+    return path
+
+
 def read_python(path: Path, role: str) -> tuple[str, ast.Module]:
     """Read and parse a user's file; a syntax error becomes a UsageError pointing at the line."""
     if path.suffix != ".py":

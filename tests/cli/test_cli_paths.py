@@ -26,9 +26,17 @@ def loop(tmp_path):
     return str(tmp_path / "a")
 
 
+KERNELS = Path(__file__).resolve().parents[1] / "fixtures" / "compile" / "kernels.py"
+SCALE = [f"{KERNELS}:scale_kernel", "--signature", "*fp32, *fp32, i32, fp32", "--constexpr", "BLOCK=1024"]
+
+
 def _commands(bad: str, tmp_path: Path) -> list[list[str]]:
     good = f"{FX}/add_good.py:candidate"
     return [
+        # Where results are written: refused before the work (compile, serve) or in place of an internal error.
+        ["compile", *SCALE, "--ir", "ttir", "--out-dir", bad],
+        ["serve", "--transport", "http", "--root", bad, "--port", "1"],
+        ["audit", str(KERNELS), "--sections", "static", "--out", bad],
         ["validate", f"{bad}:reference", good],
         ["validate", f"{FX}/add_problem.py:reference", f"{bad}:candidate"],
         ["compile", f"{bad}:kernel"],
@@ -41,7 +49,7 @@ def _commands(bad: str, tmp_path: Path) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("which", ["too long", "loop"])
-@pytest.mark.parametrize("index", range(8))
+@pytest.mark.parametrize("index", range(11))
 def test_a_path_the_system_cannot_look_up_is_a_usage_error_for_every_command(which, index, loop, tmp_path, capsys):
     from mcp_server.cli import main
 
@@ -118,3 +126,16 @@ def test_an_unexpected_error_is_an_internal_error_naming_ptt_debug_its_message_c
     monkeypatch.setenv("PTT_DEBUG", "1")
     with pytest.raises(ValueError):
         main(["device"])
+
+
+def test_an_output_path_that_is_a_folder_is_refused_and_a_new_one_is_made(tmp_path, capsys):
+    from mcp_server.cli import main
+
+    assert main(["audit", str(KERNELS), "--sections", "static", "--out", str(tmp_path)]) == 2
+    assert "is a folder; pass the path of a file" in capsys.readouterr().err
+    report = tmp_path / "new" / "deeper" / "report.md"
+    assert main(["audit", str(KERNELS), "--sections", "static", "--out", str(report)]) == 0
+    assert report.read_text().startswith("# Triton kernel audit")
+    folder = tmp_path / "ir" / "out"
+    assert main(["compile", *SCALE, "--ir", "ttir", "--out-dir", str(folder)]) == 0
+    assert any(folder.iterdir())

@@ -19,6 +19,7 @@ from mcp_server.engine.evaluate.models import (
     PairResult,
     ProblemRow,
 )
+from mcp_server.engine.specs import output_path
 
 
 def is_fast(result: PairResult, baseline: Baseline, p: float, timings_possible: bool) -> bool | None:
@@ -249,8 +250,7 @@ def draw_fast_p(report: EvalReport, path: str | Path) -> str:
     ax.legend(loc="upper right")
     ax.set_title(f"fast_p on {report.overall.problems} problems · {report.device}")
     fig.tight_layout()
-    out = Path(path).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = output_path(path, "--plot")
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return str(out)

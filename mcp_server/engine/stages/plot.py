@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mcp_server.engine.errors import UsageError
+from mcp_server.engine.specs import output_path
 from mcp_server.engine.stages.models import AttemptSummary
 
 _MARKERS = {1: "o", 2: "s", 3: "^"}
@@ -64,7 +65,7 @@ def plot_attempts(by_conversion: dict[str, list[AttemptSummary]], path: Path) ->
             transform=ax.transAxes,
         )
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = output_path(path, "--plot")
     fig.savefig(path)
     plt.close(fig)
     return str(path)
