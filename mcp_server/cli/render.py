@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from mcp_server.engine.models import (
     BenchResult,
+    BenchRow,
     CompileResult,
     Finding,
     Severity,
@@ -167,6 +168,13 @@ def render_compile(result: CompileResult) -> str:
     return "\n".join(out)
 
 
+def _versus(row: BenchRow, peer: str, ratio: float | None) -> str:
+    """'1.23×', or '0.99× tie' when the timing rounds disagree on who is faster."""
+    if not ratio:
+        return "-"
+    return f"{ratio:.2f}× tie" if row.standing.get(peer) == "tie" else f"{ratio:.2f}×"
+
+
 def render_bench(result: BenchResult) -> str:
     out = []
     what = "forward + backward" if result.backward else "forward"
@@ -203,8 +211,8 @@ def render_bench(result: BenchResult) -> str:
                 band,
                 ms("eager"),
                 ms("compile"),
-                f"{r.speedup_vs_eager:.2f}×" if r.speedup_vs_eager else "-",
-                f"{r.speedup_vs_compile:.2f}×" if r.speedup_vs_compile else "-",
+                _versus(r, "eager", r.speedup_vs_eager),
+                _versus(r, "compile", r.speedup_vs_compile),
                 f"{r.bandwidth_gbps:.0f}" if r.bandwidth_gbps else "-",
                 f"{r.tflops:.1f}" if r.tflops else "-",
                 roof,

@@ -52,6 +52,8 @@ ROOFLINE_SLACK = 1.05  # above 105 % of the roofline the model or the measuremen
 # Host time beyond the events above this (and above this fraction of the events' time) means other streams.
 OUTSIDE_MIN_MS = 0.02
 OUTSIDE_RATIO = 0.2
+# Paired rounds below this say nothing about a tie (bench times five).
+MIN_ROUNDS = 3
 # Kernels with more FLOPs per byte than this are judged against the tensor-core rate of their dtype.
 TENSOR_INTENSITY = 20.0
 
@@ -462,10 +464,36 @@ def _row(raw: dict[str, Any], peaks: DevicePeaks, baselines: list[str] | None = 
     for name, attr in (("eager", "speedup_vs_eager"), ("compile", "speedup_vs_compile")):
         if name in by and ms > 0 and not outside_stream(by[name]):
             setattr(row, attr, by[name].median_ms / ms)
+            _pair_rounds(row, name, by[name], cand)
     for label in baselines or []:
         if label in by and ms > 0 and not outside_stream(by[label]):
             row.speedup_vs_baselines[label] = by[label].median_ms / ms
+            _pair_rounds(row, label, by[label], cand)
     return row
+
+
+def _pair_rounds(row: BenchRow, peer: str, timing: ProviderTiming, cand: ProviderTiming) -> None:
+    """The peer's time over the candidate's round by round (the candidate's with its work on other streams added, as
+    :func:`honest_ms` adds it), and what they say together (:func:`standing`)."""
+    extra = (cand.outside_stream_ms or 0.0) if outside_stream(cand) else 0.0
+    if len(timing.round_ms) != len(cand.round_ms) or any(c + extra <= 0 for c in cand.round_ms):
+        return
+    ratios = [p / (c + extra) for p, c in zip(timing.round_ms, cand.round_ms, strict=True)]
+    if verdict := standing(ratios):
+        row.round_ratios[peer] = ratios
+        row.standing[peer] = verdict
+
+
+def standing(ratios: list[float]) -> str | None:
+    """faster (every round's ratio above 1.0), slower (every one below), or tie; None under MIN_ROUNDS rounds.
+    With five rounds, a candidate no faster or slower than its peer wins or loses all of them one time in 16."""
+    if len(ratios) < MIN_ROUNDS:
+        return None
+    if min(ratios) > 1.0:
+        return "faster"
+    if max(ratios) < 1.0:
+        return "slower"
+    return "tie"
 
 
 def _compute_rate(row: BenchRow, dtype: str | None, peaks: DevicePeaks) -> float:
@@ -502,10 +530,12 @@ def flags(rows: list[BenchRow], baselines: list[str] | None = None) -> list[Find
         cand = by.get("candidate")
         if cand is None:
             continue
-        if row.speedup_vs_eager is not None and row.speedup_vs_eager < 1.0:
-            add(FindingKind.slower_than_eager, row.case, f"{row.speedup_vs_eager:.2f}× eager — slower than PyTorch")
-        if row.speedup_vs_compile is not None and row.speedup_vs_compile < 1.0:
-            add(FindingKind.slower_than_compile, row.case, f"{row.speedup_vs_compile:.2f}× torch.compile")
+        for peer, kind, ratio, said in (
+            ("eager", FindingKind.slower_than_eager, row.speedup_vs_eager, "eager — slower than PyTorch"),
+            ("compile", FindingKind.slower_than_compile, row.speedup_vs_compile, "torch.compile"),
+        ):
+            if ratio is not None and ratio < 1.0:
+                out.append(_slower(row, peer, kind, ratio, said))
         if row.pct_of_roofline is not None and row.pct_of_roofline < EFFICIENCY_LIMIT:
             add(
                 FindingKind.low_efficiency,
@@ -582,6 +612,25 @@ def flags(rows: list[BenchRow], baselines: list[str] | None = None) -> list[Find
     return out
 
 
+def _slower(row: BenchRow, peer: str, kind: FindingKind, ratio: float, said: str) -> Finding:
+    """A median ratio under 1.0: a warning when the candidate lost every round (or rounds were not paired), an
+    info finding naming the tie when some round went the other way."""
+    spread = row.round_range(peer)
+    if row.standing.get(peer) == "tie":
+        name = said.split(" — ")[0]
+        return Finding(
+            kind=kind,
+            severity=Severity.info,
+            case=row.case,
+            message=f"{row.case}: {ratio:.3f}× {name}, a tie: the rounds read {spread}, so a rerun may land on "
+            "either side of 1.0 — a win is one that holds in every round",
+        )
+    lost = f" (slower in every round: {spread})" if spread else ""
+    return Finding(
+        kind=kind, severity=Severity.warning, case=row.case, message=f"{row.case}: {ratio:.2f}× {said}{lost}"
+    )
+
+
 def summarize(result: BenchResult) -> str:
     parts = []
     for row in result.rows:
@@ -589,7 +638,8 @@ def summarize(result: BenchResult) -> str:
         if row.speedup_vs_eager is not None:
             bits.append(f"{row.speedup_vs_eager:.2f}× eager")
         if row.speedup_vs_compile is not None:
-            bits.append(f"{row.speedup_vs_compile:.2f}× compile")
+            tie = " (a tie)" if row.standing.get("compile") == "tie" else ""
+            bits.append(f"{row.speedup_vs_compile:.2f}× compile{tie}")
         for label, ratio in row.speedup_vs_baselines.items():
             bits.append(f"{ratio:.2f}× {label}")
         if row.pct_of_roofline is not None:

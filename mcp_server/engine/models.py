@@ -355,6 +355,10 @@ class ProviderTiming(BaseModel):
         "streams); ~0 normally",
     )
     samples: int
+    round_ms: list[float] = Field(
+        default_factory=list,
+        description="the median of each timing round; every provider is timed in every round, in rotating order",
+    )
     compile_s: float | None = Field(None, description="first call (compilation, autotuning), excluded from timing")
     checked_calls: int | None = Field(
         None, description="timed calls whose outputs were checked against the reference (random picks)"
@@ -389,6 +393,23 @@ class BenchRow(BaseModel):
     speedup_vs_baselines: dict[str, float] = Field(
         default_factory=dict, description="per extra baseline (label): its time / the candidate's time"
     )
+    round_ratios: dict[str, list[float]] = Field(
+        default_factory=dict,
+        description="per peer (eager, compile, a baseline's label): its time / the candidate's in each timing round, "
+        "the two medians of the same round paired",
+    )
+    standing: dict[str, str] = Field(
+        default_factory=dict,
+        description="per peer: faster or slower when the candidate won or lost in every round, tie when the rounds "
+        "disagree (the median ratio alone could land on either side of 1.0 on a rerun)",
+    )
+
+    def round_range(self, peer: str) -> str:
+        """'0.981–1.012× over 5 rounds' for a peer with paired rounds, else ''."""
+        ratios = self.round_ratios.get(peer)
+        if not ratios:
+            return ""
+        return f"{min(ratios):.3f}–{max(ratios):.3f}× over {len(ratios)} rounds"
 
 
 class BenchResult(ToolResult):

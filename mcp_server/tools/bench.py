@@ -16,11 +16,11 @@ from mcp_server.tools._common import READ_ONLY, Placement, call_engine, callable
 
 DOC = """Time a validated candidate on the GPU against the reference in eager mode and under torch.compile, with
     L2 flushed and inputs rotated between calls, CUDA events cross-checked by the host clock, median and
-    p20/p80. Reports speedups, achieved GB/s and TFLOP/s, % of the measured roofline and which bound applies,
-    and flags: slower than eager/compile, < 50 % of the bound, spread > 10 %, > 10× speedups, flat scaling.
-    Needs a CUDA GPU (without one it returns an error: interpreter timings are meaningless). Candidates that
-    fail validation are not timed unless force=true. One bench runs per GPU at a time; others wait (up to
-    lock_wait_s)."""
+    p20/p80. Reports speedups (each with its five timing rounds paired: faster or slower when all agree, a tie
+    when not), achieved GB/s and TFLOP/s, % of the measured roofline and which bound applies, and flags:
+    slower than eager/compile, < 50 % of the bound, spread > 10 %, > 10× speedups, flat scaling. Needs a CUDA
+    GPU (without one it returns an error: interpreter timings are meaningless). Candidates that fail validation
+    are not timed unless force=true. One bench runs per GPU at a time; others wait (up to lock_wait_s)."""
 
 
 def with_image(result: BenchResult, png: bytes) -> CallToolResult:

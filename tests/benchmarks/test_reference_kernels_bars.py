@@ -136,6 +136,19 @@ def test_memory_bound_kernels_are_held_to_liger_where_it_was_timed(script):
     assert met is False and "min fwd vs Liger 0.900× (missed)" in words
 
 
+def test_a_bar_missed_where_the_timing_rounds_disagree_says_it_is_a_tie(script):
+    from reference_kernels.rmsnorm import SPEC
+
+    tied = _liger_rows(1.0, 0.99)
+    tied[0].update(round_ratios={"liger": [0.98, 1.01, 0.99, 0.97, 1.02]}, standing={"liger": "tie"})
+    met, words = script.judge("rmsnorm", SPEC, {"rows": tied}, {"rows": _liger_rows(1.0, 1.2)}, {})
+    assert met is False and "min fwd vs Liger 0.990× (missed; a tie: 0.970–1.020× over 5 rounds)" in words
+    lost = _liger_rows(1.0, 0.99)
+    lost[0].update(round_ratios={"liger": [0.99] * 5}, standing={"liger": "slower"})
+    met, words = script.judge("rmsnorm", SPEC, {"rows": lost}, {"rows": _liger_rows(1.0, 1.2)}, {})
+    assert met is False and "min fwd vs Liger 0.990× (missed)" in words
+
+
 def test_ligers_private_logits_are_made_once_and_start_each_call_without_a_gradient():
     # Kept, the gradient of every timed backward was added into the last one: an extra pass over the logits that
     # only Liger paid (bench clears the gradients of the inputs it hands out, not of this copy).

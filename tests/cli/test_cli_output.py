@@ -151,3 +151,28 @@ def test_bench_prints_what_its_run_could_not_check():
     assert "note: no timed output was checked: the problem writes its inputs" in render_bench(result).splitlines()
     result.notes = []
     assert "note:" not in render_bench(result)
+
+
+def test_bench_marks_a_ratio_its_timing_rounds_call_a_tie():
+    from mcp_server.cli.render import render_bench
+    from mcp_server.engine.models import BenchResult, BenchRow, ProviderTiming
+
+    def timing(provider: str, ms: float) -> ProviderTiming:
+        return ProviderTiming(provider=provider, median_ms=ms, p20_ms=ms, p80_ms=ms, min_ms=ms, spread=0, samples=5)
+
+    def row(case: str, standing: str) -> BenchRow:
+        return BenchRow(
+            case=case, timings=[timing("candidate", 1.0), timing("eager", 2.0), timing("compile", 0.99)], bytes=1,
+            flops=0, model="test", speedup_vs_eager=2.0, speedup_vs_compile=0.99,
+            standing={"eager": "faster", "compile": standing},
+        )  # fmt: skip
+
+    result = BenchResult(
+        ok=True, device="d", findings=[], candidate="c.py:f", reference="r.py:g", mode="events", l2_flush=True,
+        input_sets=2, reps=10, rows=[row("tied", "tie"), row("lost", "slower")],
+    )  # fmt: skip
+    lines = render_bench(result).splitlines()
+    tied = next(line for line in lines if line.lstrip().startswith("tied"))
+    lost = next(line for line in lines if line.lstrip().startswith("lost"))
+    assert "0.99× tie" in tied and "2.00× tie" not in tied
+    assert "0.99×" in lost and "tie" not in lost

@@ -15,7 +15,8 @@ import torch
 from mcp_server.engine import bench as B
 from mcp_server.engine.device import DeviceInfo
 from mcp_server.engine.errors import EnvironmentUnavailable
-from mcp_server.engine.jobs.bench_job import _model, _substitute, parse_sizes
+from mcp_server.engine.jobs import bench_job as B_JOB
+from mcp_server.engine.jobs.bench_job import _model, _stats, _substitute, parse_sizes
 from mcp_server.engine.models import BenchResult, DevicePeaks, FindingKind
 
 FX = Path(__file__).resolve().parent.parent / "fixtures"
@@ -25,8 +26,9 @@ PEAKS = DevicePeaks(
 )
 
 
-def timing(provider, ms, spread=0.02, outside=0.0, launch=0.005):
+def timing(provider, ms, spread=0.02, outside=0.0, launch=0.005, rounds=None):
     return {
+        "round_ms": rounds or [],
         "provider": provider,
         "median_ms": ms,
         "p20_ms": ms * (1 - spread / 2),
@@ -40,10 +42,14 @@ def timing(provider, ms, spread=0.02, outside=0.0, launch=0.005):
     }
 
 
-def raw_row(case="c", cand=1.0, eager=2.0, compiled=1.5, nbytes=3_600_000_000, flops=0, **kw):
+def raw_row(case="c", cand=1.0, eager=2.0, compiled=1.5, nbytes=3_600_000_000, flops=0, compile_rounds=None, **kw):
     return {
         "case": case,
-        "timings": [timing("candidate", cand, **kw), timing("eager", eager), timing("compile", compiled)],
+        "timings": [
+            timing("candidate", cand, **kw),
+            timing("eager", eager),
+            timing("compile", compiled, rounds=compile_rounds),
+        ],
         "bytes": nbytes,
         "flops": flops,
         "model": "test",
@@ -79,6 +85,57 @@ def test_slow_candidates_are_flagged_against_both_baselines_and_the_roofline():
     assert {FindingKind.slower_than_eager, FindingKind.slower_than_compile, FindingKind.low_efficiency} <= kinds(
         B.flags([row])
     )
+
+
+# Per-round medians of a candidate that drifts slower over the run, as clocks warm: 1.00 → 1.08 ms.
+DRIFT = [1.00, 1.02, 1.04, 1.06, 1.08]
+
+
+def test_a_peer_that_loses_every_paired_round_is_slower_though_its_rounds_overlap_the_candidates():
+    # torch.compile is 1 % slower than the candidate in each round, while both drift: compared round by round it
+    # loses all five, though its fastest round beats the candidate's slowest. Pairing is what tells them apart.
+    row = B._row(raw_row(cand=1.04, compiled=1.0504, rounds=DRIFT, compile_rounds=[t * 1.01 for t in DRIFT]), PEAKS)
+    assert row.standing["compile"] == "faster"
+    assert row.round_ratios["compile"] == pytest.approx([1.01] * 5)
+    assert FindingKind.slower_than_compile not in kinds(B.flags([row]))
+    behind = B._row(raw_row(cand=1.04, compiled=1.0296, rounds=DRIFT, compile_rounds=[t * 0.99 for t in DRIFT]), PEAKS)
+    assert behind.standing["compile"] == "slower"
+    (slow,) = [f for f in B.flags([behind]) if f.kind == FindingKind.slower_than_compile]
+    assert slow.severity.value == "warning"
+    assert "slower in every round: 0.990–0.990× over 5 rounds" in slow.message
+
+
+def test_a_median_under_compile_whose_rounds_disagree_is_reported_as_a_tie_not_a_loss():
+    # Three rounds lost by 2 %, two won by 1 %: the median ratio is under 1.0, the rounds say it could go either way.
+    compiled = [t * r for t, r in zip(DRIFT, [0.98, 1.01, 0.98, 1.01, 0.98], strict=True)]
+    row = B._row(raw_row(cand=1.04, compiled=1.04 * 0.98, rounds=DRIFT, compile_rounds=compiled), PEAKS)
+    assert row.standing["compile"] == "tie" and row.speedup_vs_compile < 1.0
+    (tie,) = [f for f in B.flags([row]) if f.kind == FindingKind.slower_than_compile]
+    assert tie.severity.value == "info"
+    assert "a tie: the rounds read 0.980–1.010× over 5 rounds" in tie.message
+    assert "(a tie)" in B.summarize(BenchResult(ok=True, device="d", candidate="c", reference="r", mode="events",
+                                                 l2_flush=True, input_sets=2, reps=10, rows=[row]))  # fmt: skip
+
+
+def test_rounds_are_paired_only_when_both_providers_have_them_all():
+    # Without per-round figures (an older child) or with a round missing, no standing is claimed.
+    assert B._row(raw_row(cand=1.0, compiled=1.5), PEAKS).standing == {}
+    row = B._row(raw_row(cand=1.0, compiled=1.5, rounds=DRIFT, compile_rounds=DRIFT[:4]), PEAKS)
+    assert row.standing == {} and row.round_ratios == {}
+    few = B._row(raw_row(cand=1.0, compiled=1.5, rounds=DRIFT[:2], compile_rounds=DRIFT[:2]), PEAKS)
+    assert few.standing == {}
+
+
+def test_work_a_candidate_leaves_on_another_stream_counts_in_every_round():
+    # 0.5 ms of side-stream work per call: round by round the candidate takes 1.5 ms, not 1.0, and loses to a
+    # compile at 1.2 ms in all of them.
+    row = B._row(raw_row(cand=1.0, compiled=1.2, outside=0.5, rounds=[1.0] * 5, compile_rounds=[1.2] * 5), PEAKS)
+    assert row.standing["compile"] == "slower" and row.round_ratios["compile"] == pytest.approx([0.8] * 5)
+
+
+def test_the_child_reports_each_rounds_median():
+    stats = _stats("candidate", [[1.0, 3.0, 2.0], [5.0, 4.0, 6.0]], None)
+    assert stats["round_ms"] == [2.0, 5.0] and stats["median_ms"] == 3.5 and stats["samples"] == 6
 
 
 def test_unstable_timings_are_flagged():
@@ -304,6 +361,11 @@ def test_bench_times_a_correct_kernel_against_both_baselines(runner):
         assert {t.provider for t in row.timings} == {"candidate", "eager", "compile"}
         assert all(not t.error and t.median_ms > 0 and not math.isnan(t.median_ms) for t in row.timings)
         assert row.pct_of_bandwidth and 0 < row.pct_of_bandwidth < 110
+        # Every provider is timed in each of the five rounds, and each peer is paired with the candidate by round.
+        assert all(len(t.round_ms) == B_JOB.ROUNDS for t in row.timings)
+        assert set(row.standing) == {"eager", "compile"} and all(
+            len(r) == B_JOB.ROUNDS for r in row.round_ratios.values()
+        )
     assert result.peaks and result.peaks.copy_gbps > 500
     # The host time bench reports for a call is the call's, near what it takes here, outside bench (each call on
     # an idle GPU; bench's launch hooks add some). Taken from a timing round's enqueueing it read 5x that on an

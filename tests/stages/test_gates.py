@@ -185,6 +185,34 @@ def test_stage3_counts_exactly_torch_compile_speed_as_enough():
     assert check(evaluate(3, ev), "vs_torch_compile").state == "met"
 
 
+def _with_rounds(result: BenchResult, ratios: dict[str, list[float]]) -> BenchResult:
+    """``result`` with per-size paired round ratios against torch.compile, and the standing bench derives."""
+    from mcp_server.engine.bench import standing
+
+    for row in result.rows:
+        if row.case in ratios:
+            row.round_ratios["compile"] = ratios[row.case]
+            row.standing["compile"] = standing(ratios[row.case])
+    return result
+
+
+def test_stage3_names_a_tie_in_the_timing_rounds_met_or_not():
+    # Just under torch.compile at 4M, with rounds on both sides of 1.0: unmet, and said to be a tie.
+    close = bench({"1M": 0.5, "4M": 1.01}, eager_ms=SIZES, compile_ms={"1M": 1.0, "4M": 1.0})
+    close = _with_rounds(close, {"4M": [0.97, 1.02, 0.99, 0.98, 1.01], "1M": [2.0] * 5})
+    unmet = check(evaluate(3, stage2_evidence(bench=close)), "vs_torch_compile")
+    assert unmet.state == "unmet" and "4M 0.990× (a tie: 0.970–1.020× over 5 rounds)" in unmet.detail
+    # Just over it with the same kind of rounds: met, and the detail warns that a rerun may fall short there.
+    over = _with_rounds(bench({"4M": 0.99}, eager_ms=SIZES, compile_ms={"4M": 1.0}), {"4M": [0.99, 1.02, 1.01]})
+    met = check(evaluate(3, stage2_evidence(bench=over)), "vs_torch_compile")
+    assert met.state == "met" and "a tie on 1 size(s)" in met.detail and "0.990–1.020× over 3 rounds" in met.detail
+    # A win in every round, or rounds not paired at all, say nothing of ties.
+    clear = _with_rounds(faster(1.5), {"1M": [1.4, 1.5, 1.6]})
+    for result in (clear, faster(1.5)):
+        detail = check(evaluate(3, stage2_evidence(bench=result)), "vs_torch_compile").detail
+        assert "tie" not in detail
+
+
 def test_stage3_fails_a_size_without_a_torch_compile_timing():
     candidate = bench({"1M": 0.5, "4M": 2.0, "16M": 8.0}, eager_ms=SIZES, compile_ms={"1M": 1.0, "4M": 4.0})
     detail = check(evaluate(3, stage2_evidence(bench=candidate)), "vs_torch_compile").detail

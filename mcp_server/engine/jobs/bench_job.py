@@ -10,7 +10,8 @@ Method (one child, one GPU, the GPU lock held by the parent):
   size) outside the timed interval,
   each bracketed by CUDA events: the events measure the GPU's time, not Python's launch path, which is
   measured apart (host_launch_ms). Providers are interleaved in rounds whose order rotates, so drift
-  (clocks, temperature) hits every provider alike.
+  (clocks, temperature) hits every provider alike. Each round's median is reported too (round_ms): the parent
+  pairs a peer's with the candidate's of the same round, and calls the two a tie when the rounds disagree.
 - A host-clock check: a few calls whose end event is waited for, then the whole device. When the device stays
   busy after the end event (beyond what an empty operation shows), the call left work on another stream; that
   time is added to the reported figure and the disagreement is flagged.
@@ -199,7 +200,8 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def _stats(name: str, samples: list[float], compile_s: float | None) -> dict[str, Any]:
+def _stats(name: str, rounds: list[list[float]], compile_s: float | None) -> dict[str, Any]:
+    samples = [s for r in rounds for s in r]
     median = statistics.median(samples)
     p20, p80 = _quantile(samples, 0.2), _quantile(samples, 0.8)
     return {
@@ -210,6 +212,7 @@ def _stats(name: str, samples: list[float], compile_s: float | None) -> dict[str
         "min_ms": min(samples),
         "spread": (p80 - p20) / median if median > 0 else 0.0,
         "samples": len(samples),
+        "round_ms": [statistics.median(r) for r in rounds if r],
         "compile_s": compile_s,
     }
 
@@ -726,7 +729,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         switch.to("reference")
         audit.start_case(ref_call, sets[0], float(out_numel))
         check.start_case()
-        samples: dict[str, list[float]] = {t["provider"]: [] for t in live}
+        rounds: dict[str, list[list[float]]] = {t["provider"]: [] for t in live}
         per_round = max(3, reps // ROUNDS)
         fresh = [timed_check.FreshValues(s) for s in sets]
         if not any(f.plan for f in fresh):
@@ -744,15 +747,12 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             for t in order:
                 switch.run_as(t["provider"])
                 if mode == "cuda-graph":
-                    samples[t["provider"]].extend(
-                        timer.graph_round(t["_fn"], sets, per_round, 3, t["provider"], audit, fresh, graph_keeper)
-                    )
+                    got = timer.graph_round(t["_fn"], sets, per_round, 3, t["provider"], audit, fresh, graph_keeper)
                 else:
-                    samples[t["provider"]].extend(
-                        timer.events_round(
-                            t["_fn"], sets, per_round, rnd * per_round, fresh, keeper, t["provider"], audit
-                        )
+                    got = timer.events_round(
+                        t["_fn"], sets, per_round, rnd * per_round, fresh, keeper, t["provider"], audit
                     )
+                rounds[t["provider"]].append(got)
                 check.verify(keeper)
         if keeper is not None and (mode == "events" or graph_keeper is not None):
             check.cover_unchecked(keeper, live, sets, fresh)
@@ -760,7 +760,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             fn = t.pop("_fn", None)
             if fn is None:
                 continue
-            t.update(_stats(t["provider"], samples[t["provider"]], t.get("compile_s")))
+            t.update(_stats(t["provider"], rounds[t["provider"]], t.get("compile_s")))
             switch.run_as(t["provider"])
             t["outside_stream_ms"], host_ms = timer.host_check(fn, sets)
             # A graph's replay has no launch path of the call's own to report.
