@@ -308,12 +308,12 @@ def judge(name: str, spec: Any, fwd: dict, fb: dict | None, extra: dict) -> tupl
         need("min vs SDPA flash backend at seq ≥ 4096", worst_vs(long, "sdpa_flash"), 0.90)
         # What the user already has: SDPA with the backend torch picks (cuDNN on Hopper), forward and
         # forward + backward, at ≥ 1.0×, in every dtype of the bar.
-        need("min vs SDPA's own pick", worst(long, "speedup_vs_eager"), 1.0, "{:.2f}×", (long, "eager"))
+        need("min vs SDPA's own pick", worst(long, "speedup_vs_eager"), 1.0, "{:.3f}×", (long, "eager"))
         if fb_rows:
             fb_long = long_rows(fb_rows)
             parts.append(f"min fwd+bwd vs flash backend {worst_vs(fb_long, 'sdpa_flash') or float('nan'):.2f}×")
             need(
-                "min fwd+bwd vs SDPA's own pick", worst(fb_long, "speedup_vs_eager"), 1.0, "{:.2f}×", (fb_long, "eager")
+                "min fwd+bwd vs SDPA's own pick", worst(fb_long, "speedup_vs_eager"), 1.0, "{:.3f}×", (fb_long, "eager")
             )
         first = fwd.get("dtype", "float16")
         for dtype in (str(d).replace("torch.", "") for d in spec.dtypes):
@@ -326,14 +326,14 @@ def judge(name: str, spec: Any, fwd: dict, fb: dict | None, extra: dict) -> tupl
                     f"{dtype} min vs SDPA's own pick",
                     worst(other, "speedup_vs_eager"),
                     1.0,
-                    "{:.2f}×",
+                    "{:.3f}×",
                     (other, "eager"),
                 )
                 need(
                     f"{dtype} min fwd+bwd vs SDPA's own pick",
                     worst(other_fb, "speedup_vs_eager"),
                     1.0,
-                    "{:.2f}×",
+                    "{:.3f}×",
                     (other_fb, "eager"),
                 )
     elif name == "semi_markov_crf":

@@ -40,13 +40,13 @@ def _attention_verdict(script, long_ms: float, short_ms: float):
 def test_attention_is_judged_against_the_flash_backend_at_long_sequences(script):
     met, words = _attention_verdict(script, long_ms=0.75, short_ms=5.0)  # 1.33× flash; the short row is ignored
     assert met is True
-    assert "flash backend at seq ≥ 4096 1.333×" in words and "own pick 1.07×" in words
+    assert "flash backend at seq ≥ 4096 1.333×" in words and "own pick 1.067×" in words
 
 
 def test_attention_slower_than_sdpas_own_pick_misses_its_bar(script):
     met, words = _attention_verdict(script, long_ms=1.05, short_ms=0.5)  # 0.95× flash, 0.76× SDPA's pick
     assert met is False
-    assert "flash backend at seq ≥ 4096 0.952×" in words and "own pick 0.76× (missed)" in words
+    assert "flash backend at seq ≥ 4096 0.952×" in words and "own pick 0.762× (missed)" in words
 
 
 def test_attention_is_held_to_sdpas_pick_in_bf16_too_and_a_bf16_run_not_made_misses(script):
@@ -65,10 +65,10 @@ def test_attention_is_held_to_sdpas_pick_in_bf16_too_and_a_bf16_run_not_made_mis
             }
         return script.judge("attention", SPEC, fwd, fb, extra)
 
-    met, words = verdict(0.78)  # bf16 1.03× SDPA's pick
-    assert met is True and "bfloat16 min vs SDPA's own pick 1.03×" in words
-    met, words = verdict(0.82)  # bf16 0.98×: fp16 alone would pass
-    assert met is False and "bfloat16 min vs SDPA's own pick 0.98× (missed)" in words
+    met, words = verdict(0.78)  # bf16 1.026× SDPA's pick
+    assert met is True and "bfloat16 min vs SDPA's own pick 1.026×" in words
+    met, words = verdict(0.82)  # bf16 0.976×: fp16 alone would pass
+    assert met is False and "bfloat16 min vs SDPA's own pick 0.976× (missed)" in words
     met, words = verdict(None)
     assert met is False and "bfloat16 min fwd+bwd vs SDPA's own pick: not measured" in words
 
