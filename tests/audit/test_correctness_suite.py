@@ -81,6 +81,24 @@ def test_without_a_gpu_performance_says_so_and_is_never_counted_as_passed(strict
     performance = {c.category: c for c in strict.categories}["performance"]
     assert performance.status != "pass" and "needs a CUDA GPU" in (performance.note or "")
     assert not strict.complete
+    assert "from the static, compiled, correctness sections alone" in strict.summary
+    assert strict.summary.endswith("not run: performance (needs a CUDA GPU)")
+
+
+def test_the_verdict_line_names_every_section_asked_for_that_did_not_run(runner):
+    # A file whose launcher has no example inputs and no reference: only the static rules can run. Its PASS is
+    # theirs alone, and the line says which sections did not run and why.
+    lone = Path(__file__).resolve().parents[1] / "fixtures" / "audit" / "undefined_name_good.py"
+    report = audit(str(lone), runner=runner)
+    assert report.ok and report.summary.startswith("PASS: 0 error(s), 0 warning(s) from the static section alone;")
+    skipped = report.summary.split("not run: ", 1)[1]
+    assert "compiled (no example inputs to run the launcher with)" in skipped
+    assert "correctness (no reference)" in skipped
+    if report.device == "cpu-interpreter":
+        assert "performance (needs a CUDA GPU)" in skipped
+    # Asked for the static rules alone, the audit ran all it was asked: nothing is said missing.
+    only = audit(str(lone), sections=["static"], runner=runner)
+    assert only.summary == "PASS: 0 error(s), 0 warning(s)"
 
 
 def test_the_report_covers_five_categories_findings_and_the_commands_to_reproduce(strict):

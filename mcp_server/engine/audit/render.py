@@ -146,23 +146,50 @@ def _rel_spec(spec: str, cwd: Path) -> str:
     return _rel(spec, cwd)
 
 
+def _first_clause(reason: str) -> str:
+    """A reason's first clause: 'needs a CUDA GPU' of 'needs a CUDA GPU: interpreter timings mean nothing'."""
+    cut = min((i for i in (reason.find(s) for s in (": ", " (", "; ", ". ")) if i > 0), default=len(reason))
+    text = reason[:cut].rstrip(".")
+    return text if len(text) <= 100 else text[:99] + "…"
+
+
+def not_run(report: AuditReport) -> list[tuple[str, str]]:
+    """The sections asked for that did not run, each with the first clause of why."""
+    why = {
+        "static": "",
+        "compiled": report.compiled.notes[0] if report.compiled.notes else "",
+        "correctness": report.correctness.reason or "",
+        "performance": report.performance.reason or "",
+    }
+    status = {
+        "static": report.static.status,
+        "compiled": report.compiled.status if not report.compiled.kernels else "passed",
+        "correctness": report.correctness.status,
+        "performance": report.performance.status,
+    }
+    return [(s, _first_clause(why[s]) or "did not run") for s in report.sections if status[s] == "skipped"]
+
+
 def summary_line(report: AuditReport) -> str:
     errors = sum(f.severity is Severity.error for f in report.findings)
     warnings = sum(f.severity is Severity.warning for f in report.findings)
     head = "PASS" if report.ok else "FAIL"
-    parts = [f"{head}: {errors} error(s), {warnings} warning(s)"]
+    skipped = not_run(report)
+    ran = [s for s in report.sections if s not in {name for name, _ in skipped}]
+    only = f" from the {', '.join(ran)} section{'s' * (len(ran) > 1)} alone" if skipped and ran else ""
+    parts = [f"{head}: {errors} error(s), {warnings} warning(s){only}"]
     runs = [r for r in report.correctness.runs]
     if runs:
         strict = sum(r.tier == "strict" for r in runs)
         parts.append(f"correctness {strict}/{len(runs)} runs at the default tolerance")
     if report.compiled.kernels:
         parts.append(f"{len(report.compiled.kernels)} compiled variant(s) for {report.compiled.target}")
-    if report.performance.status == "skipped":
-        parts.append(f"performance not measured ({report.performance.reason})")
-    elif report.performance.rows:
+    if report.performance.rows:
         best = [r.speedup_vs_eager for r in report.performance.rows if r.speedup_vs_eager]
         if best:
             parts.append(f"{min(best):.2f}–{max(best):.2f}× eager")
+    if skipped:
+        parts.append("not run: " + ", ".join(f"{name} ({why})" for name, why in skipped))
     return "; ".join(parts)
 
 
