@@ -614,9 +614,10 @@ def flags(rows: list[BenchRow], baselines: list[str] | None = None) -> list[Find
 
 def _slower(row: BenchRow, peer: str, kind: FindingKind, ratio: float, said: str) -> Finding:
     """A median ratio under 1.0: a warning when the candidate lost every round (or rounds were not paired), an
-    info finding naming the tie when some round went the other way."""
+    info finding naming the tie when some round went the other way (every round won while the median of all calls
+    says lost is a tie too)."""
     spread = row.round_range(peer)
-    if row.standing.get(peer) == "tie":
+    if row.standing.get(peer) in ("tie", "faster"):
         name = said.split(" — ")[0]
         return Finding(
             kind=kind,
@@ -625,7 +626,7 @@ def _slower(row: BenchRow, peer: str, kind: FindingKind, ratio: float, said: str
             message=f"{row.case}: {ratio:.3f}× {name}, a tie: the rounds read {spread}, so a rerun may land on "
             "either side of 1.0 — a win is one that holds in every round",
         )
-    lost = f" (slower in every round: {spread})" if spread else ""
+    lost = f" (slower in every round: {spread})" if row.standing.get(peer) == "slower" else ""
     return Finding(
         kind=kind, severity=Severity.warning, case=row.case, message=f"{row.case}: {ratio:.2f}× {said}{lost}"
     )

@@ -82,7 +82,7 @@ def test_without_a_gpu_performance_says_so_and_is_never_counted_as_passed(strict
     assert performance.status != "pass" and "needs a CUDA GPU" in (performance.note or "")
     assert not strict.complete
     assert "from the static, compiled, correctness sections alone" in strict.summary
-    assert strict.summary.endswith("not run: performance (needs a CUDA GPU)")
+    assert strict.summary.endswith("not run: performance (needs a CUDA GPU: interpreter timings mean nothing)")
 
 
 def test_the_verdict_line_names_every_section_asked_for_that_did_not_run(runner):
@@ -95,7 +95,7 @@ def test_the_verdict_line_names_every_section_asked_for_that_did_not_run(runner)
     assert "compiled (no example inputs to run the launcher with)" in skipped
     assert "correctness (no reference)" in skipped
     if report.device == "cpu-interpreter":
-        assert "performance (needs a CUDA GPU)" in skipped
+        assert "performance (needs a CUDA GPU: interpreter timings mean nothing)" in skipped
     # Asked for the static rules alone, the audit ran all it was asked: nothing is said missing.
     only = audit(str(lone), sections=["static"], runner=runner)
     assert only.summary == "PASS: 0 error(s), 0 warning(s)"
@@ -226,3 +226,17 @@ def test_nan_positions_that_differ_at_injected_nans_warn_and_elsewhere_fail():
         assert dynamic._tolerated_tier(run, _result(nan)) is None
         found = dynamic._suite_findings(run, _result(nan), None, where)
         assert [(f.kind, f.severity) for f in found] == [(FindingKind.nan_mismatch, Severity.error)]
+
+
+def test_a_reason_is_cut_to_its_first_clause_and_a_short_head_keeps_its_colon():
+    from mcp_server.engine.audit.render import _first_clause
+
+    failed = "not timed: the candidate failed the correctness suite"
+    assert _first_clause(failed) == failed
+    assert _first_clause("no example inputs to run the launcher with: k.py defines neither") == (
+        "no example inputs to run the launcher with"
+    )
+    assert _first_clause("no reference (none found in the file; pass one); pass --reference path.py:fn") == (
+        "no reference"
+    )
+    assert len(_first_clause("x" * 300)) == 100

@@ -117,6 +117,15 @@ def test_a_median_under_compile_whose_rounds_disagree_is_reported_as_a_tie_not_a
                                                  l2_flush=True, input_sets=2, reps=10, rows=[row]))  # fmt: skip
 
 
+def test_a_median_under_compile_with_every_round_won_is_a_tie_and_never_said_to_lose_every_round():
+    # The median over all calls and the rounds' medians can disagree when the rounds' spreads differ: then it is
+    # no loss in every round, whatever the median says.
+    row = B._row(raw_row(cand=1.0, compiled=0.995, rounds=[1.0] * 5, compile_rounds=[1.01] * 5), PEAKS)
+    assert row.standing["compile"] == "faster" and row.speedup_vs_compile < 1.0
+    (found,) = [f for f in B.flags([row]) if f.kind == FindingKind.slower_than_compile]
+    assert found.severity.value == "info" and "slower in every round" not in found.message
+
+
 def test_rounds_are_paired_only_when_both_providers_have_them_all():
     # Without per-round figures (an older child) or with a round missing, no standing is claimed.
     assert B._row(raw_row(cand=1.0, compiled=1.5), PEAKS).standing == {}

@@ -147,8 +147,10 @@ def _rel_spec(spec: str, cwd: Path) -> str:
 
 
 def _first_clause(reason: str) -> str:
-    """A reason's first clause: 'needs a CUDA GPU' of 'needs a CUDA GPU: interpreter timings mean nothing'."""
-    cut = min((i for i in (reason.find(s) for s in (": ", " (", "; ", ". ")) if i > 0), default=len(reason))
+    """A reason's first clause: 'no reference' of 'no reference (none in the file); pass --reference …'. A colon
+    ends it only after 20 characters, so that 'not timed: the candidate failed …' keeps what it says."""
+    ends = [reason.find(s) for s in (" (", "; ", ". ")]
+    cut = min((i for i in [*ends, reason.find(": ", 20)] if i > 0), default=len(reason))
     text = reason[:cut].rstrip(".")
     return text if len(text) <= 100 else text[:99] + "…"
 
