@@ -269,3 +269,44 @@ def test_the_real_tools_get_only_the_options_their_signatures_accept():
     options = {"inputs": "f32[8]", "runner": None, "validate_first": False}
     assert _supported(bench_like, options) == {"inputs": "f32[8]", "runner": None}
     assert _supported(takes_anything, options) == options
+
+
+def _compile_rounds(result, rounds: list[float]):
+    """``result`` with every size's paired round ratios against torch.compile, and the standing bench derives."""
+    from mcp_server.engine.bench import standing
+
+    for row in result.rows:
+        row.round_ratios["compile"] = list(rounds)
+        row.standing["compile"] = standing(rounds)
+    return result
+
+
+def test_submitting_the_same_kernel_again_pools_its_timing_rounds_instead_of_drawing_a_new_verdict(db, write):
+    clean = analyze_source(AUTOTUNED_KERNEL, "stage3.py")
+    lost = _compile_rounds(timed(3.0, compile_factor=3.0 / 0.98), [0.975, 0.98, 0.985, 0.97, 0.99])
+    lucky = _compile_rounds(timed(3.0, compile_factor=3.0 / 1.01), [0.99, 1.02, 1.01, 1.0, 1.03])
+    tools = FakeTools(benches={"s1.py": timed(1.0), "stage3.py": lost}, audit=lambda: clean)
+    start("axpy", REFERENCE, ledger=db)
+    submit("axpy", write("s1.py"), 1, ledger=db, evidence=tools.fns())
+    first = submit("axpy", write("stage3.py", AUTOTUNED_KERNEL), 3, ledger=db, evidence=tools.fns())
+    assert not first.ok and "0.980×" in first.verdict.reasons[0]
+    # The same file again draws a lucky bench (1.01× alone): judged with the first bench's rounds, 0.99×.
+    tools.benches["stage3.py"] = lucky
+    again = submit("axpy", write("stage3.py", AUTOTUNED_KERNEL), 3, ledger=db, evidence=tools.fns())
+    check = next(c for c in again.verdict.checks if c.name == "vs_torch_compile")
+    assert check.state == "unmet" and "0.990× (median of 10 paired rounds, 0.970–1.030×)" in check.detail
+    assert "attempt(s) #2" in check.detail
+    # Under another name with a comment added it is the same code: a bench level with torch.compile alone (1.000×)
+    # joins the other two, 0.99× over all 15 rounds.
+    level = _compile_rounds(timed(3.0, compile_factor=3.0), [0.98, 0.99, 1.005, 0.985, 0.99])
+    tools.benches["renamed.py"] = level
+    renamed = submit("axpy", write("renamed.py", AUTOTUNED_KERNEL + "\n# tuned\n"), 3, ledger=db, evidence=tools.fns())
+    check = next(c for c in renamed.verdict.checks if c.name == "vs_torch_compile")
+    assert check.state == "unmet" and "attempt(s) #2, #3" in check.detail
+    assert "0.990× (median of 15 paired rounds, 0.970–1.030×)" in check.detail
+    # A changed kernel is new code: judged on its own bench, it passes.
+    changed = AUTOTUNED_KERNEL.replace('{"BLOCK": 128}', '{"BLOCK": 256}')
+    tools.benches["changed.py"] = lucky
+    new = submit("axpy", write("changed.py", changed), 3, ledger=db, evidence=tools.fns())
+    check = next(c for c in new.verdict.checks if c.name == "vs_torch_compile")
+    assert new.ok and check.state == "met" and "attempt(s)" not in check.detail and "a tie on 2 size(s)" in check.detail

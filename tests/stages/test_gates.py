@@ -388,3 +388,14 @@ def test_a_hand_picked_tile_or_warp_count_is_something_to_tune():
         "    _small[(8,)](x, out, n, BLOCK=triton.next_power_of_2(n), num_warps=8)\n    return out\n"
     )
     assert not warps.ok and warps.missing == ["_small"]
+
+
+def test_the_same_code_is_the_same_tree_and_function_whatever_its_comments_and_layout():
+    from mcp_server.engine.stages.gates import code_key
+
+    base = code_key(AUTOTUNED_KERNEL, "candidate")
+    assert code_key("# a header\n" + AUTOTUNED_KERNEL.replace("\n\n\n", "\n\n") + "\n# tuned\n", "candidate") == base
+    assert code_key(AUTOTUNED_KERNEL, "other") != base
+    assert code_key(AUTOTUNED_KERNEL.replace('{"BLOCK": 64}', '{"BLOCK": 32}'), "candidate") != base
+    # A file that does not parse is keyed by its text.
+    assert code_key("def (", "candidate") == code_key("def (", "candidate") != code_key("def  (", "candidate")

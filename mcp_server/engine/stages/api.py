@@ -23,7 +23,14 @@ from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
 from mcp_server.engine.models import INTERPRETER_DEVICE, BenchResult, ValidateResult
 from mcp_server.engine.specs import parse_spec
 from mcp_server.engine.stages.evidence import AuditUnavailable, EvidenceFns, real_evidence
-from mcp_server.engine.stages.gates import autotune_info, case_speeds, evaluate, geomean, summarize_audit
+from mcp_server.engine.stages.gates import (
+    autotune_info,
+    case_speeds,
+    code_key,
+    evaluate,
+    geomean,
+    summarize_audit,
+)
 from mcp_server.engine.stages.ledger import Ledger, ledger_exists, ledger_path, now
 from mcp_server.engine.stages.models import (
     AttemptSummary,
@@ -229,6 +236,19 @@ def _attempts(led: Ledger, conversion_id: int) -> list[_Attempt]:
     return attempts
 
 
+def _same_code_benches(attempts: list[_Attempt], source: str, function: str, device: str) -> dict[int, BenchResult]:
+    """The earlier attempts' benches of the same code (gates.code_key) on ``device``, by attempt number."""
+    key = code_key(source, function)
+    return {
+        a.number: a.bench
+        for a in attempts
+        if a.bench is not None
+        and a.bench.device == device
+        and a.row["candidate"].rpartition(":")[2] == function
+        and code_key(a.row["source"], function) == key
+    }
+
+
 def _best_of_stage(attempts: list[_Attempt], stage: int) -> tuple[_Attempt, str] | None:
     """The best passing attempt of a stage: the fastest vs eager where timed, else the latest."""
     passing = [a for a in attempts if a.stage == stage and a.passed]
@@ -399,6 +419,8 @@ def submit(
                         )
                     except (EnvironmentUnavailable, UsageError) as exc:
                         ev.baseline_unavailable = f"{exc}{f' ({note})' if note else ''}"
+        if ev.bench is not None and ev.bench.device != INTERPRETER_DEVICE:
+            ev.same_code_benches = _same_code_benches(_attempts(led, conv["id"]), source, spec.name, ev.bench.device)
         if stage == 3:
             try:
                 ev.audit = summarize_audit(fns.audit(reference=ref, candidate=str(spec), inputs=inputs))

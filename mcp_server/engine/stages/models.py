@@ -56,6 +56,11 @@ class GateEvidence(BaseModel):
     baseline_unavailable: str | None = Field(None, description="why the stage-1 baseline has no timing")
     audit: AuditSummary | None = None
     audit_unavailable: str | None = Field(None, description="why there is no audit (never counts as passed)")
+    same_code_benches: dict[int, BenchResult] = Field(
+        default_factory=dict,
+        description="earlier benches of the same code (the same syntax tree and function) on the same device, by "
+        "attempt number: the comparison with torch.compile pools their timing rounds with this bench's",
+    )
 
 
 class GateCheck(BaseModel):
