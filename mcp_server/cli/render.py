@@ -190,6 +190,7 @@ def render_bench(result: BenchResult) -> str:
     if result.queued_s > 1:
         out.append(f"waited {result.queued_s:.1f} s for the GPU lock")
     rows = []
+    peers = list(result.baselines)  # the --baseline labels, each with its time and ratio after compile's
     for r in result.rows:
         by = {t.provider: t for t in r.timings}
 
@@ -211,8 +212,10 @@ def render_bench(result: BenchResult) -> str:
                 band,
                 ms("eager"),
                 ms("compile"),
+                *(ms(label) for label in peers),
                 _versus(r, "eager", r.speedup_vs_eager),
                 _versus(r, "compile", r.speedup_vs_compile),
+                *(_versus(r, label, r.speedup_vs_baselines.get(label)) for label in peers),
                 f"{r.bandwidth_gbps:.0f}" if r.bandwidth_gbps else "-",
                 f"{r.tflops:.1f}" if r.tflops else "-",
                 roof,
@@ -228,14 +231,16 @@ def render_bench(result: BenchResult) -> str:
                     "p20–p80",
                     "eager ms",
                     "compile ms",
+                    *(f"{label} ms" for label in peers),
                     "vs eager",
                     "vs compile",
+                    *(f"vs {label}" for label in peers),
                     "GB/s",
                     "TFLOP/s",
                     "of roofline",
                 ],
                 rows,
-                right=(1, 3, 4, 5, 6, 7, 8),
+                right=tuple(i for i in range(1, 9 + 2 * len(peers)) if i != 2),
             )
         )
     compile_times = {t.provider: t.compile_s for r in result.rows[:1] for t in r.timings if t.compile_s is not None}

@@ -176,3 +176,31 @@ def test_bench_marks_a_ratio_its_timing_rounds_call_a_tie():
     lost = next(line for line in lines if line.lstrip().startswith("lost"))
     assert "0.99× tie" in tied and "2.00× tie" not in tied
     assert "0.99×" in lost and "tie" not in lost
+
+
+def test_bench_shows_each_baseline_its_time_and_the_ratio_to_it():
+    from mcp_server.cli.render import render_bench
+    from mcp_server.engine.models import BenchResult, BenchRow, ProviderTiming
+
+    def timing(provider: str, ms: float) -> ProviderTiming:
+        return ProviderTiming(provider=provider, median_ms=ms, p20_ms=ms, p80_ms=ms, min_ms=ms, spread=0, samples=5)
+
+    row = BenchRow(
+        case="4096", timings=[timing("candidate", 1.0), timing("eager", 2.0), timing("compile", 1.5),
+                              timing("liger", 1.25)],
+        bytes=1, flops=0, model="test", speedup_vs_eager=2.0, speedup_vs_compile=1.5,
+        speedup_vs_baselines={"liger": 1.25}, standing={"liger": "faster"},
+    )  # fmt: skip
+    result = BenchResult(
+        ok=True, device="d", findings=[], candidate="c.py:f", reference="r.py:g", mode="events", l2_flush=True,
+        input_sets=2, reps=10, rows=[row], baselines={"liger": "peer.py:liger"},
+    )  # fmt: skip
+    lines = render_bench(result).splitlines()
+    header = next(line for line in lines if line.startswith("case"))
+    values = next(line for line in lines if line.startswith("4096")).split()
+    assert header.split() == [
+        "case", "Triton", "ms", "p20–p80", "eager", "ms", "compile", "ms", "liger", "ms", "vs", "eager", "vs",
+        "compile", "vs", "liger", "GB/s", "TFLOP/s", "of", "roofline",
+    ]  # fmt: skip
+    assert values[:8] == ["4096", "1.0000", "1.0000–1.0000", "2.0000", "1.5000", "1.2500", "2.00×", "1.50×"]
+    assert values[8] == "1.25×"
