@@ -59,6 +59,7 @@ PLAN = [
     ("own_status.py", PROBLEM, "pass", False),
     ("lookup_table.py", ATTACKS / "sigmoid_problem.py", "fail", False),
     ("sigmoid_good.py", ATTACKS / "sigmoid_problem.py", "pass", False),
+    ("late_thread.py", PROBLEM, "fail", False),
     ("leaks.py", PROBLEM, "fail", False),
     ("spawns.py", PROBLEM, "fail", True),
     ("kills_parents.py", PROBLEM, "fail", True),

@@ -380,6 +380,22 @@ def test_forging_attacks_fail(runner, attack, kinds):
     assert result.summary.startswith("FAIL (") and ("values right in all" in result.summary) is right
 
 
+def test_an_output_a_thread_finishes_after_the_call_returned_is_judged_as_it_was_returned(runner):
+    # The thread writes 50 ms after the call returns and each call first waits for the last one's thread: the
+    # judge's copy, taken when the call returns, holds the unwritten allocation (a copy taken after the next call
+    # would hold the right values). The twin does its work before returning.
+    late = validate(
+        f"{PROBLEM}:reference", f"{ATTACKS / 'late_thread.py'}:candidate", runner=runner, seeds=2,
+        derive_shapes=False, timeout_s=60,
+    )  # fmt: skip
+    assert not late.ok and "uninitialized_output" in _errors(late.findings), late.findings
+    twin = validate(
+        f"{PROBLEM}:reference", f"{ATTACKS / 'good.py'}:candidate", runner=runner, seeds=2, derive_shapes=False,
+        timeout_s=60,
+    )  # fmt: skip
+    assert twin.ok, twin.findings
+
+
 @pytest.mark.slow
 def test_answers_tabled_at_import_for_known_seeds_pass_only_a_run_that_replays_those_seeds(runner):
     # The fixture rebuilds the inputs of seeds 1234-1236 at import and answers them from a table. Replaying those

@@ -494,6 +494,17 @@ class _SideStreams(recorder.LaunchStreams):
                 torch.cuda._sleep(SIDE_STREAM_DELAY_CYCLES)
 
 
+def _copy(t: torch.Tensor) -> torch.Tensor:
+    return common.plain(t.detach().to("cpu", copy=True))
+
+
+def _held(out: list[Any]) -> list[Any]:
+    """What a call's caller holds once it has returned and the device is idle, copied then: what is judged, so that
+    work the candidate left running (a thread of its own, a timer) cannot complete it before the judge looks. A
+    tensor subclass other than a Parameter is judged as what it is, not a tensor (common.foreign_tensor)."""
+    return [_copy(o) if isinstance(o, torch.Tensor) and not common.foreign_tensor(o) else None for o in out]
+
+
 def _consumer_read(out: list[Any]) -> list[Any]:
     """Copies of the GPU outputs made on the caller's current stream, as the caller's next op would."""
     return [o.detach().clone() if isinstance(o, torch.Tensor) and o.is_cuda else None for o in out]
@@ -544,7 +555,7 @@ def _same_address_call(call: Any, held: list[Any], inputs: list[Any], device: st
     with common.recording(poison=True), torch.no_grad():
         out = common.flatten_outputs(call(*held))
     common.sync(device)
-    return out
+    return _held(out)
 
 
 def _leaves(tree: Any) -> list[Any]:
@@ -642,6 +653,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         inputs = common.to_device(case["inputs"], device)
         before = [common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in inputs]
         runs: list[list[Any]] = []
+        returned: list[list[Any]] = []
         autotune_configs.start_case()
         races: list[list[int]] = []
         # A layout case repeats nothing a base case does not: one call (poison still marks unwritten outputs).
@@ -661,9 +673,15 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 elapsed = time.perf_counter() - started
                 races.extend(_raced(out, early))
                 del early
+                returned.append(_held(out))
                 runs.append(out)
                 if repeat == 0:
-                    first_record, first_args, first_grads, first_elapsed = record, args, grads, elapsed
+                    first_record, first_args, first_elapsed = record, args, elapsed
+                    first_grads = common.map_tensors(grads, _copy) if grads is not None else None
+                    # The inputs as the call left them, read now for the same reason as its outputs.
+                    after = [common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in args]
+                    changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+                    post = {i: _copy(args[i]) for i in changed}
         except BaseException as exc:
             side.disarm()
             failure = classify_exception(exc, ctx.user_files)
@@ -694,8 +712,6 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             if program_races:
                 entry["program_races"] = program_races
         first = runs[0]
-        after = [common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in first_args]
-        changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
         entry.update(
             status="ok",
             outputs=[
@@ -725,22 +741,13 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         )
         saved[key] = {
             "configs": variant_outputs,
-            # Copies: an in-place candidate returns its input, which the next seed's same-address call rewrites.
-            # A tensor subclass other than a Parameter is judged as what it is, not a tensor (common.foreign_tensor).
-            "out": [
-                common.plain(o.detach().to("cpu", copy=True))
-                if isinstance(o, torch.Tensor) and not common.foreign_tensor(o)
-                else None
-                for o in first
-            ],
-            "out2": [common.to_cpu(o) if isinstance(o, torch.Tensor) else None for o in runs[1]]
-            if len(runs) > 1
-            else None,
-            "post": {i: common.to_cpu(first_args[i]).clone() for i in changed},
-            "same": [common.to_cpu(o) if isinstance(o, torch.Tensor) else None for o in same_out]
-            if same_out is not None
-            else None,
-            "grads": common.to_cpu(first_grads) if first_grads is not None else None,
+            # Copies made when each call returned (_held): an in-place candidate returns its input, which the next
+            # seed's same-address call rewrites, and work a candidate leaves running must not complete them later.
+            "out": returned[0],
+            "out2": returned[1] if len(returned) > 1 else None,
+            "post": post,
+            "same": same_out,
+            "grads": first_grads,
         }
         report.append(entry)
     torch.save(saved, ctx.path("candidate.pt"))
