@@ -107,6 +107,24 @@ def test_the_report_has_per_problem_flags_and_a_summary(five):
     assert EvalReport.model_validate(json.loads(rep.model_dump_json())) == rep
 
 
+def test_fast_solutions_whose_rounds_tie_with_the_baseline_are_counted_at_p_1():
+    tied = result("tied", eager=2.0, compile=1.01)
+    tied.standing_eager, tied.standing_compile = "faster", "tie"
+    clear = result("clear", eager=2.0, compile=1.3)
+    clear.standing_eager, clear.standing_compile = "faster", "faster"
+    slow_tie = result("slow_tie", eager=2.0, compile=0.99)
+    slow_tie.standing_eager, slow_tie.standing_compile = "faster", "tie"  # not fast: not counted
+    rep = report([tied, clear, slow_tie])
+    at_1 = next(pt for pt in rep.overall.fast_p if pt.p == 1.0)
+    assert (at_1.compile_count, at_1.compile_ties) == (2, 1) and (at_1.eager_count, at_1.eager_ties) == (3, 0)
+    assert all(pt.compile_ties is None for pt in rep.overall.fast_p if pt.p != 1.0)
+    text = render_markdown(rep)
+    assert "| 1 | 100.0 % (3/3) | 66.7 % (2/3) (1 a tie) |" in text
+    assert "| 1.01× tie |" in text and "| 1.30× |" in text
+    # Without a GPU nothing is timed: no ties are claimed.
+    assert all(pt.compile_ties is None for pt in report([tied], timings=False).overall.fast_p)
+
+
 def test_folders_get_their_own_summaries():
     results = [
         result("level1/a", eager=3.0, compile=3.0),
@@ -132,3 +150,17 @@ def test_the_plot_is_written(tmp_path, five, timings):
     pytest.importorskip("matplotlib")
     path = draw_fast_p(report(five, timings), tmp_path / "fast_p.png")
     assert (tmp_path / "fast_p.png").stat().st_size > 1000 and path.endswith("fast_p.png")
+
+
+def test_a_problems_standing_is_its_sizes_when_they_agree_and_a_tie_when_not():
+    from mcp_server.engine.evaluate.pairs import _standing
+    from mcp_server.engine.models import BenchRow
+
+    def row(**standing):
+        return BenchRow(case="c", timings=[], bytes=0, flops=0, model="m", standing=standing)
+
+    assert _standing([row(compile="faster"), row(compile="faster")], "compile") == "faster"
+    assert _standing([row(compile="slower")], "compile") == "slower"
+    assert _standing([row(compile="faster"), row(compile="slower")], "compile") == "tie"
+    assert _standing([row(compile="faster"), row(eager="faster")], "compile") is None  # a size without rounds
+    assert _standing([], "compile") is None

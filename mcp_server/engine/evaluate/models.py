@@ -24,7 +24,9 @@ FAST_P_DEFINITION = (
     "(CUDA events, L2 flushed and inputs rotated between calls, eager and torch.compile timed interleaved with "
     "the solution); over several bench cases the times are summed. fast_0 is the correctness rate. A correct "
     "solution that could not be timed against B counts as not fast, so fast_p is then a lower bound (the "
-    "report says how many). Without a GPU nothing is timed, and fast_p for p > 0 is not measurable."
+    "report says how many). Without a GPU nothing is timed, and fast_p for p > 0 is not measurable. At p = 1 the "
+    "report also counts the fast solutions whose bench rounds tie with B (some round had B faster): a rerun may "
+    "count them slow."
 )
 
 
@@ -81,6 +83,12 @@ class PairResult(BaseModel):
     compile_ms: float | None = None
     speedup_eager: float | None = Field(None, description="eager_ms / candidate_ms")
     speedup_compile: float | None = Field(None, description="compile_ms / candidate_ms")
+    standing_eager: str | None = Field(
+        None,
+        description="faster or slower when bench's paired timing rounds agree at every size, tie when they do not; "
+        "None where rounds were not paired",
+    )
+    standing_compile: str | None = None
     bench_flags: list[str] = Field(default_factory=list, description="bench warnings (high_spread, …)")
     validate_s: float | None = None
     bench_s: float | None = None
@@ -100,6 +108,10 @@ class FastP(BaseModel):
     compile: float | None = None
     eager_count: int | None = None
     compile_count: int | None = None
+    eager_ties: int | None = Field(
+        None, description="at p = 1: of the problems counted fast, those whose timing rounds tie with the baseline"
+    )
+    compile_ties: int | None = None
 
 
 class GroupSummary(BaseModel):

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from mcp_server.engine.device import probe
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
@@ -313,9 +314,20 @@ def _judge(
         compile_ms=ms["compile"],
         speedup_eager=ms["eager"] / cand if cand and ms["eager"] else None,
         speedup_compile=ms["compile"] / cand if cand and ms["compile"] else None,
+        standing_eager=_standing(timed.rows, "eager"),
+        standing_compile=_standing(timed.rows, "compile"),
         bench_flags=flags,
         bench_s=bench_s,
     )
+
+
+def _standing(rows: list[Any], peer: str) -> str | None:
+    """Over a problem's sizes: faster or slower when every size's paired rounds say so, else tie; None when a
+    size has no paired rounds."""
+    each = [row.standing.get(peer) for row in rows]
+    if not each or None in each:
+        return None
+    return each[0] if len(set(each)) == 1 else "tie"
 
 
 def _since(t: float) -> float:

@@ -47,6 +47,12 @@ def fast_p(
     return count / len(results), count
 
 
+def _fast_ties(results: Sequence[PairResult], baseline: Baseline) -> int:
+    """Problems counted fast at p = 1 whose timing rounds tie with the baseline: a rerun may count them slow."""
+    standing = "standing_eager" if baseline == "eager" else "standing_compile"
+    return sum(1 for r in results if is_fast(r, baseline, 1.0, True) and getattr(r, standing) == "tie")
+
+
 def summarize_group(
     group: str, results: Sequence[PairResult], timings_possible: bool, p_values: Sequence[float] = P_VALUES
 ) -> GroupSummary:
@@ -55,7 +61,10 @@ def summarize_group(
     for p in p_values:
         eager, n_eager = fast_p(results, "eager", p, timings_possible)
         comp, n_comp = fast_p(results, "compile", p, timings_possible)
-        points.append(FastP(p=p, eager=eager, compile=comp, eager_count=n_eager, compile_count=n_comp))
+        point = FastP(p=p, eager=eager, compile=comp, eager_count=n_eager, compile_count=n_comp)
+        if p == 1.0 and timings_possible:
+            point.eager_ties, point.compile_ties = (_fast_ties(results, b) for b in BASELINES)
+        points.append(point)
     unmeasured = {
         b: sum(1 for r in results if r.correct and r.speedup(b) is None) if timings_possible else 0 for b in BASELINES
     }
@@ -158,12 +167,16 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _ties(n: int | None) -> str:
+    return f" ({n} a tie)" if n else ""
+
+
 def _fast_table(summary: GroupSummary) -> list[str]:
     lines = ["| p | vs eager | vs torch.compile |", "|---:|---:|---:|"]
     for point in summary.fast_p:
         lines.append(
-            f"| {point.p:g} | {_pct(point.eager, point.eager_count, summary.problems)} "
-            f"| {_pct(point.compile, point.compile_count, summary.problems)} |"
+            f"| {point.p:g} | {_pct(point.eager, point.eager_count, summary.problems)}{_ties(point.eager_ties)} "
+            f"| {_pct(point.compile, point.compile_count, summary.problems)}{_ties(point.compile_ties)} |"
         )
     return lines
 
@@ -206,7 +219,8 @@ def render_markdown(report: EvalReport) -> str:
             note = r.summary
         lines.append(
             f"| {_cell(r.name)} | {r.status} | {_ms(r.candidate_ms)} | {_ms(r.eager_ms)} | {_ms(r.compile_ms)} "
-            f"| {_x(r.speedup_eager)} | {_x(r.speedup_compile)} | {_cell(note[:200])} |"
+            f"| {_x(r.speedup_eager)}{' tie' * (r.standing_eager == 'tie')} "
+            f"| {_x(r.speedup_compile)}{' tie' * (r.standing_compile == 'tie')} | {_cell(note[:200])} |"
         )
     if report.plot:
         lines += ["", f"Plot: `{report.plot}`"]
