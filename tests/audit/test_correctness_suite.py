@@ -115,7 +115,9 @@ def test_the_report_covers_five_categories_findings_and_the_commands_to_reproduc
     assert AuditReport.model_validate_json(strict.model_dump_json()) == strict
 
 
-def test_bench_results_become_the_seed_table_and_its_red_flags():
+def _seed_bench() -> BenchResult:
+    """A bench of one size that loses to eager in every round and ties torch.compile, with bench's flags."""
+
     def timing(provider: str, ms: float, spread: float = 0.02) -> ProviderTiming:
         return ProviderTiming(
             provider=provider, median_ms=ms, p20_ms=ms, p80_ms=ms, min_ms=ms, spread=spread, samples=100
@@ -132,6 +134,7 @@ def test_bench_results_become_the_seed_table_and_its_red_flags():
             bound="memory",
             speedup_vs_eager=0.8,
             speedup_vs_compile=0.6,
+            standing={"eager": "slower", "compile": "tie"},
         )
     ]
     flags = [
@@ -143,13 +146,26 @@ def test_bench_results_become_the_seed_table_and_its_red_flags():
         ok=True, device="NVIDIA H200", findings=flags, candidate="k.py:f", reference="k.py:ref", mode="events",
         l2_flush=True, input_sets=4, reps=100, rows=rows,
     )  # fmt: skip
+    return result
+
+
+def test_bench_results_become_the_seed_table_and_its_red_flags():
+    result = _seed_bench()
     section, findings = bench_section(result, f"{SUITE_FX / 'rowsum_strict.py'}:candidate")
     (row,) = section.rows
     assert (row.triton_ms, row.eager_ms, row.compile_ms) == (0.05, 0.04, 0.03)
     assert row.speedup_vs_eager == 0.8 and row.pct_of_peak == 31.0 and row.spread == 0.2
+    assert row.standing_vs_compile == "tie"
     assert {f.rule for f in findings} == {"slower_than_eager", "low_efficiency", "high_spread"}
     assert all(f.category == "performance" and f.section == "performance" and f.fix for f in findings)
     assert section.status == "warnings"
+
+
+def test_the_performance_table_marks_a_tie_with_torch_compile(strict):
+    section, _ = bench_section(_seed_bench(), f"{SUITE_FX / 'rowsum_strict.py'}:candidate")
+    text = render_markdown(strict.model_copy(update={"performance": section}))
+    row = next(line for line in text.splitlines() if line.startswith("| 4096×1024 |"))
+    assert "| 0.80× |" in row and "| 0.60× tie |" in row
 
 
 def test_misuse_is_a_usage_error_that_names_the_choices(runner):

@@ -477,6 +477,7 @@ def bench_section(
                 compile_ms=honest_ms(by["compile"]) if "compile" in by else None,
                 speedup_vs_eager=row.speedup_vs_eager,
                 speedup_vs_compile=row.speedup_vs_compile,
+                standing_vs_compile=row.standing.get("compile"),
                 pct_of_peak=row.pct_of_roofline,
                 bound=row.bound,
                 spread=cand.spread if cand else None,

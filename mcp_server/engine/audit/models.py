@@ -121,6 +121,9 @@ class PerfRow(BaseModel):
     compile_ms: float | None = None
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    standing_vs_compile: str | None = Field(
+        None, description="faster, slower or tie over bench's paired timing rounds (bench.standing)"
+    )
     pct_of_peak: float | None = None
     bound: str | None = None
     spread: float | None = None

@@ -357,7 +357,9 @@ def render_markdown(report: AuditReport, cwd: Path | None = None) -> str:
                 fmt_number(r.eager_ms, 4),
                 fmt_number(r.compile_ms, 4),
                 f"{r.speedup_vs_eager:.2f}×" if r.speedup_vs_eager else "-",
-                f"{r.speedup_vs_compile:.2f}×" if r.speedup_vs_compile else "-",
+                (f"{r.speedup_vs_compile:.2f}×" + " tie" * (r.standing_vs_compile == "tie"))
+                if r.speedup_vs_compile
+                else "-",
                 f"{r.pct_of_peak:.0f}% ({r.bound})" if r.pct_of_peak is not None else "-",
                 f"{r.spread:.0%}" if r.spread is not None else "-",
             ]
