@@ -198,27 +198,29 @@ def cross_entropy_memory() -> dict[str, float]:
     return out
 
 
-def worst_vs(rows: list[dict], provider: str) -> float | None:
-    """The smallest speed-up of the candidate over another provider timed in the same rows."""
-    ratios = []
-    for row in rows:
-        ms = {t["provider"]: t.get("median_ms") for t in row.get("timings", [])}
-        if ms.get("candidate") and ms.get(provider):
-            ratios.append(ms[provider] / ms["candidate"])
-    return min(ratios) if ratios else None
-
-
-def tie_note(rows: list[dict], provider: str) -> str:
-    """'a tie: 0.985–1.004× over 5 rounds' when, at the row where the candidate does worst against ``provider``,
-    bench's paired timing rounds disagree on which is faster; else ''."""
+def _worst_row(rows: list[dict], provider: str) -> tuple[float, dict] | None:
+    """The row where the candidate does worst against another provider timed in it, with its speed-up there."""
     ratios = []
     for row in rows:
         ms = {t["provider"]: t.get("median_ms") for t in row.get("timings", [])}
         if ms.get("candidate") and ms.get(provider):
             ratios.append((ms[provider] / ms["candidate"], row))
-    if not ratios:
+    return min(ratios, key=lambda pair: pair[0]) if ratios else None
+
+
+def worst_vs(rows: list[dict], provider: str) -> float | None:
+    """The smallest speed-up of the candidate over another provider timed in the same rows."""
+    worst = _worst_row(rows, provider)
+    return worst[0] if worst else None
+
+
+def tie_note(rows: list[dict], provider: str) -> str:
+    """'a tie: 0.985–1.004× over 5 rounds' when, at the row where the candidate does worst against ``provider``,
+    bench's paired timing rounds disagree on which is faster; else ''."""
+    worst = _worst_row(rows, provider)
+    if worst is None:
         return ""
-    row = min(ratios, key=lambda pair: pair[0])[1]
+    row = worst[1]
     rounds = row.get("round_ratios", {}).get(provider)
     if row.get("standing", {}).get(provider) != "tie" or not rounds:
         return ""

@@ -530,12 +530,12 @@ def flags(rows: list[BenchRow], baselines: list[str] | None = None) -> list[Find
         cand = by.get("candidate")
         if cand is None:
             continue
-        for peer, kind, ratio, said in (
-            ("eager", FindingKind.slower_than_eager, row.speedup_vs_eager, "eager — slower than PyTorch"),
-            ("compile", FindingKind.slower_than_compile, row.speedup_vs_compile, "torch.compile"),
+        for peer, kind, ratio, name, said in (
+            ("eager", FindingKind.slower_than_eager, row.speedup_vs_eager, "eager", " — slower than PyTorch"),
+            ("compile", FindingKind.slower_than_compile, row.speedup_vs_compile, "torch.compile", ""),
         ):
             if ratio is not None and ratio < 1.0:
-                out.append(_slower(row, peer, kind, ratio, said))
+                out.append(_slower(row, peer, kind, ratio, name, said))
         if row.pct_of_roofline is not None and row.pct_of_roofline < EFFICIENCY_LIMIT:
             add(
                 FindingKind.low_efficiency,
@@ -612,13 +612,12 @@ def flags(rows: list[BenchRow], baselines: list[str] | None = None) -> list[Find
     return out
 
 
-def _slower(row: BenchRow, peer: str, kind: FindingKind, ratio: float, said: str) -> Finding:
+def _slower(row: BenchRow, peer: str, kind: FindingKind, ratio: float, name: str, said: str) -> Finding:
     """A median ratio under 1.0: a warning when the candidate lost every round (or rounds were not paired), an
     info finding naming the tie when some round went the other way (every round won while the median of all calls
     says lost is a tie too)."""
     spread = row.round_range(peer)
     if row.standing.get(peer) in ("tie", "faster"):
-        name = said.split(" — ")[0]
         return Finding(
             kind=kind,
             severity=Severity.info,
@@ -628,7 +627,7 @@ def _slower(row: BenchRow, peer: str, kind: FindingKind, ratio: float, said: str
         )
     lost = f" (slower in every round: {spread})" if row.standing.get(peer) == "slower" else ""
     return Finding(
-        kind=kind, severity=Severity.warning, case=row.case, message=f"{row.case}: {ratio:.2f}× {said}{lost}"
+        kind=kind, severity=Severity.warning, case=row.case, message=f"{row.case}: {ratio:.2f}× {name}{said}{lost}"
     )
 
 
