@@ -15,6 +15,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,18 @@ OUTSIDE_RATIO = 0.2
 MIN_ROUNDS = 3
 # Kernels with more FLOPs per byte than this are judged against the tensor-core rate of their dtype.
 TENSOR_INTENSITY = 20.0
+
+
+@dataclass(frozen=True)
+class ExtraCandidate:
+    """Another implementation timed beside the candidate and checked like it (a stage-1 attempt), held to rules of its
+    own: ``spec`` is its ``path.py:function``; its timed calls may differ from the reference by the errors
+    ``validation`` measured and run the torch work it saw (with none, no error scale and validate's error level of
+    torch work), beside ``allow_torch_ops``. A plain spec in ``extra_candidates`` shares the candidate's rules."""
+
+    spec: str
+    validation: ValidateResult | None = None
+    allow_torch_ops: tuple[str, ...] = ()
 
 
 def cache_dir() -> Path:
@@ -182,7 +195,7 @@ def bench(
     force: bool = False,
     backward: bool = False,
     grad_inputs: list[int] | None = None,
-    extra_candidates: dict[str, str] | None = None,
+    extra_candidates: dict[str, str | ExtraCandidate] | None = None,
     extra_baselines: list[str] | None = None,
     allow_torch_ops: Iterable[str] | None = (),
     check_scale: float = 0.0,
@@ -198,6 +211,10 @@ def bench(
 
     ``timeout_s`` bounds the timing child; ``lock_wait_s`` how long to wait for the GPU while another bench
     holds it (:class:`gpu_lock`).
+
+    ``extra_candidates``: label → ``path.py:function`` (or :class:`ExtraCandidate`) of other implementations timed in
+    the same rounds and checked like the candidate; each row pairs their rounds with the candidate's (their time over
+    its, as for any peer) under their label.
 
     ``extra_baselines``: ``path.py:function`` specs of other implementations to beat (a library the user would
     otherwise pick), timed in the same runs on the same inputs; each row then carries the candidate's speed-up
@@ -230,12 +247,21 @@ def bench(
     inputs = resolved.value
     files.extend(resolved.files)
     extras: dict[str, dict[str, str]] = {}
-    for label, text in (extra_candidates or {}).items():
+    extra_checks: dict[str, dict[str, Any]] = {}
+    for label, given in (extra_candidates or {}).items():
         if label in ("candidate", "eager", "compile"):
             raise UsageError(f"extra candidate label {label!r} is reserved; use e.g. 'stage1'.")
-        extra = parse_spec(text, role=f"candidate {label}", cwd=cwd)
+        own = given if isinstance(given, ExtraCandidate) else ExtraCandidate(str(given))
+        extra = parse_spec(own.spec, role=f"candidate {label}", cwd=cwd)
         extras[label] = {"path": str(extra.path), "name": extra.name}
         files.append(str(extra.path))
+        if isinstance(given, ExtraCandidate):
+            extra_checks[label] = {
+                "check_scale": measured_error_scale(own.validation) if own.validation else 0.0,
+                "validated_torch_share": own.validation.torch_share if own.validation else None,
+                "allow_torch_ops": [op for op in own.allow_torch_ops if op],
+            }
+    candidates = list(extras)
     baseline_specs = baseline_labels(extra_baselines or [], taken=set(extras), cwd=cwd)
     for label, spec in baseline_specs.items():
         extras[label] = {"path": str(spec.path), "name": spec.name}
@@ -311,7 +337,8 @@ def bench(
                 "grad_inputs": grad_inputs,
                 "extra_candidates": extras,
                 # Extra candidates have their timed outputs checked like the candidate; baselines do not.
-                "checked": [label for label in extras if label not in baseline_specs],
+                "checked": candidates,
+                "extra_checks": extra_checks,
                 "check_scale": check_scale,
                 "allow_torch_ops": [op for op in allow_torch_ops or () if op],
                 "validated_torch_share": validated_torch_share,
@@ -347,7 +374,7 @@ def bench(
             )
         raw = outcome.result or {}
 
-    rows = [_row(r, peaks, list(baseline_specs)) for r in raw.get("rows", [])]
+    rows = [_row(r, peaks, list(baseline_specs), candidates) for r in raw.get("rows", [])]
     findings.extend(flags(rows, list(baseline_specs)))
     candidate_errors = [t.error for r in rows for t in r.timings if t.provider == "candidate" and t.error]
     findings.extend(error_finding(err) for err in candidate_errors)
@@ -419,7 +446,9 @@ def baseline_labels(specs: list[str], *, taken: set[str] = frozenset(), cwd: Pat
     return out
 
 
-def _row(raw: dict[str, Any], peaks: DevicePeaks, baselines: list[str] | None = None) -> BenchRow:
+def _row(
+    raw: dict[str, Any], peaks: DevicePeaks, baselines: list[str] | None = None, extras: list[str] | None = None
+) -> BenchRow:
     timings = []
     for t in raw["timings"]:
         if t.get("error"):
@@ -461,24 +490,67 @@ def _row(raw: dict[str, Any], peaks: DevicePeaks, baselines: list[str] | None = 
             floor_compute = row.flops / (rate * 1e9)
         row.bound = "compute" if floor_compute > floor_mem else "memory"
         row.pct_of_roofline = 100 * max(floor_mem, floor_compute) / ms
-    for name, attr in (("eager", "speedup_vs_eager"), ("compile", "speedup_vs_compile")):
-        if name in by and ms > 0 and not outside_stream(by[name]):
-            setattr(row, attr, by[name].median_ms / ms)
-            _pair_rounds(row, name, by[name], cand)
-    for label in baselines or []:
-        if label in by and ms > 0 and not outside_stream(by[label]):
-            row.speedup_vs_baselines[label] = by[label].median_ms / ms
-            _pair_rounds(row, label, by[label], cand)
+    _compare(row, by, cand, baselines)
+    for label in extras or []:
+        # Checked like the candidate, and its work on other streams counted as the candidate's is.
+        if label in by and ms > 0 and honest_ms(by[label]) > 0:
+            row.speedup_vs_extras[label] = honest_ms(by[label]) / ms
+            _pair_rounds(row, label, by[label], cand, peer_extra=True)
     return row
 
 
-def _pair_rounds(row: BenchRow, peer: str, timing: ProviderTiming, cand: ProviderTiming) -> None:
+def _compare(row: BenchRow, by: dict[str, ProviderTiming], cand: ProviderTiming, baselines: list[str] | None) -> None:
+    """The row's ratios to eager, torch.compile and each baseline, with their paired rounds."""
+    ms = honest_ms(cand)
+    if ms <= 0:
+        return
+    for name, attr in (("eager", "speedup_vs_eager"), ("compile", "speedup_vs_compile")):
+        if name in by and not outside_stream(by[name]):
+            setattr(row, attr, by[name].median_ms / ms)
+            _pair_rounds(row, name, by[name], cand)
+    for label in baselines or []:
+        if label in by and not outside_stream(by[label]):
+            row.speedup_vs_baselines[label] = by[label].median_ms / ms
+            _pair_rounds(row, label, by[label], cand)
+
+
+def provider_view(bench: BenchResult, label: str) -> BenchResult | None:
+    """``bench`` as if the extra candidate ``label`` had been its candidate: that provider's timings under the name
+    ``candidate``, with eager's and torch.compile's and its ratios to them (no roofline figures: the row's dtype is
+    not kept). None when no row timed it."""
+    rows = []
+    for row in bench.rows:
+        own = next((t for t in row.timings if t.provider == label), None)
+        if own is None:
+            continue
+        peers = [t for t in row.timings if t.provider in ("eager", "compile")]
+        view = BenchRow(
+            case=row.case,
+            timings=[own.model_copy(update={"provider": "candidate"}), *peers],
+            bytes=row.bytes,
+            flops=row.flops,
+            model=row.model,
+        )
+        if own.error is None:
+            _compare(view, {t.provider: t for t in peers if not t.error}, own, None)
+        rows.append(view)
+    if not rows:
+        return None
+    ok = all(t.error is None for r in rows for t in r.timings if t.provider == "candidate")
+    return bench.model_copy(update={"rows": rows, "candidate": f"{label} of {bench.candidate}", "ok": ok})
+
+
+def _pair_rounds(
+    row: BenchRow, peer: str, timing: ProviderTiming, cand: ProviderTiming, peer_extra: bool = False
+) -> None:
     """The peer's time over the candidate's round by round (the candidate's with its work on other streams added, as
-    :func:`honest_ms` adds it), and what they say together (:func:`standing`)."""
+    :func:`honest_ms` adds it, and the peer's too when ``peer_extra``: another candidate), and what they say
+    together (:func:`standing`)."""
     extra = (cand.outside_stream_ms or 0.0) if outside_stream(cand) else 0.0
+    peer_add = (timing.outside_stream_ms or 0.0) if peer_extra and outside_stream(timing) else 0.0
     if len(timing.round_ms) != len(cand.round_ms) or any(c + extra <= 0 for c in cand.round_ms):
         return
-    ratios = [p / (c + extra) for p, c in zip(timing.round_ms, cand.round_ms, strict=True)]
+    ratios = [(p + peer_add) / (c + extra) for p, c in zip(timing.round_ms, cand.round_ms, strict=True)]
     if verdict := standing(ratios):
         row.round_ratios[peer] = ratios
         row.standing[peer] = verdict

@@ -393,10 +393,15 @@ class BenchRow(BaseModel):
     speedup_vs_baselines: dict[str, float] = Field(
         default_factory=dict, description="per extra baseline (label): its time / the candidate's time"
     )
+    speedup_vs_extras: dict[str, float] = Field(
+        default_factory=dict,
+        description="per extra candidate timed alongside (label, e.g. stage1): its time / the candidate's, each with "
+        "its work on other streams counted",
+    )
     round_ratios: dict[str, list[float]] = Field(
         default_factory=dict,
-        description="per peer (eager, compile, a baseline's label): its time / the candidate's in each timing round, "
-        "the two medians of the same round paired",
+        description="per peer (eager, compile, a baseline's or extra candidate's label): its time / the candidate's "
+        "in each timing round, the two medians of the same round paired",
     )
     standing: dict[str, str] = Field(
         default_factory=dict,

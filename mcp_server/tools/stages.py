@@ -80,13 +80,13 @@ stage_submit = tool_function(
     _submit,
     returns=SubmitResult,
     doc="""Submit a candidate for a stage of a conversion started with stage_start. The tool runs the evidence
-    itself — validation always; for stages 2-3 a bench of this candidate and of the best passing stage-1
-    attempt; for stage 3 the audit — records the attempt with its source, and returns the gate's verdict:
-    passed, failed (each unmet condition in verdict.reasons) or pending (part of the gate cannot be measured
-    here, e.g. no GPU: say so to the user rather than estimating). Fix what verdict.reasons says and submit
-    again; the same code submitted again (renamed or recommented too) is judged against torch.compile on all its
-    benches' timing rounds together, so change the kernel rather than resubmit it. After a pass, follow
-    next_step. Keep each stage in its own file: stage 1 is the baseline.""",
+    itself — validation always; for stages 2-3 one bench timing this candidate with the best passing stage-1
+    attempt beside it, in the same rounds; for stage 3 the audit — records the attempt with its source, and
+    returns the gate's verdict: passed, failed (each unmet condition in verdict.reasons) or pending (part of the
+    gate cannot be measured here, e.g. no GPU: say so to the user rather than estimating). Fix what
+    verdict.reasons says and submit again; the same code submitted again (renamed or recommented too) is judged
+    against torch.compile on all its benches' timing rounds together, so change the kernel rather than resubmit
+    it. After a pass, follow next_step. Keep each stage in its own file: stage 1 is the baseline.""",
 )
 stage_status = tool_function(
     STAGE_STATUS,

@@ -162,3 +162,25 @@ def test_run_records_only_the_providers_the_audit_covers():
     out, cost = to.run(audit, "candidate", torch.add, [x, y])
     assert torch.equal(out, x + y) and audit.worst["candidate"] == pytest.approx(1.0) and cost >= 0.0
     assert to.run(None, "candidate", torch.add, [x, y])[1] == 0.0
+
+
+def test_an_extra_candidate_with_a_validation_of_its_own_is_held_to_its_own_limit_and_allowed_ops():
+    # The stage-1 attempt timed beside a candidate: its validation saw it run the add in torch with aten.add allowed;
+    # the candidate's saw none. The same call is over the candidate's limit and within the stage-1 attempt's.
+    audit = to.OpAudit({"candidate", "stage1"}, set(), to.share_limit(0.0))
+    audit.own["stage1"] = ({"add"}, to.share_limit(0.0))
+    audit.start_case(lambda x, y: x + y, _args(), fallback=1.0)
+    x, y = _args()
+    for provider in ("candidate", "stage1"):
+        with audit.call(provider):
+            torch.add(x, y)
+    assert "aten.add ×1" in (audit.error("candidate") or "")
+    assert audit.worst["stage1"] == 0.0 and audit.error("stage1") is None
+    # Its own share limit too: a validation that saw it run 90 % of the work in torch lets it keep doing so.
+    shared = to.OpAudit({"candidate", "stage1"}, set(), to.share_limit(0.0))
+    shared.own["stage1"] = (set(), to.share_limit(0.9))
+    shared.start_case(lambda x, y: x + y, _args(), fallback=1.0)
+    for provider in ("candidate", "stage1"):
+        with shared.call(provider):
+            torch.add(x, y)
+    assert shared.error("candidate") and shared.error("stage1") is None

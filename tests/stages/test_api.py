@@ -10,7 +10,8 @@ from stages_fakes import AUTOTUNED_KERNEL, INTERP, REFERENCE, FakeTools, bench, 
 from mcp_server.engine.audit import analyze_source
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.stages import LEDGER_ENV, best, show, start, status, submit
-from mcp_server.engine.stages.evidence import _supported
+from mcp_server.engine.stages.evidence import Extra, _supported
+from mcp_server.engine.stages.gates import STAGE1
 
 SIZES = {"1M": 1.0, "4M": 4.0}
 
@@ -79,27 +80,61 @@ def test_a_failing_attempt_is_recorded_with_the_reason_and_does_not_advance(db, 
     assert row.next_step.startswith("Stage 1 failed on attempt #1")
 
 
-def test_stage2_times_the_candidate_and_the_best_stage1_attempt_in_the_same_submission(db, write):
+def test_stage2_times_the_best_stage1_attempt_beside_the_candidate_in_one_bench(db, write):
     start("axpy", REFERENCE, ledger=db)
     stage1 = write("stage1.py")
-    checked = validation()
+    checked, own = validation(), validation()
+    own.torch_share = 0.3
     tools = FakeTools(
-        validations={"stage2.py": checked},
+        validations={"stage1.py": own, "stage2.py": checked},
         benches={"stage1.py": timed(1.0), "stage2.py": timed(2.0, compile_factor=1.5)},
     )
-    submit("axpy", stage1, 1, ledger=db, evidence=tools.fns())
+    submit("axpy", stage1, 1, ledger=db, evidence=tools.fns(), allow_torch_ops=["aten.mm"])
     assert ("bench", stage1) not in tools.calls  # stage 1 needs no timing
     result = submit("axpy", write("stage2.py", AUTOTUNED_KERNEL), 2, ledger=db, evidence=tools.fns())
-    assert ("bench", stage1) in tools.calls
-    # The candidate's bench checks its timed calls against the validation just made; the baseline's has none.
-    assert tools.bench_validations["stage2.py"] is checked and tools.bench_validations["stage1.py"] is None
+    # One bench, not two: the stage-1 attempt rides in the candidate's, held to its own validation and allowed ops.
+    assert ("bench", stage1) not in tools.calls and [k for k, _ in tools.calls].count("bench") == 1
+    assert tools.bench_validations["stage2.py"] is checked
+    beside = tools.extras["stage2.py"][STAGE1]
+    assert beside.spec == stage1 and beside.validation.torch_share == 0.3 and beside.allow_torch_ops == ("aten.mm",)
     assert result.ok, result.verdict.reasons
     assert [s.speedup_vs_stage1 for s in result.speeds] == [2.0, 2.0]
+    gain = next(c for c in result.verdict.checks if c.name == "gain_over_stage1")
+    assert "timed in the same rounds" in gain.detail
     row = status(ledger=db).conversions[0]
     assert row.stage_reached == 2 and row.best_speedup_vs_eager == pytest.approx(2.0)
     assert row.best_speedup_vs_compile == pytest.approx(2.0 / 1.5) and row.best_pct_of_roofline == 50.0
-    attempts = show("axpy", ledger=db).attempts
-    assert attempts[1].baseline_attempt == 1 and attempts[0].timing == "timed as a stage-1 baseline"
+    attempts = show("axpy", ledger=db, full=True).attempts
+    assert attempts[1].baseline_attempt == 1 and attempts[1].evidence.baseline_bench is None
+    # The stage-1 attempt's own figures come from its timings beside attempt #2.
+    assert attempts[0].timing == "timed as a stage-1 baseline" and attempts[0].speedup_vs_eager == pytest.approx(1.0)
+
+
+def test_a_stage1_attempt_that_fails_beside_the_candidate_leaves_the_gain_unmet_with_its_error(db, write):
+    start("axpy", REFERENCE, ledger=db)
+    tools = FakeTools(
+        benches={"stage1.py": RuntimeError("importing stage1.py raised ImportError"), "stage2.py": timed(2.0)}
+    )
+    submit("axpy", write("stage1.py"), 1, ledger=db, evidence=tools.fns())
+    result = submit("axpy", write("stage2.py", AUTOTUNED_KERNEL), 2, ledger=db, evidence=tools.fns())
+    assert not result.ok
+    (reason,) = result.verdict.reasons
+    assert "stage-1 attempt #1 has no timing beside this one: importing stage1.py raised ImportError" in reason
+    # The candidate's own timings stand.
+    assert [s.speedup_vs_eager for s in result.speeds] == [2.0, 2.0]
+
+
+def test_a_bench_that_fails_as_a_whole_with_the_stage1_attempt_beside_times_the_candidate_alone(db, write):
+    start("axpy", REFERENCE, ledger=db)
+    tools = FakeTools(benches={"stage1.py": timed(1.0), "stage2.py": timed(2.0)})
+    tools.fail_with_extras = "bench failed: illegal_memory_access"
+    submit("axpy", write("stage1.py"), 1, ledger=db, evidence=tools.fns())
+    result = submit("axpy", write("stage2.py", AUTOTUNED_KERNEL), 2, ledger=db, evidence=tools.fns())
+    assert [k for k, _ in tools.calls].count("bench") == 2 and tools.extras["stage2.py"] == {}  # the retry alone
+    assert [s.speedup_vs_eager for s in result.speeds] == [2.0, 2.0] and not result.ok
+    (reason,) = result.verdict.reasons
+    assert "stage-1 attempt #1 has no timing" in reason and "illegal_memory_access" in reason
+    assert "timed this one alone" in reason
 
 
 def test_the_baseline_is_timed_from_the_ledgers_copy_when_the_stage1_file_changed(db, write):
@@ -110,7 +145,7 @@ def test_the_baseline_is_timed_from_the_ledgers_copy_when_the_stage1_file_change
     original = Path(stage1[:-10]).read_text()
     Path(stage1[:-10]).write_text("# edited after stage 1\n")
     submit("axpy", write("stage2.py", AUTOTUNED_KERNEL), 2, ledger=db, evidence=tools.fns())
-    copy = Path(next(c for kind, c in tools.calls if kind == "bench" and c != stage1 and "stage2" not in c)[:-10])
+    copy = Path(tools.extras["stage2.py"][STAGE1].spec[:-10])
     assert copy.is_relative_to(db.parent / "sources") and copy.read_text() == original
     rollback = best("axpy", 1, ledger=db)
     assert rollback.source == original and not rollback.file_unchanged
@@ -254,9 +289,17 @@ def test_the_real_bench_is_handed_the_validations_error_scale_torch_share_and_al
     assert fns.bench(reference="r.py:f", candidate="c.py:f", inputs=None, validation=checked) == "timed"
     assert seen["validated_torch_share"] == 0.25 and seen["check_scale"] == 3e-3
     assert seen["allow_torch_ops"] == ("aten.mm",) and seen["validate_first"] is False
-    # A baseline has no validation at hand: bench then applies its defaults.
+    # Without a validation at hand bench applies its defaults.
     fns.bench(reference="r.py:f", candidate="c.py:f", inputs=None, validation=None)
-    assert "validated_torch_share" not in seen and "check_scale" not in seen
+    assert "validated_torch_share" not in seen and "check_scale" not in seen and "extra_candidates" not in seen
+    # The stage-1 attempt timed beside it goes to bench with its own validation and allowed ops.
+    fns.bench(
+        reference="r.py:f",
+        candidate="c.py:f",
+        inputs=None,
+        extra_candidates={"stage1": Extra("s.py:f", checked, ("aten.mm",))},
+    )
+    assert seen["extra_candidates"] == {"stage1": bench_module.ExtraCandidate("s.py:f", checked, ("aten.mm",))}
 
 
 def test_the_real_tools_get_only_the_options_their_signatures_accept():

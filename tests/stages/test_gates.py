@@ -13,7 +13,7 @@ from mcp_server.engine.stages import (
     evaluate,
     summarize_audit,
 )
-from mcp_server.engine.stages.gates import check_autotune
+from mcp_server.engine.stages.gates import STAGE1, check_autotune
 
 SIZES = {"1M": 1.0, "4M": 4.0, "16M": 16.0}
 
@@ -399,3 +399,56 @@ def test_the_same_code_is_the_same_tree_and_function_whatever_its_comments_and_l
     assert code_key(AUTOTUNED_KERNEL.replace('{"BLOCK": 64}', '{"BLOCK": 32}'), "candidate") != base
     # A file that does not parse is keyed by its text.
     assert code_key("def (", "candidate") == code_key("def (", "candidate") != code_key("def  (", "candidate")
+
+
+# --- the stage-1 attempt timed beside the candidate ------------------------------------------------------------
+
+
+def _beside(result: BenchResult, stage1_ms: dict[str, float | None], ratios: dict[str, float],
+            rounds: dict[str, list[float]] | None = None) -> BenchResult:  # fmt: skip
+    """``result`` with the stage-1 attempt timed in it: its median per size (None: its timing failed), bench's ratio
+    (its time over the candidate's, side-stream work counted) and paired rounds."""
+    from mcp_server.engine.bench import standing
+    from mcp_server.engine.models import ProviderTiming
+
+    for row in result.rows:
+        ms = stage1_ms[row.case]
+        error = "timed_check: a timed call's result is not the reference's" if ms is None else None
+        row.timings.append(ProviderTiming(provider=STAGE1, median_ms=ms or 0.0, p20_ms=ms or 0.0, p80_ms=ms or 0.0,
+                                          min_ms=ms or 0.0, spread=0.0, samples=50, error=error))  # fmt: skip
+        if ms is not None:
+            row.speedup_vs_extras[STAGE1] = ratios[row.case]
+        if rounds and row.case in rounds:
+            row.round_ratios[STAGE1] = rounds[row.case]
+            row.standing[STAGE1] = standing(rounds[row.case])
+    return result
+
+
+def test_the_gain_over_a_stage1_attempt_timed_beside_is_bench_s_own_ratio_side_stream_work_counted():
+    # By the events' medians the candidate is 2× stage 1 (0.5 ms against 1.0); it leaves 0.75 ms a call on a side
+    # stream, which bench's ratio counts: 0.8×. The gate reads bench's ratio, so it fails.
+    side = _beside(faster(2.0), {k: v for k, v in SIZES.items()}, {k: 0.8 for k in SIZES})
+    gain = check(evaluate(2, stage2_evidence(bench=side, baseline_bench=None)), "gain_over_stage1")
+    assert gain.state == "unmet" and "0.800×" in gain.detail
+    # The twin with no side-stream work: bench's ratio is the medians', 2×, met, and said to be from the same rounds.
+    plain = _beside(faster(2.0), {k: v for k, v in SIZES.items()}, {k: 2.0 for k in SIZES})
+    gain = check(evaluate(2, stage2_evidence(bench=plain, baseline_bench=None)), "gain_over_stage1")
+    assert gain.state == "met" and "2.000×" in gain.detail and "timed in the same rounds" in gain.detail
+
+
+def test_a_gain_whose_paired_rounds_disagree_is_named_a_tie():
+    rounds = {"4M": [0.99, 1.04, 1.03, 1.02, 1.05]}
+    result = _beside(faster(1.0), {k: v for k, v in SIZES.items()}, {"1M": 1.2, "4M": 1.03, "16M": 1.2}, rounds)
+    gain = check(evaluate(2, stage2_evidence(bench=result, baseline_bench=None)), "gain_over_stage1")
+    assert (
+        gain.state == "met" and "a tie on 1 size(s)" in gain.detail and "4M (0.990–1.050× over 5 rounds)" in gain.detail
+    )
+    clear = _beside(faster(1.0), {k: v for k, v in SIZES.items()}, {k: 1.2 for k in SIZES}, {"4M": [1.1] * 5})
+    assert "tie" not in check(evaluate(2, stage2_evidence(bench=clear, baseline_bench=None)), "gain_over_stage1").detail
+
+
+def test_a_stage1_attempt_whose_timings_failed_beside_the_candidate_leaves_the_gain_unmet_with_the_error():
+    failed = _beside(faster(2.0), {k: None for k in SIZES}, {})
+    gain = check(evaluate(2, stage2_evidence(bench=failed, baseline_bench=None)), "gain_over_stage1")
+    assert gain.state == "unmet"
+    assert "stage-1 attempt #1 has no timing beside this one: timed_check: a timed call's result" in gain.detail

@@ -458,6 +458,8 @@ class _TimedCheck:
         self.providers = providers if reference is not None else set()
         self.overrides = overrides
         self.scale = scale
+        # Per provider judged by a validation of its own (an extra candidate's), that validation's error scale.
+        self.scales: dict[str, float] = {}
         self.failures: dict[str, str] = {}
         # Per provider, the largest distance of a checked output from the reference, as a fraction of its limit.
         self.margins: dict[str, float] = {}
@@ -507,9 +509,8 @@ class _TimedCheck:
             if measured_here:
                 self.own_errors = timed_check.reference_errors(self.reference, wide, self.backward, want)
             margins: list[float] = []
-            problem = timed_check.compare_outputs(
-                kept.outputs, want, self.overrides, self.scale, margins, self.own_errors
-            )
+            scale = self.scales.get(kept.provider, self.scale)
+            problem = timed_check.compare_outputs(kept.outputs, want, self.overrides, scale, margins, self.own_errors)
             if problem and not measured_here:
                 # PyTorch's own error moves with the values and, forward + backward, with the upstream gradient (a
                 # gradient summed over a batch with random signs cancels more on one draw than another): a candidate
@@ -518,7 +519,7 @@ class _TimedCheck:
                 here = timed_check.reference_errors(self.reference, wide, self.backward, want)
                 if here:
                     margins = []
-                    problem = timed_check.compare_outputs(kept.outputs, want, self.overrides, self.scale, margins, here)
+                    problem = timed_check.compare_outputs(kept.outputs, want, self.overrides, scale, margins, here)
             self.margins[kept.provider] = max([self.margins.get(kept.provider, 0.0), *margins])
             if problem:
                 self.failures[kept.provider] = (
@@ -587,6 +588,35 @@ def _forward_backward(fn: Any, grad_idx: list[int] | None) -> Any:
     return call
 
 
+def _op_names(ops: Any) -> set[str]:
+    return {op.split(".")[-1] for op in ops or ()}
+
+
+def _extra_provider(
+    spec: dict[str, str], ctx: JobContext, kernelbench: bool, init: list[Any], weights: dict[str, Any]
+) -> Any:
+    """An extra candidate's callable: a KernelBench ``ModelNew`` built with the problem's init inputs and given the
+    reference's weights, as the candidate is. One that cannot be loaded or built is a provider whose every call
+    raises what loading raised, so that its rows carry the error and the candidate's timings stand."""
+    try:
+        fn = resolve(load_module(spec["path"], ctx.user_files), spec["name"])
+        if kernelbench and isinstance(fn, type) and issubclass(fn, torch.nn.Module):
+            torch.manual_seed(1234)
+            fn = fn(*init).cuda()
+            if set(weights) == set(fn.state_dict()):
+                fn.load_state_dict(weights)
+        return fn
+    except Exception as exc:  # the extra's own code failed: its timings carry it, the candidate's stand
+        if is_sticky_cuda_error(exc):
+            raise
+        error = exc
+
+        def failed(*args: Any) -> Any:
+            raise error
+
+        return failed
+
+
 def _first_call(fn: Any, args: list[Any]) -> tuple[Any, float]:
     torch.cuda.synchronize()
     started = time.perf_counter()
@@ -619,6 +649,8 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     if calls.is_kernel(candidate):
         calls.check_candidate(candidate, [], params["candidate"]["name"], cand_module)
     kernelbench = isinstance(reference, type) and issubclass(reference, torch.nn.Module)
+    init: list[Any] = []
+    weights: dict[str, Any] = {}
     if kernelbench:
         init = list(ref_module.get_init_inputs()) if hasattr(ref_module, "get_init_inputs") else []
         switch.to("reference")
@@ -652,7 +684,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     providers: list[tuple[str, Any]] = [("candidate", candidate)]
     for name, spec in (params.get("extra_candidates") or {}).items():
         switch.run_as(name)
-        providers.append((name, resolve(load_module(spec["path"], ctx.user_files), spec["name"])))
+        providers.append((name, _extra_provider(spec, ctx, kernelbench, init if kernelbench else [], weights)))
     switch.to("reference")
     compiled = None
     if reference is not None and params.get("baselines", True):
@@ -679,9 +711,17 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     )
     audit = timed_ops.OpAudit(
         checked,
-        {op.split(".")[-1] for op in params.get("allow_torch_ops") or ()},
+        _op_names(params.get("allow_torch_ops")),
         timed_ops.share_limit(params.get("validated_torch_share")),
     )
+    # An extra candidate with a validation of its own (a stage-1 attempt timed beside the candidate) is held to
+    # that validation's errors, torch work and allowed ops, not to the candidate's.
+    for label, own in (params.get("extra_checks") or {}).items():
+        check.scales[label] = float(own.get("check_scale") or 0.0)
+        audit.own[label] = (
+            _op_names(own.get("allow_torch_ops")),
+            timed_ops.share_limit(own.get("validated_torch_share")),
+        )
     audit.calibrate("cuda")
     ref_call = None
     if reference is not None:

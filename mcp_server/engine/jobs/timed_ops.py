@@ -60,6 +60,8 @@ class OpAudit:
     op_cost_s: float = 0.0
     worst: dict[str, float] = field(default_factory=dict)
     worst_ops: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    # Per provider judged by a validation of its own (an extra candidate's): its allowed ops and its share limit.
+    own: dict[str, tuple[set[str], float]] = field(default_factory=dict)
 
     def covers(self, provider: str) -> bool:
         return provider in self.providers
@@ -107,8 +109,11 @@ class OpAudit:
         self.add(provider, rec.ops)
         cost[0] = rec.dispatched * self.op_cost_s
 
+    def _rules(self, provider: str) -> tuple[set[str], float]:
+        return self.own.get(provider, (self.allow, self.limit))
+
     def add(self, provider: str, ops: dict[str, list[float]]) -> None:
-        counted = _counted(ops, self.allow)
+        counted = _counted(ops, self._rules(provider)[0])
         share = sum(use[1] for use in counted.values()) / (self.ref_work or 1.0)
         if share > self.worst.get(provider, -1.0):
             self.worst[provider] = share
@@ -117,13 +122,14 @@ class OpAudit:
     def error(self, provider: str) -> str | None:
         """The provider's timing error when a timed call ran more torch compute than allowed, else None."""
         share = self.worst.get(provider, 0.0)
-        if share <= self.limit:
+        limit = self._rules(provider)[1]
+        if share <= limit:
             return None
         top = sorted(self.worst_ops[provider].items(), key=lambda kv: -kv[1][1])[:4]
         listing = ", ".join(f"aten.{op} ×{int(use[0])}" for op, use in top)
         return (
             f"{PREFIX}: a timed call ran torch compute ops worth {share:.0%} of the reference's own torch work "
-            f"({listing}), over the {self.limit:.0%} its validation allows. The timing is not reported: it would "
+            f"({listing}), over the {limit:.0%} its validation allows. The timing is not reported: it would "
             "be PyTorch's or a library's speed, not the kernel's (pass allow_torch_ops for an op you mean to keep "
             "in torch)"
         )

@@ -22,13 +22,15 @@ from pydantic import BaseModel, ValidationError
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
 from mcp_server.engine.models import INTERPRETER_DEVICE, BenchResult, ValidateResult
 from mcp_server.engine.specs import parse_spec
-from mcp_server.engine.stages.evidence import AuditUnavailable, EvidenceFns, real_evidence
+from mcp_server.engine.stages.evidence import AuditUnavailable, EvidenceFns, Extra, real_evidence
 from mcp_server.engine.stages.gates import (
+    STAGE1,
     autotune_info,
     case_speeds,
     code_key,
     evaluate,
     geomean,
+    stage1_in_bench,
     summarize_audit,
 )
 from mcp_server.engine.stages.ledger import Ledger, ledger_exists, ledger_path, now
@@ -231,9 +233,21 @@ def _attempts(led: Ledger, conversion_id: int) -> list[_Attempt]:
     attempts = [_Attempt(r) for r in led.attempts(conversion_id)]
     by_id = {a.id: a for a in attempts}
     for a in attempts:  # in order, so the latest baseline timing wins
-        if a.baseline_id in by_id and a.baseline_bench is not None and a.baseline_bench.device != INTERPRETER_DEVICE:
-            by_id[a.baseline_id].timed_as_baseline = a.baseline_bench
+        if a.baseline_id not in by_id:
+            continue
+        timing = a.baseline_bench or _stage1_view(a.bench)
+        if timing is not None and timing.device != INTERPRETER_DEVICE:
+            by_id[a.baseline_id].timed_as_baseline = timing
     return attempts
+
+
+def _stage1_view(bench: BenchResult | None) -> BenchResult | None:
+    """The stage-1 attempt's timings from a bench that timed it beside a later attempt, as its own bench."""
+    if bench is None or not stage1_in_bench(bench):
+        return None
+    from mcp_server.engine.bench import provider_view  # the ledger reads without the bench's imports
+
+    return provider_view(bench, STAGE1)
 
 
 def _same_code_benches(attempts: list[_Attempt], source: str, function: str, device: str) -> dict[int, BenchResult]:
@@ -368,6 +382,43 @@ def _materialise(led: Ledger, attempt: _Attempt) -> tuple[str, str]:
     return f"{copy}:{name}", f"{path} changed since attempt #{attempt.number}; timed the ledger's copy at {copy}"
 
 
+def _bench_with_stage1(
+    fns: EvidenceFns,
+    ev: GateEvidence,
+    led: Ledger,
+    baseline: _Attempt | None,
+    ref: str,
+    candidate: str,
+    inputs: str | None,
+    validation: ValidateResult,
+) -> None:
+    """Bench the candidate with the stage-1 attempt ``baseline`` timed beside it (gates.STAGE1): one run, the same
+    inputs, paired rounds. Where that run fails as a whole (no rows), the candidate is benched alone and the stage-1
+    attempt goes untimed, with the reason."""
+    extra = None
+    note = ""
+    if baseline is not None:
+        base_spec, note = _materialise(led, baseline)
+        own = baseline.validation if baseline.validation and baseline.validation.device == validation.device else None
+        allowed = tuple(op for op in (baseline.row["allow_torch_ops"] or "").split(",") if op)
+        extra = {STAGE1: Extra(base_spec, own, allowed)}
+    try:
+        ev.bench = fns.bench(
+            reference=ref, candidate=candidate, inputs=inputs, validation=validation, extra_candidates=extra
+        )
+        if extra and ev.bench is not None and not ev.bench.rows:
+            failed = ev.bench.summary or "it timed nothing"
+            ev.baseline_unavailable = f"the bench with it beside this attempt failed ({failed}); timed this one alone"
+            ev.bench = fns.bench(reference=ref, candidate=candidate, inputs=inputs, validation=validation)
+    except EnvironmentUnavailable as exc:
+        ev.bench_unavailable = str(exc)
+    except UsageError as exc:
+        ev.bench_error = str(exc)
+    timed = ev.bench is not None and any(t.provider == STAGE1 and not t.error for r in ev.bench.rows for t in r.timings)
+    if note and not timed and not ev.baseline_unavailable:
+        ev.baseline_unavailable = note  # why its error may not be the recorded attempt's own
+
+
 def submit(
     name: str,
     candidate: str,
@@ -405,20 +456,7 @@ def submit(
             baseline = chosen[0] if chosen else None
             ev.baseline_attempt = baseline.number if baseline else None
             if validation.ok and validation.device != INTERPRETER_DEVICE:
-                try:
-                    ev.bench = fns.bench(reference=ref, candidate=str(spec), inputs=inputs, validation=validation)
-                except EnvironmentUnavailable as exc:
-                    ev.bench_unavailable = str(exc)
-                except UsageError as exc:
-                    ev.bench_error = str(exc)
-                if ev.bench is not None and ev.bench.device != INTERPRETER_DEVICE and baseline is not None:
-                    base_spec, note = _materialise(led, baseline)
-                    try:
-                        ev.baseline_bench = fns.bench(
-                            reference=ref, candidate=base_spec, inputs=inputs, validation=None
-                        )
-                    except (EnvironmentUnavailable, UsageError) as exc:
-                        ev.baseline_unavailable = f"{exc}{f' ({note})' if note else ''}"
+                _bench_with_stage1(fns, ev, led, baseline, ref, str(spec), inputs, validation)
         if ev.bench is not None and ev.bench.device != INTERPRETER_DEVICE:
             ev.same_code_benches = _same_code_benches(_attempts(led, conv["id"]), source, spec.name, ev.bench.device)
         if stage == 3:

@@ -1,0 +1,32 @@
+"""The stage ledger over the real tools on a GPU: stage 2 times the stage-1 attempt in the candidate's own bench."""
+
+from __future__ import annotations
+
+import pytest
+from stages_fakes import FIXTURES
+
+from mcp_server.engine.stages import show, start, submit
+from mcp_server.engine.stages.gates import STAGE1
+
+pytestmark = pytest.mark.gpu
+
+REFERENCE = f"{FIXTURES / 'axpy_problem.py'}:reference"
+
+
+def test_stage2_times_the_stage1_attempt_beside_the_candidate_in_paired_rounds(tmp_path, runner):
+    db = tmp_path / "ledger.db"
+    start("axpy", REFERENCE, ledger=db)
+    assert submit("axpy", f"{FIXTURES / 'axpy_stage1.py'}:candidate", 1, ledger=db, runner=runner).ok
+    result = submit("axpy", f"{FIXTURES / 'axpy_stage2.py'}:candidate", 2, ledger=db, runner=runner)
+    gain = next(c for c in result.verdict.checks if c.name == "gain_over_stage1")
+    assert gain.state in ("met", "unmet") and "has no timing" not in gain.detail, gain.detail
+    detail = show("axpy", ledger=db, full=True)
+    bench = detail.attempts[1].evidence.bench
+    assert bench is not None and bench.rows and detail.attempts[1].evidence.baseline_bench is None
+    for row in bench.rows:
+        stage1 = next(t for t in row.timings if t.provider == STAGE1)
+        assert stage1.error is None and stage1.checked_calls, stage1  # timed and its timed outputs checked
+        assert row.speedup_vs_extras[STAGE1] > 0 and len(row.round_ratios[STAGE1]) == 5
+    assert [s.speedup_vs_stage1 for s in result.speeds] == [r.speedup_vs_extras[STAGE1] for r in bench.rows]
+    first = detail.attempts[0]
+    assert first.timing == "timed as a stage-1 baseline" and first.speedup_vs_eager and first.speedup_vs_eager > 0
