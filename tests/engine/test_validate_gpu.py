@@ -100,3 +100,16 @@ def test_an_fp8_gemm_writing_fp8_passes_with_fp32_sums_and_a_twin_short_of_a_k_b
     result = validate(problem, fx("gpu_fp8_gemm.py", "candidate"), runner=runner)
     assert result.ok, result.findings
     assert FindingKind.mismatch in _kinds(validate(problem, fx("gpu_fp8_gemm.py", "candidate_short"), runner=runner))
+
+
+def test_an_output_a_thread_finishes_after_the_call_returned_is_judged_as_returned_on_the_gpu(runner):
+    # The thread launches the kernel 50 ms after the call returns, and the next call waits for it: on the GPU the
+    # launch is quick, so a copy taken after the next call would hold the right values. The judge copies each output
+    # when its call returns (after a synchronize), which holds the unwritten allocation. The twin passes.
+    from pathlib import Path
+
+    attacks = Path(__file__).resolve().parent.parent / "fixtures" / "validate" / "attacks"
+    options = {"runner": runner, "seeds": 2, "derive_shapes": False, "timeout_s": 60}
+    late = validate(f"{attacks / 'problem.py'}:reference", f"{attacks / 'late_thread.py'}:candidate", **options)
+    assert not late.ok and FindingKind.uninitialized_output in _kinds(late), late.findings
+    assert validate(f"{attacks / 'problem.py'}:reference", f"{attacks / 'good.py'}:candidate", **options).ok
