@@ -353,3 +353,27 @@ def test_submitting_the_same_kernel_again_pools_its_timing_rounds_instead_of_dra
     new = submit("axpy", write("changed.py", changed), 3, ledger=db, evidence=tools.fns())
     check = next(c for c in new.verdict.checks if c.name == "vs_torch_compile")
     assert new.ok and check.state == "met" and "attempt(s)" not in check.detail and "a tie on 2 size(s)" in check.detail
+
+
+def test_submitting_the_same_stage2_kernel_again_pools_its_rounds_against_the_same_stage1_attempt(db, write):
+    tools = FakeTools(benches={"s1.py": timed(1.0), "stage2.py": timed(0.98)})
+    tools.extra_rounds["stage2.py"] = [0.975, 0.98, 0.985, 0.97, 0.99]
+    start("axpy", REFERENCE, ledger=db)
+    submit("axpy", write("s1.py"), 1, ledger=db, evidence=tools.fns())
+    first = submit("axpy", write("stage2.py", AUTOTUNED_KERNEL), 2, ledger=db, evidence=tools.fns())
+    assert not first.ok and "0.980×" in first.verdict.reasons[0]
+    # The same file again draws a lucky bench: 1.01× stage 1 alone would pass. Judged with the first bench's rounds
+    # against the same stage-1 attempt, each size's median of 10 paired rounds is 0.99×: unmet.
+    tools.benches["stage2.py"] = timed(1.01)
+    tools.extra_rounds["stage2.py"] = [0.99, 1.02, 1.01, 1.0, 1.03]
+    again = submit("axpy", write("stage2.py", AUTOTUNED_KERNEL), 2, ledger=db, evidence=tools.fns())
+    gain = next(c for c in again.verdict.checks if c.name == "gain_over_stage1")
+    assert gain.state == "unmet" and "0.990×" in gain.detail, gain.detail
+    assert "attempt(s) #2" in gain.detail and "beside stage-1 attempt #1" in gain.detail
+    # A changed kernel is new code: its lucky bench is judged alone.
+    changed = AUTOTUNED_KERNEL.replace('"BLOCK": 128', '"BLOCK": 256')
+    tools.benches["changed.py"] = timed(1.01)
+    tools.extra_rounds["changed.py"] = [0.99, 1.02, 1.01, 1.0, 1.03]
+    alone = submit("axpy", write("changed.py", changed), 2, ledger=db, evidence=tools.fns())
+    gain = next(c for c in alone.verdict.checks if c.name == "gain_over_stage1")
+    assert gain.state == "met" and "pooled" not in gain.detail and "a tie on 2 size(s)" in gain.detail

@@ -452,3 +452,22 @@ def test_a_stage1_attempt_whose_timings_failed_beside_the_candidate_leaves_the_g
     gain = check(evaluate(2, stage2_evidence(bench=failed, baseline_bench=None)), "gain_over_stage1")
     assert gain.state == "unmet"
     assert "stage-1 attempt #1 has no timing beside this one: timed_check: a timed call's result" in gain.detail
+
+
+def test_the_gain_pools_rounds_only_of_benches_beside_the_same_stage1_attempt():
+    def attempt(rounds: list[float]) -> BenchResult:
+        return _beside(
+            faster(1.0), {k: v for k, v in SIZES.items()}, {k: 1.0 for k in SIZES}, {k: rounds for k in SIZES}
+        )
+
+    lost = attempt([0.97, 0.975, 0.98, 0.985, 0.99])
+    lucky = attempt([0.99, 1.0, 1.01, 1.02, 1.03])
+    lucky.rows = [r.model_copy(update={"speedup_vs_extras": {STAGE1: 1.01}}) for r in lucky.rows]
+    # The earlier bench timed the same stage-1 attempt (#1): pooled, 0.99×, unmet.
+    same = stage2_evidence(bench=lucky, baseline_bench=None, same_code_benches={2: lost}, same_code_stage1={2: 1})
+    gain = check(evaluate(2, same), "gain_over_stage1")
+    assert gain.state == "unmet" and "0.990×" in gain.detail and "attempt(s) #2" in gain.detail
+    # The twin: it timed another stage-1 attempt (#3), so its rounds say nothing about this one; judged alone, met.
+    other = stage2_evidence(bench=lucky, baseline_bench=None, same_code_benches={2: lost}, same_code_stage1={2: 3})
+    gain = check(evaluate(2, other), "gain_over_stage1")
+    assert gain.state == "met" and "pooled" not in gain.detail

@@ -458,7 +458,14 @@ def submit(
             if validation.ok and validation.device != INTERPRETER_DEVICE:
                 _bench_with_stage1(fns, ev, led, baseline, ref, str(spec), inputs, validation)
         if ev.bench is not None and ev.bench.device != INTERPRETER_DEVICE:
-            ev.same_code_benches = _same_code_benches(_attempts(led, conv["id"]), source, spec.name, ev.bench.device)
+            earlier = _attempts(led, conv["id"])
+            ev.same_code_benches = _same_code_benches(earlier, source, spec.name, ev.bench.device)
+            numbers = {a.id: a.number for a in earlier}
+            ev.same_code_stage1 = {
+                a.number: numbers[a.baseline_id]
+                for a in earlier
+                if a.number in ev.same_code_benches and a.baseline_id in numbers and stage1_in_bench(a.bench)
+            }
         if stage == 3:
             try:
                 ev.audit = summarize_audit(fns.audit(reference=ref, candidate=str(spec), inputs=inputs))

@@ -11,8 +11,10 @@ Rules, exactly as implemented (each condition is one :class:`GateCheck`):
   outputs checked. Per size, speedup = stage-1 median / candidate median (``BenchRow.speedup_vs_extras``, work on
   other streams counted for both). Met when the geometric mean is above ``MIN_GEOMEAN_GAIN`` (1.0) and no size is
   below ``MIN_CASE_RATIO`` (0.95, i.e. no size more than 5 % slower); the detail names the sizes whose paired
-  rounds disagree. Attempts recorded before this timed the stage-1 attempt in a bench of its own
-  (``GateEvidence.baseline_bench``), which is still read.
+  rounds disagree. When the same code was timed before beside the same stage-1 attempt on the same device, a size's
+  speedup is the median of all those benches' paired rounds and this one's (``GateEvidence.same_code_stage1``), as
+  for torch.compile below. Attempts recorded before the stage-1 attempt rode in the candidate's bench timed it in a
+  bench of its own (``GateEvidence.baseline_bench``), which is still read.
 - **vs_torch_compile** (stage 3): on every benchmark size, ``speedup_vs_compile >= MIN_VS_COMPILE`` (1.0).
   A size without a torch.compile timing is unmet (the gate needs the number). The detail names the sizes where
   bench's timing rounds disagree (``BenchRow.standing`` says tie), met or not: there a rerun may flip the check.
@@ -199,6 +201,10 @@ def check_gain(ev: GateEvidence) -> GateCheck:
             name=name, state="unmet", detail=f"stage-1 attempt #{ev.baseline_attempt} has no timing: {why}"
         )
     speeds = [s for s in case_speeds(ev.bench, ev.baseline_bench) if s.speedup_vs_stage1 is not None]
+    pooled, attempts = _pooled_rounds(ev, STAGE1) if beside else ({}, [])
+    for s in speeds:
+        if rounds := pooled.get(s.case):
+            s.speedup_vs_stage1 = statistics.median(rounds)
     if not speeds:
         if beside and ev.bench is not None:
             errors = [e for r in ev.bench.rows if (e := _candidate_error(r, STAGE1))]
@@ -227,17 +233,25 @@ def check_gain(ev: GateEvidence) -> GateCheck:
         problems.append(
             f"{len(slow)} size(s) more than {round((1 - MIN_CASE_RATIO) * 100)} % slower than stage 1: {listed}"
         )
+    pooled_note = (
+        f"; judged with the timing rounds of attempt(s) {', '.join(f'#{n}' for n in attempts)}, which timed the same "
+        f"code beside stage-1 attempt #{ev.baseline_attempt} on this device, pooled with this bench's (the median "
+        "of each size's paired rounds)"
+        if pooled
+        else ""
+    )
     if problems:
-        return GateCheck(name=name, state="unmet", detail="; ".join(problems))
+        return GateCheck(name=name, state="unmet", detail="; ".join(problems) + pooled_note)
     worst = min(s.speedup_vs_stage1 or 0 for s in speeds)
     detail = (
         f"{_fmt_x(gm)} over stage-1 attempt #{ev.baseline_attempt} (geometric mean of {len(speeds)} size(s); worst "
         f"{_fmt_x(worst)}{', timed in the same rounds' if beside else ''})"
     )
+    detail += pooled_note
     ties = [
         f"{r.case} ({r.round_range(STAGE1)})"
         for r in (ev.bench.rows if beside and ev.bench is not None else [])
-        if r.standing.get(STAGE1) == "tie"
+        if r.standing.get(STAGE1) == "tie" and r.case not in pooled
     ]
     if ties:
         listed = ", ".join(ties[:MAX_LISTED])
@@ -315,9 +329,10 @@ def code_key(source: str, function: str) -> str:
     return hashlib.sha256(f"{function}\n{tree}".encode()).hexdigest()
 
 
-def _pooled_rounds(ev: GateEvidence) -> tuple[dict[str, list[float]], list[int]]:
-    """Per size, the paired round ratios against torch.compile of this bench and of the earlier benches of the same
-    code (only sizes an earlier bench has too), and the attempts they came from."""
+def _pooled_rounds(ev: GateEvidence, peer: str = "compile") -> tuple[dict[str, list[float]], list[int]]:
+    """Per size, the paired round ratios against ``peer`` (torch.compile, or ``STAGE1``: then only of benches that
+    timed the same stage-1 attempt as this one) of this bench and of the earlier benches of the same code (only sizes
+    an earlier bench has too), and the attempts they came from."""
     if not ev.same_code_benches or ev.bench is None:
         return {}, []
     earlier: dict[str, list[float]] = {}
@@ -325,17 +340,19 @@ def _pooled_rounds(ev: GateEvidence) -> tuple[dict[str, list[float]], list[int]]
     for number, bench in sorted(ev.same_code_benches.items()):
         if bench.device != ev.bench.device:
             continue
+        if peer == STAGE1 and (ev.baseline_attempt is None or ev.same_code_stage1.get(number) != ev.baseline_attempt):
+            continue
         found = False
         for row in bench.rows:
-            if rounds := row.round_ratios.get("compile"):
+            if rounds := row.round_ratios.get(peer):
                 earlier.setdefault(row.case, []).extend(rounds)
                 found = True
         if found:
             used.append(number)
     pooled = {
-        row.case: earlier[row.case] + row.round_ratios["compile"]
+        row.case: earlier[row.case] + row.round_ratios[peer]
         for row in ev.bench.rows
-        if row.case in earlier and row.round_ratios.get("compile")
+        if row.case in earlier and row.round_ratios.get(peer)
     }
     return pooled, used if pooled else []
 

@@ -61,6 +61,11 @@ class GateEvidence(BaseModel):
         description="earlier benches of the same code (the same syntax tree and function) on the same device, by "
         "attempt number: the comparison with torch.compile pools their timing rounds with this bench's",
     )
+    same_code_stage1: dict[int, int] = Field(
+        default_factory=dict,
+        description="of those attempts, the stage-1 attempt each timed beside it, by attempt number: the gain over "
+        "stage 1 pools the rounds of those that timed the same stage-1 attempt as this one",
+    )
 
 
 class GateCheck(BaseModel):
