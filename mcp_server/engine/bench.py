@@ -378,6 +378,7 @@ def bench(
     findings.extend(flags(rows, list(baseline_specs)))
     candidate_errors = [t.error for r in rows for t in r.timings if t.provider == "candidate" and t.error]
     findings.extend(error_finding(err) for err in candidate_errors)
+    findings.extend(_peer_errors(rows, [*candidates, *baseline_specs]))
     result = BenchResult(
         ok=not candidate_errors and bool(rows),
         device=device.device,
@@ -411,6 +412,28 @@ def error_finding(error: str) -> Finding:
     if sep and head.strip() in kinds:
         return Finding(kind=kinds[head.strip()], severity=Severity.error, message=rest.strip())
     return Finding(kind=FindingKind.exception, severity=Severity.error, message=error)
+
+
+def _peer_errors(rows: list[BenchRow], labels: list[str]) -> list[Finding]:
+    """A warning per extra candidate or baseline whose timing failed: its first error and the sizes it failed on (the
+    candidate's timings stand; comparisons with it are left out)."""
+    out = []
+    for label in labels:
+        failed = [(r.case, t.error) for r in rows for t in r.timings if t.provider == label and t.error]
+        if not failed:
+            continue
+        first = error_finding(failed[0][1])
+        sizes = ", ".join(case for case, _ in failed[:5]) + (f" (+{len(failed) - 5} more)" if len(failed) > 5 else "")
+        out.append(
+            first.model_copy(
+                update={
+                    "severity": Severity.warning,
+                    "message": f"{label} (timed beside the candidate) failed on {sizes}: {first.message} — its "
+                    "timings and the comparisons with it are left out; the candidate's stand",
+                }
+            )
+        )
+    return out
 
 
 def measured_error_scale(verdict: ValidateResult) -> float:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import ClassVar
 
 import pytest
 import torch
@@ -80,15 +79,16 @@ def test_an_extra_candidate_that_cannot_be_loaded_becomes_a_provider_that_raises
     assert B_JOB._extra_provider({"path": str(good), "name": "candidate"}, ctx, False, [], {})(torch.zeros(1)) == 1
 
 
-def test_extra_candidates_of_their_own_rules_reach_the_child_with_them_and_plain_ones_do_not(monkeypatch, tmp_path):
-    from mcp_server.engine.models import ComparisonRow, ValidateResult
-
+def _fake_gpu(monkeypatch, raw_rows: list[dict]) -> dict:
+    """bench's parent over a child that returns ``raw_rows``: no GPU, no lock; returns the params the child got."""
     seen: dict = {}
 
     class Outcome:
         usage_error = None
         failure = None
-        result: ClassVar[dict] = {"rows": []}
+
+        def __init__(self):
+            self.result = {"rows": raw_rows}
 
         def __enter__(self):
             return self
@@ -101,15 +101,7 @@ def test_extra_candidates_of_their_own_rules_reach_the_child_with_them_and_plain
             seen.update(params)
             return Outcome()
 
-    class Device:
-        interpreter = False
-        device = "GPU"
-
-        def job_env(self):
-            return {}
-
-    monkeypatch.setattr(B, "probe", lambda runner: Device())
-    monkeypatch.setattr(B, "device_peaks", lambda device, runner: PEAKS)
+    device = SimpleNamespace(interpreter=False, device="GPU", job_env=dict)
 
     class Lock:
         waited_s = 0.0
@@ -120,7 +112,17 @@ def test_extra_candidates_of_their_own_rules_reach_the_child_with_them_and_plain
         def __exit__(self, *exc):
             return False
 
+    monkeypatch.setattr(B, "probe", lambda runner: device)
+    monkeypatch.setattr(B, "device_peaks", lambda device, runner: PEAKS)
     monkeypatch.setattr(B, "gpu_lock", lambda *a, **k: Lock())
+    seen["runner"] = Runner()
+    return seen
+
+
+def test_extra_candidates_of_their_own_rules_reach_the_child_with_them_and_plain_ones_do_not(monkeypatch, tmp_path):
+    from mcp_server.engine.models import ComparisonRow, ValidateResult
+
+    seen = _fake_gpu(monkeypatch, [])
     for name in ("cand.py", "s1.py", "plain.py"):
         (tmp_path / name).write_text("def f(x):\n    return x\n")
     checked = ValidateResult(ok=True, device="GPU", findings=[], reference="r", candidate="c", mode="callable",
@@ -130,7 +132,7 @@ def test_extra_candidates_of_their_own_rules_reach_the_child_with_them_and_plain
     B.bench(
         f"{tmp_path / 'cand.py'}:f",
         validate_first=False,
-        runner=Runner(),
+        runner=seen["runner"],
         extra_candidates={
             "stage1": B.ExtraCandidate(f"{tmp_path / 's1.py'}:f", checked, ("aten.mm",)),
             "plain": f"{tmp_path / 'plain.py'}:f",
@@ -157,3 +159,32 @@ def test_a_kernelbench_extra_candidate_is_built_with_the_problems_weights_and_ti
         stage1 = next(t for t in row.timings if t.provider == "stage1")
         assert stage1.error is None and stage1.checked_calls, stage1  # built, given the weights, checked
         assert 0.5 < row.speedup_vs_extras["stage1"] < 2.0 and len(row.round_ratios["stage1"]) == 5
+
+
+def test_an_extra_candidate_or_baseline_that_failed_is_a_warning_naming_it_and_the_candidate_stands(
+    monkeypatch, tmp_path
+):
+    for name in ("cand.py", "s1.py", "peer.py"):
+        (tmp_path / name).write_text("def f(x):\n    return x\n")
+    raw = raw_row(cand=1.0)
+    raw["timings"].append({"provider": "stage1", "error": "exception: RuntimeError: stage-1 file is broken"})
+    raw["timings"].append({"provider": "f", "error": "exception: ImportError: no module named liger_kernel"})
+    seen = _fake_gpu(monkeypatch, [raw])
+    result = B.bench(
+        f"{tmp_path / 'cand.py'}:f",
+        validate_first=False,
+        runner=seen["runner"],
+        extra_candidates={"stage1": f"{tmp_path / 's1.py'}:f"},
+        extra_baselines=[f"{tmp_path / 'peer.py'}:f"],
+        cwd=tmp_path,
+    )
+    assert result.ok and result.rows[0].speedup_vs_eager == pytest.approx(2.0)
+    warnings = {f.message.split(" ")[0]: f for f in result.findings if f.severity.value == "warning"}
+    assert "stage-1 file is broken" in warnings["stage1"].message and "failed on c" in warnings["stage1"].message
+    assert "no module named liger_kernel" in warnings["f"].message
+    assert not [f for f in result.findings if f.severity.value == "error"]
+    # The twin: nothing failed, nothing said.
+    seen = _fake_gpu(monkeypatch, [raw_row(cand=1.0)])
+    clean = B.bench(f"{tmp_path / 'cand.py'}:f", validate_first=False, runner=seen["runner"], cwd=tmp_path,
+                    extra_candidates={"stage1": f"{tmp_path / 's1.py'}:f"})  # fmt: skip
+    assert clean.ok and not [f for f in clean.findings if "timed beside" in f.message]
