@@ -375,7 +375,7 @@ def bench(
         raw = outcome.result or {}
 
     rows = [_row(r, peaks, list(baseline_specs), candidates) for r in raw.get("rows", [])]
-    findings.extend(flags(rows, list(baseline_specs)))
+    findings.extend(flags(rows, list(baseline_specs), candidates))
     candidate_errors = [t.error for r in rows for t in r.timings if t.provider == "candidate" and t.error]
     findings.extend(error_finding(err) for err in candidate_errors)
     findings.extend(_peer_errors(rows, [*candidates, *baseline_specs]))
@@ -515,10 +515,11 @@ def _row(
         row.pct_of_roofline = 100 * max(floor_mem, floor_compute) / ms
     _compare(row, by, cand, baselines)
     for label in extras or []:
-        # Checked like the candidate, and its work on other streams counted as the candidate's is.
-        if label in by and ms > 0 and honest_ms(by[label]) > 0:
-            row.speedup_vs_extras[label] = honest_ms(by[label]) / ms
-            _pair_rounds(row, label, by[label], cand, peer_extra=True)
+        # As for a baseline, work the GPU still does after an extra candidate's end event withholds the comparison:
+        # it may be a thread the candidate left running, which would make the extra look slower (flags says so).
+        if label in by and ms > 0 and by[label].median_ms > 0 and not outside_stream(by[label]):
+            row.speedup_vs_extras[label] = by[label].median_ms / ms
+            _pair_rounds(row, label, by[label], cand)
     return row
 
 
@@ -563,17 +564,13 @@ def provider_view(bench: BenchResult, label: str) -> BenchResult | None:
     return bench.model_copy(update={"rows": rows, "candidate": f"{label} of {bench.candidate}", "ok": ok})
 
 
-def _pair_rounds(
-    row: BenchRow, peer: str, timing: ProviderTiming, cand: ProviderTiming, peer_extra: bool = False
-) -> None:
+def _pair_rounds(row: BenchRow, peer: str, timing: ProviderTiming, cand: ProviderTiming) -> None:
     """The peer's time over the candidate's round by round (the candidate's with its work on other streams added, as
-    :func:`honest_ms` adds it, and the peer's too when ``peer_extra``: another candidate), and what they say
-    together (:func:`standing`)."""
+    :func:`honest_ms` adds it), and what they say together (:func:`standing`)."""
     extra = (cand.outside_stream_ms or 0.0) if outside_stream(cand) else 0.0
-    peer_add = (timing.outside_stream_ms or 0.0) if peer_extra and outside_stream(timing) else 0.0
     if len(timing.round_ms) != len(cand.round_ms) or any(c + extra <= 0 for c in cand.round_ms):
         return
-    ratios = [(p + peer_add) / (c + extra) for p, c in zip(timing.round_ms, cand.round_ms, strict=True)]
+    ratios = [p / (c + extra) for p, c in zip(timing.round_ms, cand.round_ms, strict=True)]
     if verdict := standing(ratios):
         row.round_ratios[peer] = ratios
         row.standing[peer] = verdict
@@ -614,7 +611,7 @@ def honest_ms(t: ProviderTiming) -> float:
     return t.median_ms + (t.outside_stream_ms or 0.0) if outside_stream(t) else t.median_ms
 
 
-def flags(rows: list[BenchRow], baselines: list[str] | None = None) -> list[Finding]:
+def flags(rows: list[BenchRow], baselines: list[str] | None = None, extras: list[str] | None = None) -> list[Finding]:
     out: list[Finding] = []
 
     def add(kind: FindingKind, case: str, message: str) -> None:
@@ -653,6 +650,15 @@ def flags(rows: list[BenchRow], baselines: list[str] | None = None) -> list[Find
                     f"({t.median_ms:.4f} ms by the events) — a baseline leaves no work of its own there, so other "
                     "work ran on the GPU while it was timed (another process, or a thread the candidate started) "
                     "and slowed it; the comparison with it is withheld",
+                )
+            elif outside_stream(t) and t.provider in (extras or []):
+                add(
+                    FindingKind.timer_disagreement,
+                    row.case,
+                    f"{t.provider}: the GPU stays busy {t.outside_stream_ms:.4f} ms per call after its end event "
+                    f"({t.median_ms:.4f} ms by the events) — work on another stream of its own, or a thread the "
+                    "candidate left running, which would make it look slower than it is; the comparison with it is "
+                    "withheld",
                 )
             elif outside_stream(t):
                 add(

@@ -119,7 +119,8 @@ def test_a_stage1_attempt_that_fails_beside_the_candidate_leaves_the_gain_unmet_
     result = submit("axpy", write("stage2.py", AUTOTUNED_KERNEL), 2, ledger=db, evidence=tools.fns())
     assert not result.ok
     (reason,) = result.verdict.reasons
-    assert "stage-1 attempt #1 has no timing beside this one: importing stage1.py raised ImportError" in reason
+    assert "stage-1 attempt #1 has no comparison beside this one on 2 of 2 size(s)" in reason
+    assert "1M (stage 1's timing failed: importing stage1.py raised ImportError)" in reason
     # The candidate's own timings stand.
     assert [s.speedup_vs_eager for s in result.speeds] == [2.0, 2.0]
 

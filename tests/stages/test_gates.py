@@ -416,7 +416,7 @@ def _beside(result: BenchResult, stage1_ms: dict[str, float | None], ratios: dic
         error = "timed_check: a timed call's result is not the reference's" if ms is None else None
         row.timings.append(ProviderTiming(provider=STAGE1, median_ms=ms or 0.0, p20_ms=ms or 0.0, p80_ms=ms or 0.0,
                                           min_ms=ms or 0.0, spread=0.0, samples=50, error=error))  # fmt: skip
-        if ms is not None:
+        if ms is not None and row.case in ratios:  # a size left out: bench withheld the comparison
             row.speedup_vs_extras[STAGE1] = ratios[row.case]
         if rounds and row.case in rounds:
             row.round_ratios[STAGE1] = rounds[row.case]
@@ -451,7 +451,8 @@ def test_a_stage1_attempt_whose_timings_failed_beside_the_candidate_leaves_the_g
     failed = _beside(faster(2.0), {k: None for k in SIZES}, {})
     gain = check(evaluate(2, stage2_evidence(bench=failed, baseline_bench=None)), "gain_over_stage1")
     assert gain.state == "unmet"
-    assert "stage-1 attempt #1 has no timing beside this one: timed_check: a timed call's result" in gain.detail
+    assert "stage-1 attempt #1 has no comparison beside this one on 3 of 3 size(s)" in gain.detail
+    assert "1M (stage 1's timing failed: timed_check: a timed call's result" in gain.detail
 
 
 def test_the_gain_pools_rounds_only_of_benches_beside_the_same_stage1_attempt():
@@ -471,3 +472,19 @@ def test_the_gain_pools_rounds_only_of_benches_beside_the_same_stage1_attempt():
     other = stage2_evidence(bench=lucky, baseline_bench=None, same_code_benches={2: lost}, same_code_stage1={2: 3})
     gain = check(evaluate(2, other), "gain_over_stage1")
     assert gain.state == "met" and "pooled" not in gain.detail
+
+
+def test_a_size_without_a_stage1_comparison_leaves_the_gain_unmet_rather_than_judged_on_the_others():
+    # 3× stage 1 on two sizes; on 16M the candidate's timing failed its check (it cached results there), and on 4M
+    # stage 1's timing was withheld (the GPU stayed busy after it: a thread the candidate left running). Judged on
+    # the sizes left, the gain would be 3×: it must be unmet, naming both.
+    result = _beside(faster(3.0), {k: v for k, v in SIZES.items()}, {"1M": 3.0})
+    failed = result.rows[2].timings[0]
+    result.rows[2].timings[0] = failed.model_copy(update={"error": "timed_check: a timed call's result differs"})
+    gain = check(evaluate(2, stage2_evidence(bench=result, baseline_bench=None)), "gain_over_stage1")
+    assert gain.state == "unmet" and "on 2 of 3 size(s)" in gain.detail
+    assert "4M (stage 1's timing withheld: the GPU stayed busy after its end event" in gain.detail
+    assert "16M (this attempt's timing failed: timed_check: a timed call's result differs)" in gain.detail
+    # The twin with every size compared: met.
+    whole = _beside(faster(3.0), {k: v for k, v in SIZES.items()}, {k: 3.0 for k in SIZES})
+    assert check(evaluate(2, stage2_evidence(bench=whole, baseline_bench=None)), "gain_over_stage1").state == "met"

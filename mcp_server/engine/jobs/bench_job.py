@@ -684,7 +684,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     providers: list[tuple[str, Any]] = [("candidate", candidate)]
     for name, spec in (params.get("extra_candidates") or {}).items():
         switch.run_as(name)
-        providers.append((name, _extra_provider(spec, ctx, kernelbench, init if kernelbench else [], weights)))
+        providers.append((name, _extra_provider(spec, ctx, kernelbench, init, weights)))
     switch.to("reference")
     compiled = None
     if reference is not None and params.get("baselines", True):

@@ -8,13 +8,15 @@ Rules, exactly as implemented (each condition is one :class:`GateCheck`):
   statically from the file, see :func:`autotune_info` — or the submission gives a reason not to autotune.
 - **gain_over_stage1** (stages 2-3): the best passing stage-1 attempt is timed in the candidate's own bench, as
   an extra candidate labelled ``stage1`` (``STAGE1``): the same inputs, the same interleaved rounds, its timed
-  outputs checked. Per size, speedup = stage-1 median / candidate median (``BenchRow.speedup_vs_extras``, work on
-  other streams counted for both). Met when the geometric mean is above ``MIN_GEOMEAN_GAIN`` (1.0) and no size is
-  below ``MIN_CASE_RATIO`` (0.95, i.e. no size more than 5 % slower); the detail names the sizes whose paired
-  rounds disagree. When the same code was timed before beside the same stage-1 attempt on the same device, a size's
-  speedup is the median of all those benches' paired rounds and this one's (``GateEvidence.same_code_stage1``), as
-  for torch.compile below. Attempts recorded before the stage-1 attempt rode in the candidate's bench timed it in a
-  bench of its own (``GateEvidence.baseline_bench``), which is still read.
+  outputs checked. Per size, speedup = stage-1 median / candidate median (``BenchRow.speedup_vs_extras``: the
+  candidate's work on other streams counted; a stage-1 timing the GPU stays busy after is withheld, as a thread
+  the candidate left running would slow it). Every size needs that ratio: one without it is unmet, naming why. Met
+  when the geometric mean is above ``MIN_GEOMEAN_GAIN`` (1.0) and no size is below ``MIN_CASE_RATIO`` (0.95, i.e. no
+  size more than 5 % slower); the detail names the sizes whose paired rounds disagree. When the same code was timed
+  before beside the same stage-1 attempt on the same device, a size's speedup is the median of all those benches'
+  paired rounds and this one's (``GateEvidence.same_code_stage1``), as for torch.compile below. Attempts recorded
+  before the stage-1 attempt rode in the candidate's bench timed it in a bench of its own
+  (``GateEvidence.baseline_bench``), which is still read.
 - **vs_torch_compile** (stage 3): on every benchmark size, ``speedup_vs_compile >= MIN_VS_COMPILE`` (1.0).
   A size without a torch.compile timing is unmet (the gate needs the number). The detail names the sizes where
   bench's timing rounds disagree (``BenchRow.standing`` says tie), met or not: there a rerun may flip the check.
@@ -88,6 +90,22 @@ def _compile_error(row: BenchRow) -> str | None:
         if t.provider == "compile":
             return t.error
     return None
+
+
+def _no_stage1_ratio(row: BenchRow) -> str | None:
+    """Why a row of a bench that timed the stage-1 attempt beside the candidate has no ratio between them, or None."""
+    if STAGE1 in row.speedup_vs_extras:
+        return None
+    if _candidate_ms(row) is None:
+        return f"this attempt's timing failed: {_candidate_error(row)}"
+    if not any(t.provider == STAGE1 for t in row.timings):
+        return "stage 1 was not timed"
+    if error := _candidate_error(row, STAGE1):
+        return f"stage 1's timing failed: {error}"
+    return (
+        "stage 1's timing withheld: the GPU stayed busy after its end event, its own work on another stream or a "
+        "thread this attempt left running"
+    )
 
 
 def stage1_in_bench(bench: BenchResult | None) -> bool:
@@ -205,16 +223,20 @@ def check_gain(ev: GateEvidence) -> GateCheck:
     for s in speeds:
         if rounds := pooled.get(s.case):
             s.speedup_vs_stage1 = statistics.median(rounds)
+    if beside and ev.bench is not None:
+        # Every size counts: one without a comparison (this attempt's timing failed there, or stage 1's, or stage 1's
+        # was withheld) would otherwise leave the gain to the sizes where it wins.
+        lacking = [f"{r.case} ({why})" for r in ev.bench.rows if (why := _no_stage1_ratio(r))]
+        if lacking:
+            note = f" ({ev.baseline_unavailable})" if ev.baseline_unavailable else ""
+            return GateCheck(
+                name=name,
+                state="unmet",
+                detail=f"stage-1 attempt #{ev.baseline_attempt} has no comparison beside this one on {len(lacking)} "
+                f"of {len(ev.bench.rows)} size(s): {'; '.join(lacking[:MAX_LISTED])}{note}; the gain is judged on "
+                "every size",
+            )
     if not speeds:
-        if beside and ev.bench is not None:
-            errors = [e for r in ev.bench.rows if (e := _candidate_error(r, STAGE1))]
-            if errors:
-                note = f" ({ev.baseline_unavailable})" if ev.baseline_unavailable else ""
-                return GateCheck(
-                    name=name,
-                    state="unmet",
-                    detail=f"stage-1 attempt #{ev.baseline_attempt} has no timing beside this one: {errors[0]}{note}",
-                )
         return GateCheck(
             name=name,
             state="unmet",
