@@ -15,7 +15,6 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from mcp_server.engine.models import (
     BenchResult,
     BenchRow,
     DevicePeaks,
+    ExtraCandidate,
     Finding,
     FindingKind,
     ProviderTiming,
@@ -57,18 +57,6 @@ OUTSIDE_RATIO = 0.2
 MIN_ROUNDS = 3
 # Kernels with more FLOPs per byte than this are judged against the tensor-core rate of their dtype.
 TENSOR_INTENSITY = 20.0
-
-
-@dataclass(frozen=True)
-class ExtraCandidate:
-    """Another implementation timed beside the candidate and checked like it (a stage-1 attempt), held to rules of its
-    own: ``spec`` is its ``path.py:function``; its timed calls may differ from the reference by the errors
-    ``validation`` measured and run the torch work it saw (with none, no error scale and validate's error level of
-    torch work), beside ``allow_torch_ops``. A plain spec in ``extra_candidates`` shares the candidate's rules."""
-
-    spec: str
-    validation: ValidateResult | None = None
-    allow_torch_ops: tuple[str, ...] = ()
 
 
 def cache_dir() -> Path:
@@ -642,23 +630,20 @@ def flags(rows: list[BenchRow], baselines: list[str] | None = None, extras: list
                     f"{t.provider}: p20–p80 spread {t.spread:.0%} of the median (over {SPREAD_LIMIT:.0%}); "
                     "the figure is unstable — more reps, a bigger size, or cuda-graph mode",
                 )
-            if outside_stream(t) and t.provider in {"eager", "compile", *(baselines or [])}:
-                add(
-                    FindingKind.timer_disagreement,
-                    row.case,
-                    f"{t.provider}: the GPU stays busy {t.outside_stream_ms:.4f} ms per call after its end event "
-                    f"({t.median_ms:.4f} ms by the events) — a baseline leaves no work of its own there, so other "
-                    "work ran on the GPU while it was timed (another process, or a thread the candidate started) "
-                    "and slowed it; the comparison with it is withheld",
+            peer = t.provider in {"eager", "compile", *(baselines or [])}
+            if outside_stream(t) and (peer or t.provider in (extras or [])):
+                why = (
+                    "a baseline leaves no work of its own there, so other work ran on the GPU while it was timed "
+                    "(another process, or a thread the candidate started) and slowed it"
+                    if peer
+                    else "work on another stream of its own, or a thread the candidate left running, which would "
+                    "make it look slower than it is"
                 )
-            elif outside_stream(t) and t.provider in (extras or []):
                 add(
                     FindingKind.timer_disagreement,
                     row.case,
                     f"{t.provider}: the GPU stays busy {t.outside_stream_ms:.4f} ms per call after its end event "
-                    f"({t.median_ms:.4f} ms by the events) — work on another stream of its own, or a thread the "
-                    "candidate left running, which would make it look slower than it is; the comparison with it is "
-                    "withheld",
+                    f"({t.median_ms:.4f} ms by the events) — {why}; the comparison with it is withheld",
                 )
             elif outside_stream(t):
                 add(

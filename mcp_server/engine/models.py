@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -374,6 +375,18 @@ class ProviderTiming(BaseModel):
         "compute ops (every timed call is recorded)",
     )
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class ExtraCandidate:
+    """Another implementation timed beside the candidate and checked like it (a stage-1 attempt), held to rules of its
+    own: ``spec`` is its ``path.py:function``; its timed calls may differ from the reference by the errors
+    ``validation`` measured and run the torch work it saw (with none, no error scale and validate's error level of
+    torch work), beside ``allow_torch_ops``. A plain spec in ``extra_candidates`` shares the candidate's rules."""
+
+    spec: str
+    validation: ValidateResult | None = None
+    allow_torch_ops: tuple[str, ...] = ()
 
 
 class BenchRow(BaseModel):

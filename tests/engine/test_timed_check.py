@@ -499,3 +499,17 @@ def test_a_timed_call_that_zeroes_its_inputs_fails_though_its_zero_answer_matche
     check.verify(keeper)
     assert set(check.failures) == {"zeroes"}, check.failures
     assert "changed its inputs" in check.failures["zeroes"] and "input tensor 0" in check.failures["zeroes"]
+
+
+def test_an_extra_candidate_is_held_to_its_own_validations_error_scale_not_the_candidates():
+    # The same result, 0.5 % off the reference, from the candidate (whose validation measured no error) and from the
+    # stage-1 attempt timed beside it (whose own validation measured 1 %): it fails the first and passes the second.
+    check = _TimedCheck(_square_reference, False, {"candidate", "stage1"}, None, 0.0)
+    check.scales["stage1"] = 1e-2
+    keeper = check.keeper()
+    x = torch.randn(1000, generator=_gen(3))
+    off = x * x * (1 + 5e-3 * torch.randn(1000, generator=_gen(4)))
+    keeper.keep("candidate", [x], off.clone(), None)
+    keeper.keep("stage1", [x], off.clone(), None)
+    check.verify(keeper)
+    assert set(check.failures) == {"candidate"} and "relative norm distance" in check.failures["candidate"]

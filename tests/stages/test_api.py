@@ -10,7 +10,7 @@ from stages_fakes import AUTOTUNED_KERNEL, INTERP, REFERENCE, FakeTools, bench, 
 from mcp_server.engine.audit import analyze_source
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.stages import LEDGER_ENV, best, show, start, status, submit
-from mcp_server.engine.stages.evidence import Extra, _supported
+from mcp_server.engine.stages.evidence import _supported
 from mcp_server.engine.stages.gates import STAGE1
 
 SIZES = {"1M": 1.0, "4M": 4.0}
@@ -298,7 +298,7 @@ def test_the_real_bench_is_handed_the_validations_error_scale_torch_share_and_al
         reference="r.py:f",
         candidate="c.py:f",
         inputs=None,
-        extra_candidates={"stage1": Extra("s.py:f", checked, ("aten.mm",))},
+        extra_candidates={"stage1": bench_module.ExtraCandidate("s.py:f", checked, ("aten.mm",))},
     )
     assert seen["extra_candidates"] == {"stage1": bench_module.ExtraCandidate("s.py:f", checked, ("aten.mm",))}
 

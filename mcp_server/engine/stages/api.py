@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
-from mcp_server.engine.models import INTERPRETER_DEVICE, BenchResult, ValidateResult
+from mcp_server.engine.models import INTERPRETER_DEVICE, BenchResult, ExtraCandidate, ValidateResult
 from mcp_server.engine.specs import parse_spec
-from mcp_server.engine.stages.evidence import AuditUnavailable, EvidenceFns, Extra, real_evidence
+from mcp_server.engine.stages.evidence import AuditUnavailable, EvidenceFns, real_evidence
 from mcp_server.engine.stages.gates import (
     STAGE1,
     autotune_info,
@@ -401,7 +401,7 @@ def _bench_with_stage1(
         base_spec, note = _materialise(led, baseline)
         own = baseline.validation if baseline.validation and baseline.validation.device == validation.device else None
         allowed = tuple(op for op in (baseline.row["allow_torch_ops"] or "").split(",") if op)
-        extra = {STAGE1: Extra(base_spec, own, allowed)}
+        extra = {STAGE1: ExtraCandidate(base_spec, own, allowed)}
     try:
         ev.bench = fns.bench(
             reference=ref, candidate=candidate, inputs=inputs, validation=validation, extra_candidates=extra

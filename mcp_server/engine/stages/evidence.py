@@ -7,7 +7,7 @@ and ``inputs`` (a spec or None):
 - ``bench(..., validation=..., extra_candidates=...) -> BenchResult``; raises ``EnvironmentUnavailable`` where
   nothing can be timed. ``validation`` is the ``ValidateResult`` the ledger has just made for this file: the
   bench's checks of its timed calls allow the errors and the torch work that validation measured.
-  ``extra_candidates``: label → :class:`Extra`, other attempts timed in the same rounds (the stage-1 attempt).
+  ``extra_candidates``: label → ``ExtraCandidate``, other attempts timed in the same rounds (the stage-1 attempt).
 - ``audit(...) -> report`` with ``findings`` whose items have a ``severity``; raises ``AuditUnavailable``
   (or ``ImportError``) when no audit exists here. Only error findings matter to the gate.
 
@@ -23,21 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_server.engine.errors import EnvironmentUnavailable
-from mcp_server.engine.models import BenchResult, ValidateResult
+from mcp_server.engine.models import BenchResult, ExtraCandidate, ValidateResult
 
 
 class AuditUnavailable(Exception):
     """No audit can run here (the module is missing, or it cannot handle this candidate)."""
-
-
-@dataclass(frozen=True)
-class Extra:
-    """An attempt timed beside the candidate: its ``path.py:function``, its own validation where it ran on this device
-    (its timed calls are held to that validation's errors and torch work) and its ``allow_torch_ops``."""
-
-    spec: str
-    validation: ValidateResult | None = None
-    allow_torch_ops: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,11 +66,11 @@ def real_evidence(runner: Any = None, allow_torch_ops: tuple[str, ...] = ()) -> 
         candidate: str,
         inputs: str | None,
         validation: ValidateResult | None = None,
-        extra_candidates: dict[str, Extra] | None = None,
+        extra_candidates: dict[str, ExtraCandidate] | None = None,
     ) -> BenchResult:
         try:
-            from mcp_server.engine.bench import ExtraCandidate, measured_error_scale
             from mcp_server.engine.bench import bench as run
+            from mcp_server.engine.bench import measured_error_scale
         except ImportError as exc:
             raise EnvironmentUnavailable(f"bench is not available in this installation ({exc})") from None
         # The ledger has just validated this very file (and the baseline passed its own validation): no repeat.
@@ -94,9 +84,7 @@ def real_evidence(runner: Any = None, allow_torch_ops: tuple[str, ...] = ()) -> 
             options["check_scale"] = measured_error_scale(validation)
             options["validated_torch_share"] = validation.torch_share
         if extra_candidates:
-            options["extra_candidates"] = {
-                label: ExtraCandidate(e.spec, e.validation, e.allow_torch_ops) for label, e in extra_candidates.items()
-            }
+            options["extra_candidates"] = extra_candidates
         return run(candidate, reference, **_supported(run, options))
 
     def audit(*, reference: str, candidate: str, inputs: str | None) -> Any:

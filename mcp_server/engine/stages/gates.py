@@ -71,14 +71,14 @@ def geomean(values: Iterable[float | None]) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def _candidate_ms(row: BenchRow, provider: str = "candidate") -> float | None:
+def _timing_ms(row: BenchRow, provider: str = "candidate") -> float | None:
     for t in row.timings:
         if t.provider == provider and t.error is None and t.median_ms > 0:
             return t.median_ms
     return None
 
 
-def _candidate_error(row: BenchRow, provider: str = "candidate") -> str | None:
+def _timing_error(row: BenchRow, provider: str = "candidate") -> str | None:
     for t in row.timings:
         if t.provider == provider:
             return t.error
@@ -96,11 +96,11 @@ def _no_stage1_ratio(row: BenchRow) -> str | None:
     """Why a row of a bench that timed the stage-1 attempt beside the candidate has no ratio between them, or None."""
     if STAGE1 in row.speedup_vs_extras:
         return None
-    if _candidate_ms(row) is None:
-        return f"this attempt's timing failed: {_candidate_error(row)}"
+    if _timing_ms(row) is None:
+        return f"this attempt's timing failed: {_timing_error(row)}"
     if not any(t.provider == STAGE1 for t in row.timings):
         return "stage 1 was not timed"
-    if error := _candidate_error(row, STAGE1):
+    if error := _timing_error(row, STAGE1):
         return f"stage 1's timing failed: {error}"
     return (
         "stage 1's timing withheld: the GPU stayed busy after its end event, its own work on another stream or a "
@@ -118,12 +118,12 @@ def case_speeds(bench: BenchResult | None, baseline: BenchResult | None = None) 
     in a ``baseline`` bench of its own), the ratio to it."""
     if bench is None:
         return []
-    base = {r.case: _candidate_ms(r) for r in baseline.rows} if baseline is not None else {}
+    base = {r.case: _timing_ms(r) for r in baseline.rows} if baseline is not None else {}
     out = []
     for row in bench.rows:
-        ms = _candidate_ms(row)
+        ms = _timing_ms(row)
         if baseline is None:
-            base_ms = _candidate_ms(row, STAGE1)
+            base_ms = _timing_ms(row, STAGE1)
             gain = row.speedup_vs_extras.get(STAGE1)
         else:
             base_ms = base.get(row.case)
@@ -255,12 +255,8 @@ def check_gain(ev: GateEvidence) -> GateCheck:
         problems.append(
             f"{len(slow)} size(s) more than {round((1 - MIN_CASE_RATIO) * 100)} % slower than stage 1: {listed}"
         )
-    pooled_note = (
-        f"; judged with the timing rounds of attempt(s) {', '.join(f'#{n}' for n in attempts)}, which timed the same "
-        f"code beside stage-1 attempt #{ev.baseline_attempt} on this device, pooled with this bench's (the median "
-        "of each size's paired rounds)"
-        if pooled
-        else ""
+    pooled_note = _pooled_note(
+        attempts, f"timed the same code beside stage-1 attempt #{ev.baseline_attempt} on this device"
     )
     if problems:
         return GateCheck(name=name, state="unmet", detail="; ".join(problems) + pooled_note)
@@ -269,16 +265,26 @@ def check_gain(ev: GateEvidence) -> GateCheck:
         f"{_fmt_x(gm)} over stage-1 attempt #{ev.baseline_attempt} (geometric mean of {len(speeds)} size(s); worst "
         f"{_fmt_x(worst)}{', timed in the same rounds' if beside else ''})"
     )
-    detail += pooled_note
-    ties = [
-        f"{r.case} ({r.round_range(STAGE1)})"
-        for r in (ev.bench.rows if beside and ev.bench is not None else [])
-        if r.standing.get(STAGE1) == "tie" and r.case not in pooled
-    ]
-    if ties:
-        listed = ", ".join(ties[:MAX_LISTED])
-        detail += f"; a tie on {len(ties)} size(s), where some timing round had stage 1 faster: {listed}"
-    return GateCheck(name=name, state="met", detail=detail)
+    rows = ev.bench.rows if beside and ev.bench is not None else []
+    return GateCheck(name=name, state="met", detail=detail + pooled_note + _ties_note(rows, STAGE1, "stage 1", pooled))
+
+
+def _pooled_note(attempts: list[int], which: str) -> str:
+    """'; judged with the timing rounds of attempt(s) #2, #3, which <which>, pooled …', or '' without any."""
+    if not attempts:
+        return ""
+    return (
+        f"; judged with the timing rounds of attempt(s) {', '.join(f'#{n}' for n in attempts)}, which {which}, pooled "
+        "with this bench's (the median of each size's paired rounds)"
+    )
+
+
+def _ties_note(rows: list[BenchRow], peer: str, name: str, pooled: dict[str, list[float]]) -> str:
+    """The sizes (not judged on pooled rounds) whose paired rounds against ``peer`` disagree, or ''."""
+    ties = [f"{r.case} ({r.round_range(peer)})" for r in rows if r.standing.get(peer) == "tie" and r.case not in pooled]
+    if not ties:
+        return ""
+    return f"; a tie on {len(ties)} size(s), where some timing round had {name} faster: {', '.join(ties[:MAX_LISTED])}"
 
 
 def check_vs_compile(ev: GateEvidence) -> GateCheck:
@@ -297,7 +303,7 @@ def check_vs_compile(ev: GateEvidence) -> GateCheck:
     ratios: dict[str, float] = {}
     for row in ev.bench.rows:
         if row.speedup_vs_compile is None:
-            err = _compile_error(row) or _candidate_error(row) or "no timing"
+            err = _compile_error(row) or _timing_error(row) or "no timing"
             missing.append(f"{row.case} ({err})")
             continue
         rounds = pooled.get(row.case, [])
@@ -318,26 +324,13 @@ def check_vs_compile(ev: GateEvidence) -> GateCheck:
         )
     if missing:
         problems.append(f"no torch.compile comparison for {', '.join(missing[:MAX_LISTED])}")
-    pooled_note = (
-        f"; judged with the timing rounds of attempt(s) {', '.join(f'#{n}' for n in attempts)}, which benched the "
-        "same code on this device, pooled with this bench's"
-        if pooled
-        else ""
-    )
+    pooled_note = _pooled_note(attempts, "benched the same code on this device")
     if problems:
         return GateCheck(name=name, state="unmet", detail="; ".join(problems) + pooled_note)
     worst = min(ratios.values())
     detail = f"≥ torch.compile on all {len(ev.bench.rows)} size(s) (worst {_fmt_x(worst)}){pooled_note}"
-    ties = [
-        f"{r.case} ({r.round_range('compile')})"
-        for r in ev.bench.rows
-        if r.standing.get("compile") == "tie" and r.case not in pooled
-    ]
-    if ties:
-        detail += (
-            f"; a tie on {len(ties)} size(s), where some timing round had torch.compile faster: "
-            f"{', '.join(ties[:MAX_LISTED])} — a rerun of the same file may fall short there"
-        )
+    if ties := _ties_note(ev.bench.rows, "compile", "torch.compile", pooled):
+        detail += f"{ties} — a rerun of the same file may fall short there"
     return GateCheck(name=name, state="met", detail=detail)
 
 
