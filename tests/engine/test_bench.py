@@ -210,8 +210,7 @@ def test_the_host_time_of_a_call_is_its_own_and_not_the_rounds_wait_for_a_full_l
     monkeypatch.setattr(torch.cuda, "_sleep", lambda *a: None)
     monkeypatch.setattr(bench_job, "_join_launch_streams", lambda: None)
     monkeypatch.setattr(bench_job, "_MAX_SLEEP_MS", 1.0)  # one attempt: the round's sleep cannot help
-    timer = bench_job._Timer.__new__(bench_job._Timer)
-    timer.cache, timer.tiny, timer.cycles_per_ms, timer.host_ms, timer.starved_rounds = None, torch.zeros(1), 1.0, {}, 0
+    timer = _bare_timer(bench_job)
     # What the GPU's launch queue does to the host in a round: the flush before each call waits 20 ms for room.
     monkeypatch.setattr(timer, "do_flush", lambda: time.sleep(0.02))
 
@@ -225,6 +224,12 @@ def test_the_host_time_of_a_call_is_its_own_and_not_the_rounds_wait_for_a_full_l
     outside, host = timer.host_check(call, sets, k=3)
     assert 2.0 <= host < 12.0
     assert outside >= 0.0
+
+
+def _bare_timer(bench_job):
+    timer = bench_job._Timer.__new__(bench_job._Timer)
+    timer.cache, timer.tiny, timer.cycles_per_ms, timer.host_ms, timer.starved_rounds = None, torch.zeros(1), 1.0, {}, 0
+    return timer
 
 
 def test_faster_than_the_hardware_is_suspicious():

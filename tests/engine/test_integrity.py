@@ -7,6 +7,8 @@ import json
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from mcp_server.engine.jobs import bench_job, integrity, recorder, shared_state, timed_check
 
@@ -69,6 +71,32 @@ def test_putting_back_an_unwrapped_thread_starter_is_named_and_undone():
     exec("import _thread, threading\n_thread.start_new_thread = threading.get_ident\n")
     assert guard.check() == ["_thread.start_new_thread"]
     assert _thread.start_new_thread is wrapped and threading._start_new_thread is wrapped
+
+
+def test_unwrapping_tritons_launch_path_is_named_and_undone():
+    # Must fail: JITFunction.run put back to Triton's own (the wrapper's default argument) launches kernels the
+    # recorder does not count, on streams bench's end event does not wait for.
+    from triton.runtime import autotuner, jit
+
+    wrapped, tuned = jit.JITFunction.run, autotuner.Autotuner.run
+    guard = integrity.Guard()
+    # Twin: launching a kernel through the wrappers (under the interpreter here) replaces nothing.
+    out = torch.zeros(8)
+    _fill[(1,)](out, 8, BLOCK=8)
+    assert out.eq(1).all() and guard.check() == []
+    exec(
+        "import triton.runtime.jit as j, triton.runtime.autotuner as a\n"
+        "setattr(j.JITFunction, 'r' + 'un', j.JITFunction.run.__kwdefaults__['__original'])\n"
+        "a.Autotuner.run = lambda self, *args, **kw: None\n"
+    )
+    assert set(guard.check()) == {"triton.runtime.jit.JITFunction.run", "triton.runtime.autotuner.Autotuner.run"}
+    assert jit.JITFunction.run is wrapped and autotuner.Autotuner.run is tuned
+
+
+@triton.jit
+def _fill(out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, 1.0, mask=offs < n)
 
 
 def test_the_recorders_flags_and_containers_changed_by_the_candidate_are_named_and_put_back():

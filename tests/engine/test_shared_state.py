@@ -45,7 +45,7 @@ def test_the_baselines_get_the_state_from_before_the_candidate_and_the_candidate
         "torch.default_dtype",
         "torch.Tensor.__add__ (replaced)",
         "torch.nn.functional.gelu (replaced)",
-    } <= switch.changed
+    } <= switch.changed["candidate"]
     switch.to("candidate")  # the candidate's calls see what it set
     assert not torch.backends.cudnn.enabled and torch.get_default_dtype() == torch.float64
     assert vars(torch.Tensor)["__add__"] is _slow_add and torch.nn.functional.gelu is torch.nn.functional.relu
@@ -65,7 +65,7 @@ def test_changes_made_while_the_reference_runs_are_kept_for_both(pristine):
     assert torch.manual_seed is wrapped
     assert torch.backends.cudnn.benchmark is not pristine.settings["torch.backends.cudnn.benchmark"]
     switch.to("reference")
-    assert torch.manual_seed is wrapped and "torch.manual_seed (replaced)" not in switch.changed
+    assert torch.manual_seed is wrapped and "torch.manual_seed (replaced)" not in switch.changed["candidate"]
     assert torch.backends.cudnn.benchmark is pristine.settings["torch.backends.cudnn.benchmark"]
 
 
@@ -79,7 +79,10 @@ def test_config_entries_of_dynamo_are_put_back(pristine):
     switch.to("reference")
     assert dynamo_config.cache_size_limit == before
     # Newer builds keep it as recompile_limit, of which cache_size_limit is an alias.
-    assert switch.changed & {"torch._dynamo.config.cache_size_limit", "torch._dynamo.config.recompile_limit"}
+    assert switch.changed["candidate"] & {
+        "torch._dynamo.config.cache_size_limit",
+        "torch._dynamo.config.recompile_limit",
+    }
     switch.to("candidate")
     assert dynamo_config.cache_size_limit == 1
     switch.to("reference")
@@ -91,7 +94,7 @@ def test_a_candidate_that_changes_nothing_is_reported_as_changing_nothing(pristi
         switch.to("candidate")
         torch.ones(4) + torch.ones(4)
         switch.to("reference")
-    assert switch.changed == set()
+    assert not any(switch.changed.values())
     assert ss.delta(pristine, ss.capture()).names() == []
 
 
@@ -107,17 +110,48 @@ def test_a_class_that_appears_later_keeps_its_methods(pristine):
         del torch.nn.LaterModule
 
 
-def test_each_provider_runs_under_its_sides_state(pristine):
+def test_each_provider_runs_under_its_own_state(pristine):
     switch = ss.Switch(candidates={"candidate", "stage1"})
     switch.run_as("stage1")
-    assert switch.current == "candidate"
-    torch.backends.cudnn.enabled = False
+    assert switch.current == "stage1"
+    torch.backends.cudnn.enabled = False  # stage 1's own choice, for its own calls
     for baseline in ("eager", "compile", "liger"):
         switch.run_as(baseline)
         assert switch.current == "reference" and torch.backends.cudnn.enabled
     switch.run_as("candidate")
+    assert torch.backends.cudnn.enabled  # not the candidate's
+    switch.run_as("stage1")
     assert not torch.backends.cudnn.enabled
     switch.to("reference")
+    assert {k: v for k, v in switch.changed.items() if v} == {"stage1": {"torch.backends.cudnn.enabled"}}
+
+
+def _sleepy_empty_like(*args, **kwargs):
+    return pristine_empty_like(*args, **kwargs)
+
+
+pristine_empty_like = torch.empty_like
+
+
+def test_what_the_candidate_replaces_does_not_reach_the_stage1_attempt_timed_beside_it(pristine):
+    # Must fail without per-provider states: a later stage replaces (through a computed name) a torch function the
+    # stage-1 attempt calls and it does not, slowing stage 1 in the same rounds to buy a gain.
+    switch = ss.Switch(candidates={"candidate", "stage1"})
+    switch.run_as("candidate")
+    setattr(torch, "empty" + "_like", _sleepy_empty_like)
+    torch.backends.cuda.matmul.allow_tf32 = not torch.backends.cuda.matmul.allow_tf32
+    for _ in range(2):  # every round, whichever provider came before
+        switch.run_as("stage1")
+        assert torch.empty_like is pristine_empty_like
+        assert torch.backends.cuda.matmul.allow_tf32 is pristine.settings["torch.backends.cuda.matmul.allow_tf32"]
+        switch.run_as("eager")
+        assert torch.empty_like is pristine_empty_like
+        # Twin: the candidate's own calls still run under what it set.
+        switch.run_as("candidate")
+        assert torch.empty_like is _sleepy_empty_like
+        assert torch.backends.cuda.matmul.allow_tf32 is not pristine.settings["torch.backends.cuda.matmul.allow_tf32"]
+    switch.to("reference")
+    assert "torch.empty_like (replaced)" in switch.changed["candidate"] and not switch.changed.get("stage1")
 
 
 class _SlowMode(torch.overrides.TorchFunctionMode):
@@ -152,7 +186,7 @@ def test_modes_autocast_anomaly_mode_and_global_module_hooks_left_by_the_candida
             "torch.autocast.cpu.dtype",
             "torch.autograd.anomaly_mode",
             "torch.nn.modules.module._global_forward_hooks",
-        } <= switch.changed
+        } <= switch.changed["candidate"]
         switch.to("candidate")  # the candidate's own calls run under what it set
         assert torch.overrides._get_current_function_mode() is mode and torch.is_autocast_enabled("cpu")
         assert torch.nn.modules.module._global_forward_hooks
@@ -169,4 +203,50 @@ def test_a_mode_the_candidate_enters_and_leaves_changes_nothing(pristine):
     with _SlowMode(), torch.autocast("cpu", dtype=torch.bfloat16):
         torch.ones(2) + 1
     switch.to("reference")
-    assert not switch.changed
+    assert not any(switch.changed.values())
+
+
+def _slow_launch_hook(*args, **kwargs):
+    return None
+
+
+def test_tritons_knobs_launch_hooks_environment_and_language_set_by_the_candidate_are_its_own(pristine):
+    # What would slow the stage-1 attempt's kernels instead of torch's: how they compile (ptxas options, IEEE
+    # float32 dots, tl.exp resolved to something slower) and what runs at each launch.
+    import os
+
+    import triton
+    import triton.language as tl
+
+    exp = tl.exp
+    switch = ss.Switch(candidates={"candidate", "stage1"})
+    switch.run_as("candidate")
+    triton.knobs.nvidia.ptxas_options = "-O0"
+    triton.knobs.runtime.debug = True
+    triton.knobs.runtime.launch_enter_hook.add(_slow_launch_hook)
+    os.environ["TRITON_F32_DEFAULT"] = "ieee"
+    setattr(tl, "e" + "xp", tl.log)
+    try:
+        switch.run_as("stage1")
+        assert "ptxas_options" not in vars(triton.knobs.nvidia) and not triton.knobs.runtime.debug
+        assert _slow_launch_hook not in triton.knobs.runtime.launch_enter_hook.calls
+        assert "TRITON_F32_DEFAULT" not in os.environ and tl.exp is exp
+        switch.run_as("candidate")  # twin: the candidate's kernels compile and launch as it set
+        assert triton.knobs.nvidia.ptxas_options == "-O0" and triton.knobs.runtime.debug
+        assert _slow_launch_hook in triton.knobs.runtime.launch_enter_hook.calls
+        assert os.environ["TRITON_F32_DEFAULT"] == "ieee" and tl.exp is tl.log
+        switch.to("reference")
+        assert {
+            "triton.knobs.nvidia",
+            "triton.knobs.runtime",
+            "triton.knobs.runtime.launch_enter_hook",
+            "triton.environment",
+            "triton.language.exp (replaced)",
+        } <= switch.changed["candidate"]
+    finally:
+        switch.to("reference")
+        os.environ.pop("TRITON_F32_DEFAULT", None)
+        triton.knobs.runtime.launch_enter_hook.remove(_slow_launch_hook)
+        vars(triton.knobs.nvidia).pop("ptxas_options", None)
+        vars(triton.knobs.runtime).pop("debug", None)
+        tl.exp = exp

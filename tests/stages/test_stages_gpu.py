@@ -30,3 +30,32 @@ def test_stage2_times_the_stage1_attempt_beside_the_candidate_in_paired_rounds(t
     assert [s.speedup_vs_stage1 for s in result.speeds] == [r.speedup_vs_extras[STAGE1] for r in bench.rows]
     first = detail.attempts[0]
     assert first.timing == "timed as a stage-1 baseline" and first.speedup_vs_eager and first.speedup_vs_eager > 0
+
+
+def _stage2_beside(tmp_path, runner, name: str):
+    db = tmp_path / "ledger.db"
+    start("axpy", REFERENCE, ledger=db)
+    assert submit("axpy", f"{FIXTURES / 'axpy_stage1.py'}:candidate", 1, ledger=db, runner=runner).ok
+    result = submit("axpy", f"{FIXTURES / name}:candidate", 2, ledger=db, runner=runner)
+    gain = next(c for c in result.verdict.checks if c.name == "gain_over_stage1")
+    bench = show("axpy", ledger=db, full=True).attempts[1].evidence.bench
+    assert bench is not None and bench.rows, result
+    return gain, bench
+
+
+def test_a_later_stage_that_slows_the_stage1_attempts_torch_calls_buys_no_gain(tmp_path, runner):
+    # Must fail before each provider had a state of its own: stage 1's torch.empty_like slept a millisecond per call
+    # (its speedup read ~100x at a million elements). Now the two kernels, the same tile, are timed alike.
+    gain, bench = _stage2_beside(tmp_path, runner, "axpy_slows_stage1.py")
+    assert any("torch.empty_like (replaced)" in note for note in bench.notes), bench.notes
+    for row in bench.rows:
+        assert 0.8 < row.speedup_vs_extras[STAGE1] < 1.25, (row.case, row.speedup_vs_extras, gain.detail)
+
+
+def test_a_thread_the_later_stage_leaves_copying_withholds_the_stage1_comparison(tmp_path, runner):
+    # Must fail: the thread's copies slow whatever is timed after its start, stage 1 included; a gain over a
+    # slowed stage 1 is not counted. (Twin: the first test of this file, whose every size has its comparison.)
+    gain, bench = _stage2_beside(tmp_path, runner, "axpy_lingers.py")
+    assert gain.state == "unmet" and "withheld" in gain.detail, gain.detail
+    assert any(STAGE1 not in row.speedup_vs_extras for row in bench.rows)
+    assert all(ratio < 1.3 for row in bench.rows for ratio in row.speedup_vs_extras.values()), bench.rows

@@ -544,7 +544,7 @@ class _TimedCheck:
             name = t["provider"]
             if name in keeper.providers and not keeper.checked.get(name):
                 if self.switch is not None:
-                    self.switch.to("candidate")
+                    self.switch.run_as(name)
                 fresh[0].refresh()
                 before = keeper.inputs_before(name, sets[0])
                 out = t["_fn"](*sets[0])
@@ -851,16 +851,22 @@ def _refuse_all(rows: list[dict[str, Any]], checked: set[str], replaced: list[st
 
 
 def _state_notes(switch: shared_state.Switch) -> list[str]:
-    """What the candidate changed in the PyTorch state it shares with the baselines, which ran without it."""
+    """What the candidate (or an extra candidate) changed in the PyTorch and Triton state it shares with the other
+    providers, which ran without it."""
     switch.to("reference")
-    if not switch.changed:
-        return []
-    names = sorted(switch.changed)
-    listed = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-    return [
-        f"the candidate changes PyTorch state it shares with the baselines ({listed}): the baselines and the "
-        "reference's checks ran with the state from before its code ran, the candidate with its own"
-    ]
+    out = []
+    for who in sorted(switch.changed, key=lambda name: (name != "candidate", name)):
+        names = sorted(switch.changed[who])
+        if not names:
+            continue
+        listed = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        label = "the candidate" if who == "candidate" else f"the extra candidate {who}"
+        out.append(
+            f"{label} changes PyTorch or Triton state it shares with the other providers ({listed}): the baselines, "
+            f"the reference's checks and every other provider ran with the state from before its code ran, "
+            f"{label} with its own"
+        )
+    return out
 
 
 def timer_l2(props: Any) -> int:

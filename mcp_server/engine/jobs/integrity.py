@@ -50,6 +50,26 @@ def _spaces() -> list[tuple[str, Any]]:
     import pathlib
 
     spaces.append(("pathlib.Path", pathlib.Path))
+    return spaces + _launch_classes()
+
+
+# The Triton classes whose ``run`` the op recorder wraps (jobs.recorder.install_launch_hooks): launches are counted
+# and their streams noted there, so that bench's end event waits for a side stream the candidate launched on.
+LAUNCH_CLASSES = (
+    ("triton.runtime.jit", ("KernelInterface", "JITFunction")),
+    ("triton.runtime.autotuner", ("Autotuner", "Heuristics")),
+    ("triton.runtime.interpreter", ("InterpretedFunction",)),
+)
+
+
+def _launch_classes() -> list[tuple[str, Any]]:
+    spaces: list[tuple[str, Any]] = []
+    for module_name, names in LAUNCH_CLASSES:
+        module = sys.modules.get(module_name)
+        for name in names:
+            cls = getattr(module, name, None)
+            if isinstance(cls, type):
+                spaces.append((f"{module_name}.{name}", cls))
     return spaces
 
 

@@ -16,6 +16,7 @@ twice), once per provider and round.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,7 +90,48 @@ def _settings() -> dict[str, tuple[Any, Any]]:
     )
     if torch.cuda.is_available():
         out["torch.cuda.sync_debug_mode"] = (torch.cuda.get_sync_debug_mode, torch.cuda.set_sync_debug_mode)
-    return out | _mode_stacks() | _global_module_hooks()
+    return out | _mode_stacks() | _global_module_hooks() | _triton_settings()
+
+
+def _triton_settings() -> dict[str, tuple[Any, Any]]:
+    """Triton's knobs, as set in each group (``triton.knobs.nvidia.ptxas_options``, ``knobs.runtime.debug``,
+    ``knobs.language.fp32_default``), its launch hooks, and the environment variables the knobs read: what another
+    provider's kernels compile and launch with in this process."""
+    import os
+
+    knobs = sys.modules.get("triton.knobs")
+    if knobs is None:
+        return {}
+    out: dict[str, tuple[Any, Any]] = {}
+    keys: set[str] = set()
+    for name, group in sorted(vars(knobs).items()):
+        if not isinstance(group, getattr(knobs, "base_knobs", ())):
+            continue
+
+        def put(values: dict[str, Any], group: Any = group) -> None:
+            vars(group).clear()
+            vars(group).update(values)
+
+        out[f"triton.knobs.{name}"] = (lambda group=group: dict(vars(group)), put)
+        keys |= {d.key for d in group.knob_descriptors.values() if isinstance(getattr(d, "key", None), str)}
+        for attr, chain in vars(type(group)).items():
+            if isinstance(chain, getattr(knobs, "HookChain", ())):
+                out[f"triton.knobs.{name}.{attr}"] = (
+                    lambda chain=chain: tuple(chain.calls),
+                    lambda calls, chain=chain: chain.calls.__setitem__(slice(None), list(calls)),
+                )
+
+    def read() -> tuple[tuple[str, str], ...]:
+        return tuple(sorted((k, v) for k, v in os.environ.items() if k in keys or k.startswith("TRITON_")))
+
+    def write(items: tuple[tuple[str, str], ...]) -> None:
+        wanted = dict(items)
+        for k in [k for k in os.environ if (k in keys or k.startswith("TRITON_")) and k not in wanted]:
+            del os.environ[k]
+        os.environ.update(wanted)
+
+    out["triton.environment"] = (read, write)
+    return out
 
 
 def _stack(length: Any, at: Any, pop: Any, push: Any) -> tuple[Any, Any]:
@@ -187,6 +229,31 @@ def _namespaces() -> list[tuple[str, Any]]:
         cls = getattr(torch.nn, name, None)
         if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
             spaces.append((f"torch.nn.{name}", cls))
+    return spaces + _triton_namespaces()
+
+
+# Where a Triton kernel's code and launch are made, beyond the launch classes the judge's own wrappers sit on
+# (``integrity`` guards those): what ``tl.exp`` or ``tl.tensor.__add__`` resolve to when a kernel compiles, the
+# compiler's entry point and the compiled kernel's launch.
+TRITON_SPACES = (
+    ("triton", None),
+    ("triton.language", None),
+    ("triton.language.core", "tensor"),
+    ("triton.language.math", None),
+    ("triton.language.standard", None),
+    ("triton.compiler.compiler", "CompiledKernel"),
+)
+
+
+def _triton_namespaces() -> list[tuple[str, Any]]:
+    spaces: list[tuple[str, Any]] = []
+    for name, cls in TRITON_SPACES:
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        spaces.append((name, module))
+        if cls is not None and isinstance(getattr(module, cls, None), type):
+            spaces.append((f"{name}.{cls}", getattr(module, cls)))
     return spaces
 
 
@@ -263,18 +330,22 @@ def apply(state: State, full: bool = False) -> None:
 
 @dataclass
 class Switch:
-    """Which of the two states the process is in. ``to("reference")`` before a baseline or a reference call,
-    ``to("candidate")`` before the candidate's code.
+    """Which state the process is in. ``to("reference")`` before a baseline or a reference call, ``to(name)`` before
+    the code of ``name``, a provider whose code was submitted: the candidate, or an extra candidate timed beside it
+    (a stage-1 attempt). ``run_as(provider)`` picks the one for any provider.
 
-    The reference's state is taken again each time the candidate gets the process (torch changes its own state
-    too: dynamo wraps ``torch.manual_seed`` and ``nn.Module.__init__`` when it loads), and the candidate's is kept
-    as what it changed (a delta), applied over it. ``changed`` names everything the candidate changed."""
+    Each submitted provider has a state of its own: the reference's with what that provider's code changed (a
+    delta) applied over it. So the candidate's changes reach neither the baselines nor an extra candidate beside it
+    (a later stage that slows the stage-1 attempt's ``torch.empty_like`` would otherwise buy itself a gain), and an
+    extra candidate's reach neither the baselines nor the candidate. The reference's state is taken again each time
+    a submitted provider gets the process (torch changes its own state too: dynamo wraps ``torch.manual_seed`` and
+    ``nn.Module.__init__`` when it loads). ``changed`` names, per provider, everything its code changed."""
 
-    # The providers whose code is the candidate's (the candidate, extra candidates); all others are baselines.
+    # The providers whose code was submitted (the candidate, extra candidates); all others are baselines.
     candidates: set[str] = field(default_factory=set)
-    changes: State = field(default_factory=State)
+    changes: dict[str, State] = field(default_factory=dict)
     current: str = "reference"
-    changed: set[str] = field(default_factory=set)
+    changed: dict[str, set[str]] = field(default_factory=dict)
     # Taken each time the candidate gets the process and looked at when it hands it back (jobs.integrity): the
     # judge's own code.
     guard: Any = None
@@ -282,33 +353,40 @@ class Switch:
     _entered: State | None = None
 
     def __post_init__(self) -> None:
-        recorder.follow_captures(self.current == "candidate")
+        recorder.follow_captures(self.current != "reference")
 
     def run_as(self, provider: str) -> None:
-        """The state ``provider``'s code runs under: the candidate's for a candidate, else the reference's."""
-        self.to("candidate" if provider in self.candidates else "reference")
+        """The state ``provider``'s code runs under: its own for a submitted provider, else the reference's."""
+        self.to(provider if provider in self.candidates else "reference")
 
     def to(self, who: str) -> None:
+        """Hand the process to ``who``: "reference", or a submitted provider's name. Between two submitted providers
+        the process goes through the reference's state, so neither sees the other's changes."""
         if who == self.current:
             return
-        if who == "candidate":
+        if self.current != "reference":
+            self._leave(self.current)
+        if who != "reference":
             if self.guard is not None:
                 self.guard.retake()
             self._reference = capture()
-            apply(self.changes)
+            apply(self.changes.get(who, State()))
             self._entered = capture()
-        else:
-            assert self._reference is not None and self._entered is not None
-            new = delta(self._entered, capture())
-            self.changed.update(new.names())
-            self.changes.settings.update(new.settings)
-            for module, config in new.configs.items():
-                self.changes.configs.setdefault(module, {}).update(config)
-            self.changes.functions.update(new.functions)
-            apply(self._reference, full=True)
-            if self.guard is not None:
-                self.guard.check()
         self.current = who
-        # CUDA graphs are followed while the candidate's code runs (baselines' own graphs, a CUDA-graph peer's, are
-        # theirs).
-        recorder.follow_captures(who == "candidate")
+        # CUDA graphs are followed while submitted code runs (baselines' own graphs, a CUDA-graph peer's, are theirs).
+        recorder.follow_captures(who != "reference")
+
+    def _leave(self, who: str) -> None:
+        """Keep what ``who``'s code changed as its own, and put the reference's state back."""
+        assert self._reference is not None and self._entered is not None
+        new = delta(self._entered, capture())
+        self.changed.setdefault(who, set()).update(new.names())
+        mine = self.changes.setdefault(who, State())
+        mine.settings.update(new.settings)
+        for module, config in new.configs.items():
+            mine.configs.setdefault(module, {}).update(config)
+        mine.functions.update(new.functions)
+        apply(self._reference, full=True)
+        if self.guard is not None:
+            self.guard.check()
+        self.current = "reference"
