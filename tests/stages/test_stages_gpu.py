@@ -52,10 +52,11 @@ def test_a_later_stage_that_slows_the_stage1_attempts_torch_calls_buys_no_gain(t
         assert 0.8 < row.speedup_vs_extras[STAGE1] < 1.25, (row.case, row.speedup_vs_extras, gain.detail)
 
 
-def test_a_thread_the_later_stage_leaves_copying_withholds_the_stage1_comparison(tmp_path, runner):
-    # Must fail: the thread's copies slow whatever is timed after its start, stage 1 included; a gain over a
-    # slowed stage 1 is not counted. (Twin: the first test of this file, whose every size has its comparison.)
+def test_a_thread_the_later_stage_leaves_copying_buys_no_gain(tmp_path, runner):
+    # Must fail: the thread's copies slow whatever is timed after its start, stage 1 included. The work the GPU still
+    # does after the candidate's calls is added to its own time, and after stage 1's it withholds that comparison:
+    # either way no gain over a slowed stage 1 is counted. (On an H200 the candidate read 0.33x stage 1.) Twin: the
+    # first test of this file, an honest stage 2 whose every size has its comparison.
     gain, bench = _stage2_beside(tmp_path, runner, "axpy_lingers.py")
-    assert gain.state == "unmet" and "withheld" in gain.detail, gain.detail
-    assert any(STAGE1 not in row.speedup_vs_extras for row in bench.rows)
+    assert gain.state == "unmet", gain.detail
     assert all(ratio < 1.3 for row in bench.rows for ratio in row.speedup_vs_extras.values()), bench.rows
