@@ -217,10 +217,12 @@ def test_tritons_knobs_launch_hooks_environment_and_language_set_by_the_candidat
 
     import triton
     import triton.language as tl
+    from triton.backends.nvidia.compiler import CUDABackend
 
-    exp = tl.exp
+    exp, make_cubin = tl.exp, CUDABackend.make_cubin
     switch = ss.Switch(candidates={"candidate", "stage1"})
     switch.run_as("candidate")
+    setattr(CUDABackend, "make_" + "cubin", lambda *args, **kwargs: None)  # ptxas at -O0, say
     triton.knobs.nvidia.ptxas_options = "-O0"
     triton.knobs.runtime.debug = True
     triton.knobs.runtime.launch_enter_hook.add(_slow_launch_hook)
@@ -230,11 +232,12 @@ def test_tritons_knobs_launch_hooks_environment_and_language_set_by_the_candidat
         switch.run_as("stage1")
         assert "ptxas_options" not in vars(triton.knobs.nvidia) and not triton.knobs.runtime.debug
         assert _slow_launch_hook not in triton.knobs.runtime.launch_enter_hook.calls
-        assert "TRITON_F32_DEFAULT" not in os.environ and tl.exp is exp
+        assert "TRITON_F32_DEFAULT" not in os.environ and tl.exp is exp and CUDABackend.make_cubin is make_cubin
         switch.run_as("candidate")  # twin: the candidate's kernels compile and launch as it set
         assert triton.knobs.nvidia.ptxas_options == "-O0" and triton.knobs.runtime.debug
         assert _slow_launch_hook in triton.knobs.runtime.launch_enter_hook.calls
         assert os.environ["TRITON_F32_DEFAULT"] == "ieee" and tl.exp is tl.log
+        assert CUDABackend.make_cubin is not make_cubin
         switch.to("reference")
         assert {
             "triton.knobs.nvidia",
@@ -242,6 +245,7 @@ def test_tritons_knobs_launch_hooks_environment_and_language_set_by_the_candidat
             "triton.knobs.runtime.launch_enter_hook",
             "triton.environment",
             "triton.language.exp (replaced)",
+            "triton.backends.nvidia.compiler.CUDABackend.make_cubin (replaced)",
         } <= switch.changed["candidate"]
     finally:
         switch.to("reference")
@@ -250,3 +254,4 @@ def test_tritons_knobs_launch_hooks_environment_and_language_set_by_the_candidat
         vars(triton.knobs.nvidia).pop("ptxas_options", None)
         vars(triton.knobs.runtime).pop("debug", None)
         tl.exp = exp
+        CUDABackend.make_cubin = make_cubin

@@ -233,27 +233,31 @@ def _namespaces() -> list[tuple[str, Any]]:
 
 
 # Where a Triton kernel's code and launch are made, beyond the launch classes the judge's own wrappers sit on
-# (``integrity`` guards those): what ``tl.exp`` or ``tl.tensor.__add__`` resolve to when a kernel compiles, the
-# compiler's entry point and the compiled kernel's launch.
+# (``integrity`` guards those): what ``tl.exp`` or ``tl.tensor.__add__`` resolve to when a kernel compiles, an
+# autotuning config, the compiler's entry point and its CUDA passes (ptxas options), the compiled kernel's launch.
 TRITON_SPACES = (
-    ("triton", None),
-    ("triton.language", None),
-    ("triton.language.core", "tensor"),
-    ("triton.language.math", None),
-    ("triton.language.standard", None),
-    ("triton.compiler.compiler", "CompiledKernel"),
+    ("triton", ()),
+    ("triton.language", ()),
+    ("triton.language.core", ("tensor",)),
+    ("triton.language.math", ()),
+    ("triton.language.standard", ()),
+    ("triton.runtime.autotuner", ("Config",)),
+    ("triton.compiler.compiler", ("CompiledKernel",)),
+    ("triton.backends.nvidia.compiler", ("CUDABackend",)),
+    ("triton.backends.nvidia.driver", ("CudaLauncher",)),
 )
 
 
 def _triton_namespaces() -> list[tuple[str, Any]]:
     spaces: list[tuple[str, Any]] = []
-    for name, cls in TRITON_SPACES:
+    for name, classes in TRITON_SPACES:
         module = sys.modules.get(name)
         if module is None:
             continue
         spaces.append((name, module))
-        if cls is not None and isinstance(getattr(module, cls, None), type):
-            spaces.append((f"{name}.{cls}", getattr(module, cls)))
+        for cls in classes:
+            if isinstance(getattr(module, cls, None), type):
+                spaces.append((f"{name}.{cls}", getattr(module, cls)))
     return spaces
 
 
