@@ -93,6 +93,10 @@ def test_numpy_alone_is_a_warning_and_numpy_arithmetic_an_error(tmp_path):
         "import torch\nf = torch.cuda.jiterator._create_jit_fn('template <typename T> T f(T x) { return x; }')\n",
         "import importlib\ncp = importlib.import_module('cupy')\n",
         "import torch\ntorch.ops.load_library('ops.so')\n",
+        # cuBLAS through the binding Triton ships (its matmul would be timed as the candidate's kernel).
+        "from triton._C.libtriton import nvidia\nlt = nvidia.cublas.CublasLt(None)\n",
+        "import triton._C.libtriton.nvidia.cublas as cublas\n",
+        "from triton._C import libtriton\nblas = getattr(libtriton.nvidia, 'cub' + 'las')\n",
     ],
 )
 def test_gpu_code_outside_triton_and_torch_ops_is_evasion(tmp_path, source):
@@ -107,6 +111,8 @@ def test_gpu_code_outside_triton_and_torch_ops_is_evasion(tmp_path, source):
         "import torch\ns = torch.cuda.Stream()\ntorch.cuda.synchronize()\n",
         "import cutlass_helpers\n",  # a module of the user's own, not NVIDIA's cutlass
         "from triton.experimental import gluon\n",
+        # Twin of the cuBLAS binding rule: Gluon's builtins build IR through the same C module.
+        "from triton._C.libtriton import ir\nkind = ir.DESCRIPTOR_REDUCE_KIND.ADD\n",
         "import torch\ntorch.ops.aten.mm\n",
         # Twins of the thread-starter and raw-graph rules: starting threads and using the graph class torch gives.
         "import threading\nworker = threading.Thread(target=print)\n",

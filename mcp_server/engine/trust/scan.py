@@ -94,7 +94,7 @@ NAME_RULES: tuple[Rule, ...] = (
     _rule(
         r"^(cupy|cupyx|pycuda|jax|jaxlib|tensorflow|warp|tilelang|tvm|cutlass|cutlass_cppgen|cuda_bindings)\b"
         r"|^numba\.cuda\b|^cuda\.(bindings|core|cuda|cudart|nvrtc)\b|^torch\.utils\.cpp_extension\b"
-        r"|^torch\.cuda\.jiterator\b",
+        r"|^torch\.cuda\.jiterator\b|^triton\._C\.libtriton\.(nvidia\.cublas|amd\.hipblas)\b",
         EV,
         E,
         "runs GPU code that is neither Triton nor a torch op, where the op recorder cannot see it (bench's timed "
@@ -415,9 +415,9 @@ class _Scanner(ast.NodeVisitor):
                 self.check_attr(node, attr.value)
                 if name != "getattr" and target:
                     self._check_patch(ast.Attribute(value=node.args[0], attr=attr.value, lineno=node.lineno))
-            elif target.startswith("torch._C"):
-                self.hit(node, EV, E, f"`{name}({target}, <computed name>)` reaches torch's C internals by a name "
-                         "the scan cannot read")  # fmt: skip
+            elif target.startswith(("torch._C", "triton._C")):
+                self.hit(node, EV, E, f"`{name}({target}, <computed name>)` reaches {target.split('.')[0]}'s C "
+                         "internals by a name the scan cannot read")  # fmt: skip
             elif target.startswith(("torch", "triton", "os", "sys", "signal")):
                 self.hit(node, EV, W, f"`{name}({target}, <computed name>)` hides which attribute it reaches")
         if name in ("importlib.import_module", "__import__") and node.args:
