@@ -63,9 +63,19 @@ LAUNCH_CLASSES = (
 
 
 def _launch_classes() -> list[tuple[str, Any]]:
+    return loaded_spaces(LAUNCH_CLASSES, modules=False)
+
+
+def loaded_spaces(specs: Any, modules: bool = True) -> list[tuple[str, Any]]:
+    """(label, namespace) for each (module name, class names) of ``specs`` whose module is already imported: the
+    module itself (``modules``) and each of the classes named."""
     spaces: list[tuple[str, Any]] = []
-    for module_name, names in LAUNCH_CLASSES:
+    for module_name, names in specs:
         module = sys.modules.get(module_name)
+        if module is None:
+            continue
+        if modules:
+            spaces.append((module_name, module))
         for name in names:
             cls = getattr(module, name, None)
             if isinstance(cls, type):

@@ -1,17 +1,19 @@
-"""PyTorch state that the candidate shares with the baselines and the reference inside the bench child.
+"""PyTorch and Triton state that the candidate shares with the baselines and the reference inside the bench child.
 
 The candidate runs in the process that also times the eager and torch.compile baselines (and any peer) and runs
 the reference for the checks of timed outputs. Through PyTorch's global settings (cuDNN off, SDPA's fast backends
 disabled, another float32 matmul precision, BLAS library or default dtype, autocast, anomaly mode, dynamo's or
 inductor's config), a torch-function or dispatch mode left pushed, nn.Module's global hooks, or by replacing a torch
 function (``torch.nn.functional.scaled_dot_product_attention``, ``torch.nn.Conv2d.forward``, ``torch.Tensor.__add__``)
-it could slow every baseline down, or change what the reference computes. The static scan flags the plain ways
-of doing so; a computed attribute name or a call that flips a backend is not plain.
+it could slow every baseline down, or change what the reference computes. Through Triton's knobs, launch hooks,
+``TRITON_*`` environment or a replaced ``triton.language`` function it could slow another provider's Triton kernels
+(a stage-1 attempt timed beside it). The static scan flags the plain ways of doing so; a computed attribute name or
+a call that flips a backend is not plain.
 
-So bench keeps two states: the reference's, as it was before any candidate code ran, and the candidate's, as the
-candidate last left it. Baselines and reference calls run under the first, the candidate's calls under the second,
-and whatever the candidate changed is reported. A switch costs a few milliseconds (some 4000 attribute lookups,
-twice), once per provider and round.
+So bench keeps a state per side: the reference's, as it was before any submitted code ran, and each submitted
+provider's (the candidate's, an extra candidate's), as that provider's code last left it. Baselines and reference
+calls run under the first, each submitted provider's calls under its own, and whatever each changed is reported. A
+switch costs a few milliseconds (some 4000 attribute lookups, twice), once per provider and round.
 """
 
 from __future__ import annotations
@@ -229,7 +231,7 @@ def _namespaces() -> list[tuple[str, Any]]:
         cls = getattr(torch.nn, name, None)
         if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
             spaces.append((f"torch.nn.{name}", cls))
-    return spaces + _triton_namespaces()
+    return spaces + integrity.loaded_spaces(TRITON_SPACES)
 
 
 # Where a Triton kernel's code and launch are made, beyond the launch classes the judge's own wrappers sit on
@@ -246,19 +248,6 @@ TRITON_SPACES = (
     ("triton.backends.nvidia.compiler", ("CUDABackend",)),
     ("triton.backends.nvidia.driver", ("CudaLauncher",)),
 )
-
-
-def _triton_namespaces() -> list[tuple[str, Any]]:
-    spaces: list[tuple[str, Any]] = []
-    for name, classes in TRITON_SPACES:
-        module = sys.modules.get(name)
-        if module is None:
-            continue
-        spaces.append((name, module))
-        for cls in classes:
-            if isinstance(getattr(module, cls, None), type):
-                spaces.append((f"{name}.{cls}", getattr(module, cls)))
-    return spaces
 
 
 @dataclass
@@ -350,7 +339,7 @@ class Switch:
     changes: dict[str, State] = field(default_factory=dict)
     current: str = "reference"
     changed: dict[str, set[str]] = field(default_factory=dict)
-    # Taken each time the candidate gets the process and looked at when it hands it back (jobs.integrity): the
+    # Taken each time submitted code gets the process and looked at when it hands it back (jobs.integrity): the
     # judge's own code.
     guard: Any = None
     _reference: State | None = None
