@@ -636,3 +636,20 @@ def test_a_candidate_that_slows_the_baselines_pytorch_gains_nothing_and_is_named
     for row in result.rows:
         # An add against eager's add: about 1×, where the millisecond the module adds to `x + y` would give 100×.
         assert row.speedup_vs_eager < 3, row
+
+
+def test_a_submitted_providers_timings_are_refused_when_its_threads_worked_beside_others():
+    # Must fail: the candidate's lingering thread launched while stage 1 was timed. Twin: stage 1 and the baselines,
+    # whose code started no such thread, keep their timings.
+    from mcp_server.engine.jobs import bench_job
+
+    rows = [{"case": c, "timings": [{"provider": p, "median_ms": 1.0} for p in ("candidate", "stage1", "eager")]}
+            for c in ("2^20", "2^24")]  # fmt: skip
+    bench_job._refuse_interfering(rows, {"candidate": 40})
+    for row in rows:
+        by = {t["provider"]: t for t in row["timings"]}
+        assert "40 Triton launches or torch ops" in by["candidate"]["error"]
+        assert B.error_finding(by["candidate"]["error"]).kind is FindingKind.evasion
+        assert "error" not in by["stage1"] and "error" not in by["eager"]
+    bench_job._refuse_interfering(rows, {})
+    assert all("error" not in t for row in rows for t in row["timings"] if t["provider"] != "candidate")

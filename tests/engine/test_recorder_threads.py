@@ -93,3 +93,43 @@ def test_following_threads_leaves_torchs_process_wide_mode_flags_alone():
     assert python_dispatch._is_in_torch_dispatch_mode is False
     assert not python_dispatch.is_in_any_mode_without_ignore_compile_internals()
     pool.shutdown()
+
+
+def _interference_after(thread_work, owner_while_working: str) -> dict[str, int]:
+    """Start a thread while the candidate's code runs (as bench's switch says), let it work while the process is
+    ``owner_while_working``'s, and read what the recorder counted."""
+    recorder._interference.clear()
+    go, done = threading.Event(), threading.Event()
+
+    def linger():
+        go.wait(5)
+        thread_work()
+        done.set()
+
+    recorder.own("candidate")
+    try:
+        worker = threading.Thread(target=linger, daemon=True)
+        worker.start()
+        recorder.own(owner_while_working)
+        go.set()
+        assert done.wait(30)
+        worker.join(5)
+    finally:
+        recorder.own("reference")
+    counts = recorder.interference()
+    recorder._interference.clear()
+    return counts
+
+
+def test_a_thread_the_candidate_left_working_while_another_providers_code_runs_is_counted():
+    # Must fail: a thread the candidate started keeps launching while stage 1 (or a baseline) is timed, slowing it.
+    x, y = _xy()
+    out = torch.empty_like(x)
+    launch = lambda: _add_kernel[(1,)](x, y, out, x.numel(), BLOCK=1024)
+    launched = _interference_after(launch, "stage1")  # (under the interpreter the launch's own torch calls count too)
+    assert set(launched) == {"candidate"} and launched["candidate"] >= 1
+    assert _interference_after(lambda: torch.mul(x, y), "reference") == {"candidate": 1}
+    # Twins: the same work while the candidate's own code runs (a call handing work to its threads), and a thread
+    # that only allocates.
+    assert _interference_after(launch, "candidate") == {}
+    assert _interference_after(lambda: torch.empty(10), "stage1") == {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from mcp_server.engine.jobs import recorder
 from mcp_server.engine.jobs import shared_state as ss
 
 
@@ -122,7 +123,9 @@ def test_each_provider_runs_under_its_own_state(pristine):
     assert torch.backends.cudnn.enabled  # not the candidate's
     switch.run_as("stage1")
     assert not torch.backends.cudnn.enabled
+    assert recorder._owner == "stage1"  # threads started now are stage 1's (jobs.recorder.interference)
     switch.to("reference")
+    assert recorder._owner == "reference"
     assert {k: v for k, v in switch.changed.items() if v} == {"stage1": {"torch.backends.cudnn.enabled"}}
 
 

@@ -826,6 +826,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     notes_out = sorted(notes) + _state_notes(switch)
     if switch.guard.replaced:
         _refuse_all(rows, checked, switch.guard.replaced)
+    _refuse_interfering(rows, recorder.interference())
     return {
         "rows": rows,
         "device": torch.cuda.get_device_name(),
@@ -847,6 +848,21 @@ def _refuse_all(rows: list[dict[str, Any]], checked: set[str], replaced: list[st
                 t["error"] = (
                     f"evasion: the candidate's code replaced the judge's own code, or changed the op recorder's "
                     f"state, in the process while it ran ({listed}); no timing of it is reported"
+                )
+
+
+def _refuse_interfering(rows: list[dict[str, Any]], counts: dict[str, int]) -> None:
+    """Every timing of a submitted provider whose threads launched GPU work while the process ran another's code is
+    refused: that work ran beside whatever was timed then (a stage-1 attempt, a baseline) and slowed it. A thread
+    that lingers after its call returns is not part of the call; its work is not the call's cost either."""
+    for row in rows:
+        for t in row["timings"]:
+            n = counts.get(t["provider"])
+            if n:
+                t["error"] = (
+                    f"evasion: threads its code started launched GPU work ({n} Triton launches or torch ops) "
+                    "while other providers' code ran (timed or checked), where it slows whatever runs then; no "
+                    "timing of it is reported. Join every thread a call starts before the call returns"
                 )
 
 

@@ -49,9 +49,22 @@ _captures = 0
 # (``follow_captures``) while a baseline's code runs in bench's child, whose graphs are its own.
 _judge_capturing = False
 _following_captures = True
+# Whose code the process runs now, as bench's state switch sets it ("reference", or a submitted provider's name);
+# per thread started while submitted code ran, whose code started it; and per such owner, how many Triton launches
+# and torch ops its threads made while the process was someone else's (``interference``).
+_owner = "reference"
+_thread_owners: dict[int, str] = {}
+_interference: dict[str, int] = {}
 # The containers above, whose identity never changes: the guard (jobs.integrity) watches this tuple, and
 # ``handback_problems`` compares the module's names with it.
-_CONTAINERS = (("_tls", _tls), ("_launches", _launches), ("_thread_lock", _thread_lock), ("_graph_work", _graph_work))
+_CONTAINERS = (
+    ("_tls", _tls),
+    ("_launches", _launches),
+    ("_thread_lock", _thread_lock),
+    ("_graph_work", _graph_work),
+    ("_thread_owners", _thread_owners),
+    ("_interference", _interference),
+)
 
 # Frozen: in bench the candidate shares the process, and the guard (jobs.integrity) watches only what cannot change
 # in place.
@@ -219,6 +232,8 @@ def install_launch_hooks() -> None:
         original = cls.run
 
         def run(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            if _thread_owners and not kwargs.get("warmup", False):  # (a compile ahead of time launches nothing)
+                _note_thread_work()
             if (_launch_recording or _captures) and not kwargs.get("warmup", False) and not _in_triton():
                 _launches.append(_kernel_name(self))
             with _triton_scope():  # the stream hook's own torch calls are not the candidate's ops
@@ -347,10 +362,30 @@ class _Recorder(TorchDispatchMode):
         entry[1] += op_work(base, args, out)
 
 
+def own(who: str) -> None:
+    """The process now runs ``who``'s code (bench's state switch): threads started from now on are ``who``'s."""
+    global _owner
+    _owner = who
+
+
+def interference() -> dict[str, int]:
+    """Per submitted provider, the Triton launches and torch ops (allocations aside) that threads its code started
+    made while the process ran another's code: work that lands beside, and slows, whatever is timed then."""
+    return {who: n for who, n in _interference.items() if n}
+
+
+def _note_thread_work() -> None:
+    owner = _thread_owners.get(threading.get_ident())
+    if owner is not None and owner != _owner:
+        _interference[owner] = _interference.get(owner, 0) + 1
+
+
 class _ThreadOps(TorchDispatchMode):
     """The mode of every Python thread started in a job: its ops go to the recording in progress, if any."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if func.overloadpacket.__name__ not in ALLOC_OPS:
+            _note_thread_work()
         out = func(*args, **(kwargs or {}))
         active = _active
         if active is not None:
@@ -360,13 +395,19 @@ class _ThreadOps(TorchDispatchMode):
 
 
 def _under_thread_ops(function: Any) -> Any:
+    owner = _owner  # whose code is starting the thread
+
     def run(*args: Any, **kwargs: Any) -> Any:
         # Pushed on this thread's mode stack alone: entering the mode with `with` would also set torch's
         # process-wide "in a dispatch mode" flags, for the life of the thread, which the main thread reads too.
         _push_mode(_ThreadOps())
+        ident = threading.get_ident()
+        if owner != "reference":
+            _thread_owners[ident] = owner
         try:
             return function(*args, **kwargs)
         finally:
+            _thread_owners.pop(ident, None)
             with contextlib.suppress(Exception):
                 _pop_mode()
 

@@ -346,6 +346,7 @@ class Switch:
     _entered: State | None = None
 
     def __post_init__(self) -> None:
+        recorder.own(self.current)
         recorder.follow_captures(self.current != "reference")
 
     def run_as(self, provider: str) -> None:
@@ -366,6 +367,7 @@ class Switch:
             apply(self.changes.get(who, State()))
             self._entered = capture()
         self.current = who
+        recorder.own(who)
         # CUDA graphs are followed while submitted code runs (baselines' own graphs, a CUDA-graph peer's, are theirs).
         recorder.follow_captures(who != "reference")
 
@@ -383,3 +385,4 @@ class Switch:
         if self.guard is not None:
             self.guard.check()
         self.current = "reference"
+        recorder.own("reference")
