@@ -53,10 +53,13 @@ def test_a_later_stage_that_slows_the_stage1_attempts_torch_calls_buys_no_gain(t
 
 
 def test_a_thread_the_later_stage_leaves_copying_buys_no_gain(tmp_path, runner):
-    # Must fail: the thread's copies slow whatever is timed after its start, stage 1 included. The work the GPU still
-    # does after the candidate's calls is added to its own time, and after stage 1's it withholds that comparison:
-    # either way no gain over a slowed stage 1 is counted. (On an H200 the candidate read 0.33x stage 1.) Twin: the
-    # first test of this file, an honest stage 2 whose every size has its comparison.
+    # Must fail: the thread's copies slow whatever is timed after its start, stage 1 included (on an H200, before
+    # threads were followed by owner, the gain read 1.098x: one round 15.8x, where the host check after the rounds
+    # saw nothing). Its launches while stage 1's code ran refuse the candidate's timings. Twin: the first test of this
+    # file, an honest stage 2 whose every size has its comparison.
     gain, bench = _stage2_beside(tmp_path, runner, "axpy_lingers.py")
-    assert gain.state == "unmet", gain.detail
-    assert all(ratio < 1.3 for row in bench.rows for ratio in row.speedup_vs_extras.values()), bench.rows
+    assert gain.state == "unmet" and "threads its code started launched GPU work" in gain.detail, gain.detail
+    for row in bench.rows:
+        cand = next(t for t in row.timings if t.provider == "candidate")
+        assert cand.error and cand.error.startswith("evasion"), cand
+        assert not row.speedup_vs_extras
