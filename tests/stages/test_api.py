@@ -371,10 +371,10 @@ def test_submitting_the_same_stage2_kernel_again_pools_its_rounds_against_the_sa
     gain = next(c for c in again.verdict.checks if c.name == "gain_over_stage1")
     assert gain.state == "unmet" and "0.990×" in gain.detail, gain.detail
     assert "attempt(s) #2" in gain.detail and "beside stage-1 attempt #1" in gain.detail
-    # A changed kernel is new code: its lucky bench is judged alone.
+    # A changed kernel is new code: its bench is judged alone (rounds steady enough for its gain to stand out).
     changed = AUTOTUNED_KERNEL.replace('"BLOCK": 128', '"BLOCK": 256')
     tools.benches["changed.py"] = timed(1.01)
-    tools.extra_rounds["changed.py"] = [0.99, 1.02, 1.01, 1.0, 1.03]
+    tools.extra_rounds["changed.py"] = [0.995, 1.02, 1.02, 1.02, 1.03]
     alone = submit("axpy", write("changed.py", changed), 2, ledger=db, evidence=tools.fns())
     gain = next(c for c in alone.verdict.checks if c.name == "gain_over_stage1")
-    assert gain.state == "met" and "pooled" not in gain.detail and "a tie on 2 size(s)" in gain.detail
+    assert gain.state == "met" and "pooled" not in gain.detail and "a tie on 2 size(s)" in gain.detail, gain.detail

@@ -447,6 +447,27 @@ def test_a_gain_whose_paired_rounds_disagree_is_named_a_tie():
     assert "tie" not in check(evaluate(2, stage2_evidence(bench=clear, baseline_bench=None)), "gain_over_stage1").detail
 
 
+def test_a_gain_inside_the_rounds_noise_is_not_met_and_a_steady_one_is():
+    # Must fail (met before): stage 1's own kernel again; every size's median reads 1.01x, so the geometric mean is
+    # above 1.0, but the paired rounds scatter around 1.0 on both sides (a coin flip a re-roll would win).
+    noisy = {
+        "1M": [0.97, 1.04, 1.01, 0.99, 1.03],
+        "4M": [0.98, 1.03, 1.02, 0.99, 1.01],
+        "16M": [1.02, 0.97, 1.01, 1.00, 1.03],
+    }
+    same = _beside(faster(1.0), dict(SIZES), {k: 1.01 for k in SIZES}, noisy)
+    gain = check(evaluate(2, stage2_evidence(bench=same, baseline_bench=None)), "gain_over_stage1")
+    assert gain.state == "unmet" and "does not stand out of the timing rounds' noise" in gain.detail, gain.detail
+    assert "15 paired rounds average 1.006×" in gain.detail
+    # Twin: a 3 % gain every round; and sizes that differ from each other (1.0x, 1.0x, 1.2x) with steady rounds.
+    steady = {k: [1.02, 1.03, 1.04, 1.03, 1.05] for k in SIZES}
+    met = _beside(faster(1.0), dict(SIZES), {k: 1.03 for k in SIZES}, steady)
+    assert check(evaluate(2, stage2_evidence(bench=met, baseline_bench=None)), "gain_over_stage1").state == "met"
+    mixed = {"1M": [0.99, 1.01, 1.0, 1.0, 1.0], "4M": [1.0, 0.995, 1.005, 1.0, 1.0], "16M": [1.19, 1.2, 1.21, 1.2, 1.2]}
+    one = _beside(faster(1.0), dict(SIZES), {"1M": 1.0, "4M": 1.0, "16M": 1.2}, mixed)
+    assert check(evaluate(2, stage2_evidence(bench=one, baseline_bench=None)), "gain_over_stage1").state == "met"
+
+
 def test_a_stage1_attempt_whose_timings_failed_beside_the_candidate_leaves_the_gain_unmet_with_the_error():
     failed = _beside(faster(2.0), {k: None for k in SIZES}, {})
     gain = check(evaluate(2, stage2_evidence(bench=failed, baseline_bench=None)), "gain_over_stage1")

@@ -11,8 +11,10 @@ Rules, exactly as implemented (each condition is one :class:`GateCheck`):
   outputs checked. Per size, speedup = stage-1 median / candidate median (``BenchRow.speedup_vs_extras``: the
   candidate's work on other streams counted; a stage-1 timing the GPU stays busy after is withheld, as a thread
   the candidate left running would slow it). Every size needs that ratio: one without it is unmet, naming why. Met
-  when the geometric mean is above ``MIN_GEOMEAN_GAIN`` (1.0) and no size is below ``MIN_CASE_RATIO`` (0.95, i.e. no
-  size more than 5 % slower); the detail names the sizes whose paired rounds disagree. When the same code was timed
+  when the geometric mean is above ``MIN_GEOMEAN_GAIN`` (1.0), no size is below ``MIN_CASE_RATIO`` (0.95, i.e. no
+  size more than 5 % slower), and the gain stands out of the paired rounds' noise (``_gain_in_noise``: the mean over
+  sizes of each size's mean log round ratio is ``MIN_GAIN_Z`` standard errors above 0); the detail names the sizes
+  whose paired rounds disagree. When the same code was timed
   before beside the same stage-1 attempt on the same device, a size's speedup is the median of all those benches'
   paired rounds and this one's (``GateEvidence.same_code_stage1``), as for torch.compile below. Attempts recorded
   before the stage-1 attempt rode in the candidate's bench timed it in a bench of its own
@@ -54,6 +56,9 @@ from mcp_server.engine.stages.models import (
 
 MIN_GEOMEAN_GAIN = 1.0  # stage 2: geometric-mean speedup over stage 1 must exceed this
 MIN_CASE_RATIO = 0.95  # stage 2: no benchmark size may be more than 5 % slower than stage 1
+# stage 2: the mean over the sizes of their paired rounds' mean log ratio must be this many standard errors above 0
+# (one-sided: a kernel exactly as fast as stage 1 gets there about one time in 44)
+MIN_GAIN_Z = 2.0
 MIN_VS_COMPILE = 1.0  # stage 3: at least as fast as torch.compile on every size
 MAX_LISTED = 5  # error findings / sizes named in one reason line
 STAGE1 = "stage1"  # the stage-1 attempt's label in the candidate's bench
@@ -255,6 +260,9 @@ def check_gain(ev: GateEvidence) -> GateCheck:
         problems.append(
             f"{len(slow)} size(s) more than {round((1 - MIN_CASE_RATIO) * 100)} % slower than stage 1: {listed}"
         )
+    rows = ev.bench.rows if beside and ev.bench is not None else []
+    if not problems and (noise := _gain_in_noise(rows, pooled)):
+        problems.append(noise)
     pooled_note = _pooled_note(
         attempts, f"timed the same code beside stage-1 attempt #{ev.baseline_attempt} on this device"
     )
@@ -265,8 +273,34 @@ def check_gain(ev: GateEvidence) -> GateCheck:
         f"{_fmt_x(gm)} over stage-1 attempt #{ev.baseline_attempt} (geometric mean of {len(speeds)} size(s); worst "
         f"{_fmt_x(worst)}{', timed in the same rounds' if beside else ''})"
     )
-    rows = ev.bench.rows if beside and ev.bench is not None else []
     return GateCheck(name=name, state="met", detail=detail + pooled_note + _ties_note(rows, STAGE1, "stage 1", pooled))
+
+
+def _gain_in_noise(rows: list[BenchRow], pooled: dict[str, list[float]]) -> str | None:
+    """Why the gain does not stand out of its paired rounds' noise, or None. Per size, the mean log ratio of its paired
+    rounds (pooled where the same code was timed before) and that mean's variance from the rounds' own spread; over
+    the sizes, the mean of those means (the log of a geometric mean over sizes) must be ``MIN_GAIN_Z`` standard errors
+    above 0. Sizes that differ from each other do not count as noise, rounds that disagree within a size do. Without
+    it, a stage 2 exactly as fast as stage 1 would meet a geometric mean above 1.0 half the time, and could try again
+    with any change to its syntax tree."""
+    means, variances, n = [], [], 0
+    for r in rows:
+        logs = [math.log(x) for x in (pooled.get(r.case) or r.round_ratios.get(STAGE1) or []) if x > 0 and x < math.inf]
+        if len(logs) >= 2:
+            means.append(statistics.fmean(logs))
+            variances.append(statistics.variance(logs) / len(logs))
+            n += len(logs)
+    if n < 5:
+        return None
+    mean = statistics.fmean(means)
+    error = math.sqrt(sum(variances)) / len(means)
+    if mean > MIN_GAIN_Z * error:
+        return None
+    return (
+        f"the gain does not stand out of the timing rounds' noise: over {len(means)} size(s) their {n} paired rounds "
+        f"average {_fmt_x(math.exp(mean))} with a standard error of {error * 100:.2f} %, needs {MIN_GAIN_Z:.0f} "
+        "standard errors above 1.000× (a kernel exactly as fast as stage 1 gets there about one time in 44)"
+    )
 
 
 def _pooled_note(attempts: list[int], which: str) -> str:
