@@ -858,7 +858,7 @@ def _refuse_interfering(rows: list[dict[str, Any]], counts: dict[str, int]) -> N
     for row in rows:
         for t in row["timings"]:
             n = counts.get(t["provider"])
-            if n:
+            if n and not t.get("error"):  # (an error found first stands)
                 t["error"] = (
                     f"evasion: threads its code started launched GPU work ({n} Triton launches or torch ops) "
                     "while other providers' code ran (timed or checked), where it slows whatever runs then; no "
