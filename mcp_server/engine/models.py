@@ -382,7 +382,9 @@ class ExtraCandidate:
     """Another implementation timed beside the candidate and checked like it (a stage-1 attempt), held to rules of its
     own: ``spec`` is its ``path.py:function``; its timed calls may differ from the reference by the errors
     ``validation`` measured and run the torch work it saw (with none, no error scale and validate's error level of
-    torch work), beside ``allow_torch_ops``. A plain spec in ``extra_candidates`` shares the candidate's rules."""
+    torch work), beside ``allow_torch_ops``. A plain spec in ``extra_candidates`` shares the candidate's rules. Either
+    way its code runs under a PyTorch and Triton state of its own, which the candidate's changes do not reach
+    (jobs.shared_state)."""
 
     spec: str
     validation: ValidateResult | None = None
