@@ -245,8 +245,7 @@ def bench(
         files.append(str(extra.path))
         if isinstance(given, ExtraCandidate):
             extra_checks[label] = {
-                "check_scale": measured_error_scale(own.validation) if own.validation else 0.0,
-                "validated_torch_share": own.validation.torch_share if own.validation else None,
+                **validation_checks(own.validation),
                 "allow_torch_ops": [op for op in own.allow_torch_ops if op],
             }
     candidates = list(extras)
@@ -424,6 +423,14 @@ def _peer_errors(rows: list[BenchRow], labels: list[str]) -> list[Finding]:
     return out
 
 
+def validation_checks(validation: ValidateResult | None) -> dict[str, Any]:
+    """What a validation allows the check of timed outputs: its error scale (:func:`measured_error_scale`) and the
+    torch work it saw; without one, no error scale and validate's own level of torch work."""
+    if validation is None:
+        return {"check_scale": 0.0, "validated_torch_share": None}
+    return {"check_scale": measured_error_scale(validation), "validated_torch_share": validation.torch_share}
+
+
 def measured_error_scale(verdict: ValidateResult) -> float:
     """The largest relative-norm error a validation measured, PyTorch's own in its dtype or the candidate's on an
     output it passed (a failed output's error would excuse anything): the scale the check of timed outputs
@@ -501,18 +508,20 @@ def _row(
             floor_compute = row.flops / (rate * 1e9)
         row.bound = "compute" if floor_compute > floor_mem else "memory"
         row.pct_of_roofline = 100 * max(floor_mem, floor_compute) / ms
-    _compare(row, by, cand, baselines)
-    for label in extras or []:
-        # As for a baseline, work the GPU still does after an extra candidate's end event withholds the comparison:
-        # it may be a thread the candidate left running, which would make the extra look slower (flags says so).
-        if label in by and ms > 0 and by[label].median_ms > 0 and not outside_stream(by[label]):
-            row.speedup_vs_extras[label] = by[label].median_ms / ms
-            _pair_rounds(row, label, by[label], cand)
+    _compare(row, by, cand, baselines, extras)
     return row
 
 
-def _compare(row: BenchRow, by: dict[str, ProviderTiming], cand: ProviderTiming, baselines: list[str] | None) -> None:
-    """The row's ratios to eager, torch.compile and each baseline, with their paired rounds."""
+def _compare(
+    row: BenchRow,
+    by: dict[str, ProviderTiming],
+    cand: ProviderTiming,
+    baselines: list[str] | None,
+    extras: list[str] | None = None,
+) -> None:
+    """The row's ratios to eager, torch.compile, each baseline and each extra candidate, with their paired rounds. A
+    peer the GPU stayed busy after is not compared: it leaves no work of its own there (an extra candidate's may be a
+    thread the candidate left running, which would make it look slower; flags says so)."""
     ms = honest_ms(cand)
     if ms <= 0:
         return
@@ -520,10 +529,11 @@ def _compare(row: BenchRow, by: dict[str, ProviderTiming], cand: ProviderTiming,
         if name in by and not outside_stream(by[name]):
             setattr(row, attr, by[name].median_ms / ms)
             _pair_rounds(row, name, by[name], cand)
-    for label in baselines or []:
-        if label in by and not outside_stream(by[label]):
-            row.speedup_vs_baselines[label] = by[label].median_ms / ms
-            _pair_rounds(row, label, by[label], cand)
+    for labels, ratios in ((baselines, row.speedup_vs_baselines), (extras, row.speedup_vs_extras)):
+        for label in labels or []:
+            if label in by and by[label].median_ms > 0 and not outside_stream(by[label]):
+                ratios[label] = by[label].median_ms / ms
+                _pair_rounds(row, label, by[label], cand)
 
 
 def provider_view(bench: BenchResult, label: str) -> BenchResult | None:

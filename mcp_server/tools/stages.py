@@ -85,8 +85,9 @@ stage_submit = tool_function(
     returns the gate's verdict: passed, failed (each unmet condition in verdict.reasons) or pending (part of the
     gate cannot be measured here, e.g. no GPU: say so to the user rather than estimating). Fix what
     verdict.reasons says and submit again; the same code submitted again (renamed or recommented too) is judged
-    against torch.compile on all its benches' timing rounds together, so change the kernel rather than resubmit
-    it. After a pass, follow next_step. Keep each stage in its own file: stage 1 is the baseline.""",
+    on all its benches' timing rounds together (against torch.compile, and against the same stage-1 attempt), so
+    change the kernel rather than resubmit it. After a pass, follow next_step. Keep each stage in its own file:
+    stage 1 is the baseline.""",
 )
 stage_status = tool_function(
     STAGE_STATUS,

@@ -226,7 +226,7 @@ def _judge(
     result: PairResult,
     done: Callable[..., PairResult],
 ) -> PairResult:
-    from mcp_server.engine.bench import bench, honest_ms, measured_error_scale
+    from mcp_server.engine.bench import bench, honest_ms, validation_checks
     from mcp_server.engine.validate import validate
 
     device = probe(runner)
@@ -273,8 +273,7 @@ def _judge(
             f"{problem}:Model",
             reps=settings.reps,
             validate_first=False,
-            check_scale=measured_error_scale(verdict),
-            validated_torch_share=verdict.torch_share,
+            **validation_checks(verdict),
             allow_torch_ops=settings.allow_torch_ops,
             timeout_s=settings.timeout_s,
             runner=runner,

@@ -842,28 +842,33 @@ def _refuse_all(rows: list[dict[str, Any]], checked: set[str], replaced: list[st
     """Every timing of the candidate (and extra candidates) is refused: while their code ran, the judge's own code
     (its timer, its checks, or a library function they go through) was replaced, or the op recorder's state changed."""
     listed = ", ".join(replaced[:6]) + (f" and {len(replaced) - 6} more" if len(replaced) > 6 else "")
+    error = (
+        f"evasion: the candidate's code replaced the judge's own code, or changed the op recorder's state, in the "
+        f"process while it ran ({listed}); no timing of it is reported"
+    )
+    _refuse(rows, dict.fromkeys(checked, error))
+
+
+def _refuse(rows: list[dict[str, Any]], errors: dict[str, str], keep_first: bool = False) -> None:
+    """Every timing of each provider in ``errors`` carries its error (``keep_first``: unless it has one already)."""
     for row in rows:
         for t in row["timings"]:
-            if t["provider"] in checked:
-                t["error"] = (
-                    f"evasion: the candidate's code replaced the judge's own code, or changed the op recorder's "
-                    f"state, in the process while it ran ({listed}); no timing of it is reported"
-                )
+            if t["provider"] in errors and not (keep_first and t.get("error")):
+                t["error"] = errors[t["provider"]]
 
 
 def _refuse_interfering(rows: list[dict[str, Any]], counts: dict[str, int]) -> None:
     """Every timing of a submitted provider whose threads launched GPU work while the process ran another's code is
     refused: that work ran beside whatever was timed then (a stage-1 attempt, a baseline) and slowed it. A thread
     that lingers after its call returns is not part of the call; its work is not the call's cost either."""
-    for row in rows:
-        for t in row["timings"]:
-            n = counts.get(t["provider"])
-            if n and not t.get("error"):  # (an error found first stands)
-                t["error"] = (
-                    f"evasion: threads its code started launched GPU work ({n} Triton launches or torch ops) "
-                    "while other providers' code ran (timed or checked), where it slows whatever runs then; no "
-                    "timing of it is reported. Join every thread a call starts before the call returns"
-                )
+    errors = {
+        who: f"evasion: threads its code started launched GPU work ({n} Triton launches or torch ops) while other "
+        "providers' code ran (timed or checked), where it slows whatever runs then; no timing of it is reported. "
+        "Join every thread a call starts before the call returns"
+        for who, n in counts.items()
+        if n
+    }
+    _refuse(rows, errors, keep_first=True)  # (an error found first stands)
 
 
 def _state_notes(switch: shared_state.Switch) -> list[str]:

@@ -70,7 +70,7 @@ def real_evidence(runner: Any = None, allow_torch_ops: tuple[str, ...] = ()) -> 
     ) -> BenchResult:
         try:
             from mcp_server.engine.bench import bench as run
-            from mcp_server.engine.bench import measured_error_scale
+            from mcp_server.engine.bench import validation_checks
         except ImportError as exc:
             raise EnvironmentUnavailable(f"bench is not available in this installation ({exc})") from None
         # The ledger has just validated this very file (and the baseline passed its own validation): no repeat.
@@ -81,8 +81,7 @@ def real_evidence(runner: Any = None, allow_torch_ops: tuple[str, ...] = ()) -> 
             "allow_torch_ops": allow_torch_ops,
         }
         if validation is not None:
-            options["check_scale"] = measured_error_scale(validation)
-            options["validated_torch_share"] = validation.torch_share
+            options |= validation_checks(validation)
         if extra_candidates:
             options["extra_candidates"] = extra_candidates
         return run(candidate, reference, **_supported(run, options))
