@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from stages_fakes import AUTOTUNED_KERNEL, INTERP, PLAIN_KERNEL, bench, validation
 
 from mcp_server.engine.audit import analyze_source
@@ -13,7 +15,7 @@ from mcp_server.engine.stages import (
     evaluate,
     summarize_audit,
 )
-from mcp_server.engine.stages.gates import STAGE1, check_autotune
+from mcp_server.engine.stages.gates import STAGE1, check_autotune, student_t_quantile
 
 SIZES = {"1M": 1.0, "4M": 4.0, "16M": 16.0}
 
@@ -437,7 +439,8 @@ def test_the_gain_over_a_stage1_attempt_timed_beside_is_bench_s_own_ratio_side_s
 
 
 def test_a_gain_whose_paired_rounds_disagree_is_named_a_tie():
-    rounds = {"4M": [0.99, 1.04, 1.03, 1.02, 1.05]}
+    steady = [1.19, 1.2, 1.21, 1.2, 1.2]
+    rounds = {"1M": steady, "4M": [0.99, 1.04, 1.03, 1.02, 1.05], "16M": steady}
     result = _beside(faster(1.0), {k: v for k, v in SIZES.items()}, {"1M": 1.2, "4M": 1.03, "16M": 1.2}, rounds)
     gain = check(evaluate(2, stage2_evidence(bench=result, baseline_bench=None)), "gain_over_stage1")
     assert (
@@ -466,6 +469,27 @@ def test_a_gain_inside_the_rounds_noise_is_not_met_and_a_steady_one_is():
     mixed = {"1M": [0.99, 1.01, 1.0, 1.0, 1.0], "4M": [1.0, 0.995, 1.005, 1.0, 1.0], "16M": [1.19, 1.2, 1.21, 1.2, 1.2]}
     one = _beside(faster(1.0), dict(SIZES), {"1M": 1.0, "4M": 1.0, "16M": 1.2}, mixed)
     assert check(evaluate(2, stage2_evidence(bench=one, baseline_bench=None)), "gain_over_stage1").state == "met"
+
+
+def test_the_gains_noise_margin_grows_when_few_rounds_estimate_the_error():
+    # Must fail (met under a flat 2 standard errors): one size's five rounds put the mean log ratio 2.5 standard
+    # errors above 0, but an error estimated from five rounds has Student's t tails: it needs 2.87.
+    few = {"4M": [1.0, 1.005, 1.02, 1.025, 1.04]}
+    result = _beside(faster(1.0), dict(SIZES), {k: 1.02 for k in SIZES}, few)
+    gain = check(evaluate(2, stage2_evidence(bench=result, baseline_bench=None)), "gain_over_stage1")
+    assert gain.state == "unmet" and "needs 2.87 standard errors" in gain.detail, gain.detail
+    assert "4.0 degrees of freedom" in gain.detail
+    # Twin: fifteen rounds 2.4 standard errors above 0; with 14 degrees of freedom that stands out (2.20 needed).
+    many = {"4M": [0.97, 0.985, 0.995, 1.0, 1.0, 1.005, 1.01, 1.015, 1.02, 1.02, 1.03, 1.03, 1.04, 1.05, 1.06]}
+    result = _beside(faster(1.0), dict(SIZES), {k: 1.02 for k in SIZES}, many)
+    assert check(evaluate(2, stage2_evidence(bench=result, baseline_bench=None)), "gain_over_stage1").state == "met"
+
+
+def test_student_t_quantiles_match_the_tables():
+    for dof, want in ((1, 12.706), (4, 2.776), (10, 2.228), (30, 2.042)):
+        assert abs(student_t_quantile(0.975, dof) - want) < 1e-3, dof
+    assert abs(student_t_quantile(0.975, math.inf) - 1.960) < 1e-3
+    assert student_t_quantile(0.975, 4.5) < student_t_quantile(0.975, 4)
 
 
 def test_a_stage1_attempt_whose_timings_failed_beside_the_candidate_leaves_the_gain_unmet_with_the_error():
