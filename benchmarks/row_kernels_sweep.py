@@ -5,7 +5,8 @@
 
 bf16, at the bench shapes (``--shapes``: only these). Providers: stage 3 as shipped; its one-block kernel at
 several warp counts, masked (as before) and unmasked (EVEN); for RMSNorm, LayerNorm and the softmax forward also
-with x read a second time from L2 (RELOAD), and LayerNorm with two rows per program; SwiGLU's forward (stage 2,
+with x read a second time from L2 (RELOAD), LayerNorm with two rows per program, and an RMSNorm prototype whose
+fixed grid of programs walks the rows with the next rows' loads pipelined; SwiGLU's forward (stage 2,
 its only stage) at its larger autotuning configs; the softmax backward's one-block kernel alike and its one-row
 kernel with y and dy in 16 bits (against Liger's backward, timed as autograd.grad over a kept graph); for 16-bit
 softmax rows past the one-block budget (``softmax_long``), the packed one-row forward at 8, 16 and 32 warps and the
@@ -26,6 +27,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 import triton
+import triton.language as tl
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -42,6 +44,8 @@ SOFTMAX_SHAPES = [(4096, 4096), (4096, 8192), (16384, 8192), (4096, 16384), (409
 # Rows past the one-block budget that the packed forward takes (16-bit, up to 65536 columns).
 SOFTMAX_LONG_SHAPES = [(4096, 36864), (4096, 40000), (4096, 49152), (4096, 57344), (4096, 65536)]
 SWIGLU_SHAPES = [(4096, 11008), (8192, 14336), (16384, 8192)]
+# RMSNorm's persistent prototype: (programs per SM, num_warps, pipeline stages).
+PERSISTENT_RMS = [(1, 16, 2), (1, 16, 3), (2, 16, 2), (2, 16, 3), (2, 8, 2), (2, 8, 3), (4, 8, 2), (3, 16, 2)]
 # SwiGLU's forward: (BLOCK, num_warps) among its autotuning configs.
 SWIGLU_CONFIGS = [(2048, 4), (4096, 4), (4096, 8), (8192, 8)]
 
@@ -107,6 +111,22 @@ def inductor_configs() -> list[str]:
     return out
 
 
+@triton.jit
+def _rmsnorm_fwd_persistent_kernel(
+    x_ptr, w_ptr, y_ptr, rstd_ptr, n_rows, n_cols, eps, BLOCK_N: tl.constexpr, STAGES: tl.constexpr
+):
+    # A prototype: whole rows (n_cols == BLOCK_N), a fixed grid of programs walking the rows, w held in registers
+    # and the next rows' x streaming into shared memory (STAGES) while this row is reduced.
+    cols = tl.arange(0, BLOCK_N)
+    w = tl.load(w_ptr + cols).to(tl.float32)
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
+        r = tl.cast(row, tl.int64)
+        x = tl.load(x_ptr + r * n_cols + cols).to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+        tl.store(y_ptr + r * n_cols + cols, (x * rstd * w).to(y_ptr.dtype.element_ty))
+        tl.store(rstd_ptr + r, rstd)
+
+
 def rmsnorm_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
     x = (2 * torch.randn(m, n, device="cuda")).bfloat16()
     w = (1 + 0.1 * torch.randn(n, device="cuda")).bfloat16()
@@ -125,6 +145,14 @@ def rmsnorm_row(timer: Timer, lf, m: int, n: int, rounds: int) -> dict:
             kernels[name] = lambda warps=warps, even=even, reload=reload: rn._rmsnorm_fwd_kernel[(m,)](
                 *args, BLOCK_N=n, ROWS=1, EVEN=even, RELOAD=reload, num_warps=warps
             )
+    # Persistent programs (PROGRAMS per SM) with the next rows' loads pipelined (STAGES).
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for per_sm, warps, stages in PERSISTENT_RMS:
+        kernels[f"persistent x{per_sm} w{warps} s{stages}"] = lambda per_sm=per_sm, warps=warps, stages=stages: (
+            _rmsnorm_fwd_persistent_kernel[(min(m, per_sm * sms),)](
+                x, w, y, rstd, m, n, 1e-6, BLOCK_N=n, STAGES=stages, num_warps=warps
+            )
+        )
     return _measure(timer, fns, kernels, y, want, rounds) | {"inductor": inductor_configs()}
 
 
