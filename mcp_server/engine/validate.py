@@ -35,7 +35,7 @@ from mcp_server.engine.errors import UsageError
 from mcp_server.engine.interp.configs import judge_configs
 from mcp_server.engine.jobs import registry
 from mcp_server.engine.jobs.cases import NO_INPUTS
-from mcp_server.engine.jobs.recorder import TORCH_WORK_ERROR, TORCH_WORK_WARNING
+from mcp_server.engine.jobs.recorder import TORCH_WORK_ERROR, TORCH_WORK_WARNING, op_label
 from mcp_server.engine.jobs.trees import same_bits
 from mcp_server.engine.models import (
     BadElement,
@@ -712,7 +712,7 @@ class _Judge:
             ref_work = float(sum(_prod(o["shape"]) for o in outputs)) or 1.0
         if allowed_work / ref_work >= TORCH_WORK_WARNING:
             # Allowed, so no failure; but a pass then does not say a Triton kernel did this part of the work.
-            ops_named = ", ".join(f"aten.{k} ×{v['calls']}" for k, v in allowed.items())
+            ops_named = ", ".join(f"{op_label(k)} ×{v['calls']}" for k, v in allowed.items())
             self.add(
                 FindingKind.torch_compute,
                 f"{name}: torch ops allowed by allow_torch_ops did {allowed_work / ref_work:.0%} of the reference's "
@@ -726,7 +726,7 @@ class _Judge:
         ratio = cand_work / ref_work
         self.torch_share = max(self.torch_share, ratio)
         top = sorted(counted.items(), key=lambda kv: -kv[1]["work"])[:4]
-        listing = ", ".join(f"aten.{k} ×{v['calls']}" for k, v in top)
+        listing = ", ".join(f"{op_label(k)} ×{v['calls']}" for k, v in top)
         if ratio >= TORCH_WORK_ERROR:
             severity = Severity.error
             verdict = "torch compute ops did the kernel's work"

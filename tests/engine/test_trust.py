@@ -199,6 +199,37 @@ def test_serializing_internals_and_shared_memory_files_are_host_compute_errors(t
     assert "host_compute" in _errors(found), found
 
 
+@pytest.mark.parametrize(
+    ("source", "kind"),
+    [
+        # torch._C through a plain name, then a computed attribute of it: the dispatch toggle the alias hid.
+        ('import torch\nC = torch._C\n_off = getattr(C, "_Disable" + "TorchDispatch")\n', "evasion"),
+        ('import torch\nC = getattr(torch, "_C")\n_off = getattr(C, "_Dis" + "able")\n', "evasion"),
+        (
+            "import torch\nC = torch._C\ndef f(x):\n    with C._DisableTorchDispatch():\n        return x * 2\n",
+            "evasion",
+        ),
+        # A tensor's address handed to numpy as an array (attribute, class body, a namespace's key).
+        (
+            'class R:\n    def __init__(s, t):\n        s.__array_interface__ = {"data": (t.data_ptr(), False)}\n',
+            "host_compute",
+        ),
+        ("class R:\n    __array_interface__ = property(lambda s: {})\n", "host_compute"),
+        ('R = type("R", (), {"__cuda_array_interface__": {}})\n', "host_compute"),
+    ],
+)
+def test_aliases_of_torch_internals_and_raw_array_protocols_are_errors(tmp_path, source, kind):
+    assert kind in _errors(_scan_source(tmp_path, source))
+
+
+def test_plain_aliases_and_a_pointer_for_alignment_are_not(tmp_path):
+    source = (
+        "import torch\nimport triton.language as tl\nf32 = torch.float32\ncx = tl.constexpr\n"
+        "def aligned(t):\n    return t.data_ptr() % 16 == 0\n"
+    )
+    assert not _errors(_scan_source(tmp_path, source))
+
+
 def test_a_tensors_type_name_and_shared_memory_alone_are_not_errors(tmp_path):
     # The twins: a class's own name, and share_memory_ (a warning: the recorder counts what it exposes).
     assert _scan_source(tmp_path, "def f(x):\n    return type(x).__name__, x.__class__.__qualname__\n") == []
@@ -375,6 +406,12 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         # …or in a Python function put in place of a triton.language builtin at run time.
         ("patches_language.py", {"evasion"}),
         ("patches_interpreter.py", {"evasion"}),  # the interpreter's float add replaced: x + y reads as x * y + x
+        # torch work where the dispatch mode is off: a custom op's Python body (named like a copy), a heuristic
+        # Triton calls back inside the launch.
+        ("custom_op_body.py", {"torch_compute"}),
+        ("hook_computes.py", {"torch_compute"}),
+        # …or in a process the call started (a DataLoader's worker, forked), outside the call's dispatch mode.
+        ("worker_process.py", {"process_escape"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):
@@ -443,6 +480,10 @@ def test_the_twins_pass(runner):
     assert {f.severity for f in saved.findings if f.kind is FindingKind.host_round_trip} == {Severity.info}
     status = _validate(runner, "own_status.py")  # its own /proc status and its tensors' type name
     assert status.ok, status.findings
+    # A custom op around the kernel; a heuristic picking a block; the kernel launched from a thread, not a process.
+    for twin in ("custom_op_good.py", "hook_good.py", "thread_worker_good.py"):
+        result = _validate(runner, twin)
+        assert result.ok and not _errors(result.findings), (twin, result.findings)
 
 
 @pytest.mark.gpu

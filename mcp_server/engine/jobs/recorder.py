@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import sysconfig
 import threading
 import weakref
 from collections.abc import Iterator
@@ -162,6 +163,55 @@ def _in_triton() -> bool:
     return getattr(_tls, "triton_depth", 0) > 0
 
 
+# The ops of torch's own namespaces, whose names the lists above hold. An op of any other namespace is a custom op
+# (``torch.library``): its Python body would run below the dispatch mode, unseen (``_opaque``).
+TORCH_NAMESPACES = frozenset({"aten", "prims"})
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_STDLIB_DIR = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
+_HERE = os.path.abspath(__file__)
+_triton_dir: str | None = None
+
+
+def _caller_file() -> str:
+    """The file of the innermost Python frame outside torch, the standard library and this module: whose code made
+    the op being dispatched."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith((_TORCH_DIR, _STDLIB_DIR)) or name == _HERE):
+            return os.path.abspath(name)
+        frame = frame.f_back
+    return ""
+
+
+def _triton_own(name: str, args: tuple) -> bool:
+    """Whether an op dispatched inside a Triton launch is Triton's own work, not the caller's. Triton's launch paths
+    copy, clear and allocate (an autotuner's restore_value and reset_to_zero, the interpreter's host copies,
+    do_bench's cache) and, on a GPU, do_bench sums up its timings in CPU tensors; they compute nothing on the caller's
+    data. Anything else there is code Triton calls back (a heuristic, a pre- or post-hook, a launch hook, an
+    interpreted kernel's body, a C function handed over as one of those) and counts as the call's."""
+    global _triton_dir
+    if _triton_dir is None:
+        import triton
+
+        _triton_dir = os.path.dirname(os.path.abspath(triton.__file__)) + os.sep
+    caller = _caller_file()
+    if not caller.startswith(_triton_dir):
+        return False
+    if name in MOVEMENT_OPS or name in ALLOC_OPS:
+        return True
+    return (
+        caller == os.path.join(_triton_dir, "testing.py")
+        and torch.cuda.is_available()
+        and all(t.device.type == "cpu" for t in iter_tensors(args))
+    )
+
+
+def op_label(name: str) -> str:
+    """An op as findings name it: ``aten.mul``, or a custom op's ``namespace::name``."""
+    return name if "::" in name else f"aten.{name}"
+
+
 @contextmanager
 def _triton_scope() -> Iterator[None]:
     _tls.triton_depth = getattr(_tls, "triton_depth", 0) + 1
@@ -218,6 +268,7 @@ def install_launch_hooks() -> None:
     _follow_threads()
     _follow_graphs()
     _follow_host_reads()
+    _follow_processes()
     from triton.runtime import autotuner, jit
 
     classes: list[Any] = [jit.JITFunction]
@@ -232,8 +283,10 @@ def install_launch_hooks() -> None:
         original = cls.run
 
         def run(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
-            if _thread_owners and not kwargs.get("warmup", False):  # (a compile ahead of time launches nothing)
-                _note_thread_work()
+            if not kwargs.get("warmup", False):  # (a compile ahead of time launches nothing)
+                _tls.events = getattr(_tls, "events", 0) + 1
+                if _thread_owners:
+                    _note_thread_work()
             if (_launch_recording or _captures) and not kwargs.get("warmup", False) and not _in_triton():
                 _launches.append(_kernel_name(self))
             with _triton_scope():  # the stream hook's own torch calls are not the candidate's ops
@@ -304,6 +357,9 @@ class Record:
     host_read_bytes: int = 0
     # Host-read points (``owner.name``) whose wrapper was gone at the call's start or end (put back each time).
     host_reads_unhooked: list[str] = field(default_factory=list)
+    # Processes the call started (how, and from which file), Triton's own compiler runs aside: see
+    # ``_follow_processes``.
+    processes: list[str] = field(default_factory=list)
 
     @property
     def torch_work(self) -> float:
@@ -315,6 +371,7 @@ class Record:
             "ops": {k: {"calls": int(v[0]), "work": v[1]} for k, v in self.ops.items()},
             "host_read_bytes": self.host_read_bytes,
             "host_reads_unhooked": self.host_reads_unhooked,
+            "processes": self.processes,
         }
 
 
@@ -335,6 +392,9 @@ class _Recorder(TorchDispatchMode):
         self.second = second
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        _tls.events = getattr(_tls, "events", 0) + 1
+        if getattr(func, "namespace", "aten") not in TORCH_NAMESPACES:
+            return _opaque(self, self, func, args, kwargs or {})
         out = func(*args, **(kwargs or {}))
         with _thread_lock:
             self.observe(func, args, out)
@@ -343,9 +403,16 @@ class _Recorder(TorchDispatchMode):
     def observe(self, func: Any, args: tuple, out: Any) -> None:
         """Count one dispatched op (on any thread): compute in the record, fresh allocations poisoned."""
         self.record.dispatched += 1
-        if _in_triton():
-            return
         name = func.overloadpacket.__name__
+        namespace = getattr(func, "namespace", "aten")
+        if namespace not in TORCH_NAMESPACES:
+            # A custom op whose body showed nothing (a C++ kernel): its work counts, whatever its name.
+            entry = self.record.ops.setdefault(f"{namespace}::{name}", [0, 0.0])
+            entry[0] += 1
+            entry[1] += op_work(name, args, out)
+            return
+        if _in_triton() and _triton_own(name, args):
+            return
         base = name[:-1] if name.endswith("_") and name not in MOVEMENT_OPS else name
         if name == "_local_scalar_dense" and not getattr(_tls, "host_read_depth", 0):
             self.record.host_read_bytes += args[0].element_size()  # .item(), float(t), int(t), bool(t)
@@ -360,6 +427,35 @@ class _Recorder(TorchDispatchMode):
         entry = self.record.ops.setdefault(base, [0, 0.0])
         entry[0] += 1
         entry[1] += op_work(base, args, out)
+
+
+_AFTER_PYTHON = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.Python)
+
+
+def _opaque(mode: TorchDispatchMode, recorder: _Recorder | None, func: Any, args: tuple, kwargs: dict) -> Any:
+    """Run a custom op (``torch.library``) so that what its body does is seen. A dispatch mode's handler runs with the
+    mode off, so a Python body would run unseen: here it runs below the Python key with ``mode`` pushed again, and
+    its own ops and Triton launches are seen as any others. The op itself counts as work only when its body showed
+    nothing (a C++ kernel, or one with no tensor to dispatch on)."""
+    tensor = next(iter_tensors((args, kwargs)), None)
+    keys = torch._C._dispatch_keys(tensor) & _AFTER_PYTHON if tensor is not None else None
+    if keys is None:
+        out = func(*args, **kwargs)
+        seen = False
+    else:
+        before = getattr(_tls, "events", 0)
+        _push_mode(mode)
+        try:
+            out = func.redispatch(keys, *args, **kwargs)
+        finally:
+            _pop_mode()
+        seen = getattr(_tls, "events", 0) > before
+    if not seen:
+        recorder = recorder if recorder is not None else _active
+        if recorder is not None:
+            with _thread_lock:
+                recorder.observe(func, args, out)
+    return out
 
 
 def own(who: str) -> None:
@@ -384,8 +480,11 @@ class _ThreadOps(TorchDispatchMode):
     """The mode of every Python thread started in a job: its ops go to the recording in progress, if any."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        _tls.events = getattr(_tls, "events", 0) + 1
         if func.overloadpacket.__name__ not in ALLOC_OPS:
             _note_thread_work()
+        if getattr(func, "namespace", "aten") not in TORCH_NAMESPACES:
+            return _opaque(self, None, func, args, kwargs or {})
         out = func(*args, **(kwargs or {}))
         active = _active
         if active is not None:
@@ -526,6 +625,53 @@ def _rehook_host_reads(record: Record) -> None:
             if label not in record.host_reads_unhooked:
                 record.host_reads_unhooked.append(label)
             setattr(owner, name, wrapper)
+
+
+def _note_process(how: str) -> None:
+    active = _active
+    if active is None:
+        return
+    caller = _caller_file()
+    if _triton_dir is not None and caller.startswith(_triton_dir):
+        return  # Triton's compiler running ptxas, or its cache's helpers
+    with _thread_lock:
+        active.record.processes.append(f"{how} from {os.path.basename(caller) or 'native code'}")
+
+
+def _follow_processes() -> None:
+    """Note in the recording in progress every process a call starts: a fork (``os.fork``, multiprocessing, a
+    DataLoader's workers: Python's at-fork hook), a fork and exec (``subprocess``) or a ``posix_spawn``. Torch work
+    in another process is outside the dispatch mode and the host-read counts, so a call's process is the
+    candidate's way around them; Triton's own (its compiler runs ``ptxas``) are left out. The source scan names the
+    same calls where it can read them."""
+    global _triton_dir
+    if _triton_dir is None:
+        import triton
+
+        _triton_dir = os.path.dirname(os.path.abspath(triton.__file__)) + os.sep
+    os.register_at_fork(before=lambda: _note_process("os.fork"))
+    import _posixsubprocess
+    import subprocess
+
+    original = _posixsubprocess.fork_exec
+
+    def fork_exec(*args: Any, **kwargs: Any) -> Any:
+        _note_process("a fork and exec")
+        return original(*args, **kwargs)
+
+    _posixsubprocess.fork_exec = fork_exec
+    if getattr(subprocess, "_fork_exec", None) is original:
+        subprocess._fork_exec = fork_exec
+    for name in ("posix_spawn", "posix_spawnp"):
+        spawn = getattr(os, name, None)
+        if spawn is None:
+            continue
+
+        def spawned(*args: Any, __spawn: Any = spawn, __name: str = name, **kwargs: Any) -> Any:
+            _note_process(f"os.{__name}")
+            return __spawn(*args, **kwargs)
+
+        setattr(os, name, spawned)
 
 
 def _follow_threads() -> None:

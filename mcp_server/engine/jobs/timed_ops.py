@@ -126,7 +126,7 @@ class OpAudit:
         if share <= limit:
             return None
         top = sorted(self.worst_ops[provider].items(), key=lambda kv: -kv[1][1])[:4]
-        listing = ", ".join(f"aten.{op} ×{int(use[0])}" for op, use in top)
+        listing = ", ".join(f"{recorder.op_label(op)} ×{int(use[0])}" for op, use in top)
         return (
             f"{PREFIX}: a timed call ran torch compute ops worth {share:.0%} of the reference's own torch work "
             f"({listing}), over the {limit:.0%} its validation allows. The timing is not reported: it would "

@@ -83,6 +83,19 @@ def run_findings(
                 "away the judge's count of tensor data read by Python (put back each time)",
             )
         )
+    started: list[str] = []
+    for case in cand_meta.get("cases") or []:
+        started.extend(p for p in (case.get("record") or {}).get("processes") or [] if p not in started)
+    if started:
+        findings.append(
+            Finding(
+                kind=FindingKind.process_escape,
+                severity=Severity.error,
+                message=f"a call started {len(started)} kind(s) of process ({'; '.join(started[:3])}): work in "
+                "another process is outside the judge's count of torch work and host reads. Compute in the call's "
+                "own process, with the Triton kernel",
+            )
+        )
     windows = (trace or {}).get("windows") if isinstance(trace, dict) else None
     if not isinstance(windows, dict):
         # No CUDA trace (the interpreter): what the calls handed to Python is the evidence of host work.

@@ -130,11 +130,27 @@ NAME_RULES: tuple[Rule, ...] = (
     ),
     _rule(r"^signal\.(pthread_kill|raise_signal|alarm|setitimer|pidfd_send_signal)$", PROC, E, "sends signals"),
     _rule(r"^os\.getppid$|^signal\.signal$|^psutil\b", PROC, W, "looks at or handles other processes' signals"),
+    _rule(
+        r"^torch\.utils\.data\.(DataLoader|dataloader)\b",
+        PROC,
+        W,
+        "starts worker processes when num_workers > 0 (a call's processes are refused when they run)",
+    ),
 )
 # Attribute names that reach into a frame's variables (our code's, once a frame of ours is found).
 FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame"}
+# The array protocols that give numpy (or any library) a raw address to read and write as an array: a tensor's
+# memory reached through ``data_ptr()`` this way is outside every count of what Python reads.
+RAW_MEMORY = (
+    HOST,
+    E,
+    "hands a raw address to numpy or another library as an array, around the judge's count of tensor data read by "
+    "Python",
+)
+RAW_MEMORY_NAMES = frozenset({"__array_interface__", "__array_struct__", "__cuda_array_interface__"})
 # Attribute names flagged on whatever object they are read from (``type(x).__mro__`` has no dotted name).
 ATTR_RULES: dict[str, tuple[FindingKind, Severity, str]] = {
+    **dict.fromkeys(RAW_MEMORY_NAMES, RAW_MEMORY),
     **dict.fromkeys(
         ("__mro__", "__bases__", "__base__", "mro"),
         (
@@ -338,6 +354,8 @@ class _Scanner(ast.NodeVisitor):
         self.visit(inner)
 
     def visit_Name(self, node: ast.Name) -> None:
+        if node.id in RAW_MEMORY_NAMES:  # defined in a class body
+            self.check_attr(node, node.id)
         full = self.aliases.get(node.id)
         if full is not None and full != node.id:
             self.check_name(node, full)
@@ -345,6 +363,8 @@ class _Scanner(ast.NodeVisitor):
             self.hit(node, EV, W, "`__builtins__` reaches the interpreter's built-ins")
 
     def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and node.value in RAW_MEMORY_NAMES:  # a dict key, setattr, type(...)'s namespace
+            self.check_attr(node, node.value)
         if isinstance(node.value, str) and len(node.value) < 4096:
             for rule in STRING_RULES:
                 if rule.pattern.search(node.value):
@@ -368,7 +388,31 @@ class _Scanner(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._check_patch(target)
+        # ``C = torch._C`` (or ``getattr(torch, "_C")``): later uses of C are read as torch._C.
+        bound = self._bound_name(node.value)
+        if bound is not None:
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.aliases[target.id] = bound
         self.generic_visit(node)
+
+    def _bound_name(self, value: ast.AST) -> str | None:
+        """The dotted name an assigned value is (an attribute chain, or getattr of one with a literal name)."""
+        if isinstance(value, ast.Name):
+            return self.aliases.get(value.id)
+        if isinstance(value, ast.Attribute):
+            return self.dotted(value)
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id == "getattr"
+            and len(value.args) == 2
+            and isinstance(value.args[1], ast.Constant)
+            and isinstance(value.args[1].value, str)
+        ):
+            base = self.dotted(value.args[0])
+            return f"{base}.{value.args[1].value}" if base else None
+        return None
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._check_patch(node.target)
