@@ -15,6 +15,11 @@ from enum import Enum
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 INTERPRETER_DEVICE = "cpu-interpreter"
+# ``ValidateResult.reference_precision`` where float64 could not be the truth: the cause, and what PyTorch's own
+# error was estimated from. A cause that opens with FLOAT64_DIFFERS means the float64 run did run, and its result
+# is far from the run in the reference's own dtype (which agrees with a second run of itself).
+NATIVE_PRECISION = "native (not float64: {cause}); PyTorch's own error estimated from {how}"
+FLOAT64_DIFFERS = "its float64 run differs from its run in its own dtype"
 
 
 def interpreter_caveats() -> list[str]:

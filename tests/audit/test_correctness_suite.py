@@ -10,13 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from mcp_server.engine.audit import SUITE, AuditReport, audit, dynamic, render_markdown
 from mcp_server.engine.audit.dynamic import LOOSE_FACTOR, bench_section
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.models import (
+    NATIVE_PRECISION,
     BenchResult,
     BenchRow,
+    ComparisonRow,
     Finding,
     FindingKind,
     Location,
@@ -226,6 +229,58 @@ def test_no_verdict_on_a_stress_input_is_the_references_limit_not_the_candidates
     }
     base = dynamic._suite_findings("base", _result(no_verdict), None, where)
     assert [(f.kind, f.severity) for f in base] == [(FindingKind.reference_precision, Severity.error)]
+
+
+def _precision_warning(cause: str) -> list:
+    """The suite's findings for a near_overflow run whose reference could not be judged against float64."""
+    result = _result(
+        Finding(
+            kind=FindingKind.reference_precision,
+            severity=Severity.warning,
+            message=f"The reference could not run in float64 ({cause}). " + "The outputs were compared… " * 30,
+        )
+    ).model_copy(
+        update={
+            "ok": True,
+            "reference_precision": NATIVE_PRECISION.format(cause=cause, how="the reference on nudged inputs"),
+            "rows": [
+                ComparisonRow(case="c", seed=1, output="out", shape=[8], dtype="float32", ok=True, numel=8),
+            ],
+        }
+    )
+    return dynamic._suite_findings("near_overflow", result, None, Location(file="c.py", line=1))
+
+
+def test_a_reference_whose_own_dtype_overflows_is_said_to_have_run_in_float64_with_a_fix_of_its_own():
+    # RMSNorm at a quarter of float32's max: the sum of squares overflows in float32 (the output is all zeros),
+    # float64 holds it. The float64 run ran; saying it could not run, cut off mid-sentence, misled.
+    from mcp_server.engine.jobs.validate_jobs import _disagreement
+
+    cause = _disagreement([torch.zeros(8)], [torch.ones(8, dtype=torch.float64)])
+    [found] = _precision_warning(cause)
+    assert found.message.startswith("[near_overflow] The reference ran in float64, but its run in float32 is far")
+    assert "on output 0 (relative norm error 1)" in found.message
+    assert found.message.endswith("an output that matches the float64 result passes too.")
+    assert "could not run" not in found.message and "overflows" in found.message
+    assert found.fix.startswith("Nothing, if inputs this close to float32's limits never occur")
+
+
+def test_a_reference_that_could_not_run_in_float64_says_why_whole_with_the_fix():
+    cause = "on cpu it raised RuntimeError: expected scalar type Float but found Double"
+    [found] = _precision_warning(cause)
+    assert found.message == (
+        f"[near_overflow] The reference could not run in float64 ({cause}). The outputs were judged against its "
+        "run in float32, PyTorch's own error estimated from the reference on nudged inputs."
+    )
+    assert "registered attributes" in found.fix
+    assert dynamic.FIXES[FindingKind.reference_precision] != "See the message."
+
+
+def test_a_finding_message_reaches_the_report_whole():
+    long = "x" * 2000 + " the advice at the end"
+    wrong = Finding(kind=FindingKind.mismatch, severity=Severity.error, message=long)
+    found = dynamic.convert(wrong, section="correctness", run="base", default_where=Location(file="c.py"))
+    assert found.message == f"[base] {long}"
 
 
 def test_nan_positions_that_differ_at_injected_nans_warn_and_elsewhere_fail():

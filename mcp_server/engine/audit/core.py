@@ -371,7 +371,7 @@ def _capture(
                 rule=f.kind.value,
                 category="correctness",
                 severity=Severity.error,
-                message=f"the file could not be loaded and run: {f.message}".replace("\n", " ")[:600],
+                message=f"the file could not be loaded and run: {f.message}".replace("\n", " "),
                 fix="Run the file with plain Python first: it must import (and its launcher run) without errors.",
                 where=where,
                 section="compiled",

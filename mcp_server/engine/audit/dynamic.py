@@ -16,6 +16,7 @@ nan; 1 seed). Derived shapes are reported as their own row ("size variations").
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -26,7 +27,16 @@ from mcp_server.engine.audit.models import CorrectnessSection, PerformanceSectio
 from mcp_server.engine.audit.static_models import AuditFinding, Category
 from mcp_server.engine.device import DeviceInfo, probe
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
-from mcp_server.engine.models import BenchResult, Finding, FindingKind, Location, Severity, ValidateResult
+from mcp_server.engine.models import (
+    FLOAT64_DIFFERS,
+    NATIVE_PRECISION,
+    BenchResult,
+    Finding,
+    FindingKind,
+    Location,
+    Severity,
+    ValidateResult,
+)
 from mcp_server.engine.runner import Runner
 
 LOOSE_FACTOR = 10.0
@@ -86,6 +96,8 @@ FIXES: dict[FindingKind, str] = {
     FindingKind.timeout: "Check loop bounds and spin locks; raise the timeout only for legitimately long work.",
     FindingKind.crash: "Look for unmasked accesses and int32 offsets that wrap; rerun small under the interpreter.",
     FindingKind.oom: "Size scratch buffers by SM count, not by problem size; free what a call allocates.",
+    FindingKind.reference_precision: "Make the reference the same function at every dtype, computing in float32 or "
+    "float64 and casting only its result, so that its float64 run can judge.",
     FindingKind.exception: "The message and its place say what raised.",
     FindingKind.compile_error: "Fix the construct at the line the message names.",
     FindingKind.load_error: "Run the file with plain Python first: it must import without errors.",
@@ -125,7 +137,13 @@ def _category(run: str, kind: FindingKind | None) -> Category:
 
 
 def convert(
-    finding: Finding, *, section: str, run: str, default_where: Location, category: Category | None = None
+    finding: Finding,
+    *,
+    section: str,
+    run: str,
+    default_where: Location,
+    category: Category | None = None,
+    fix: str | None = None,
 ) -> AuditFinding:
     label = f"[{run}] " if run else ""
     where = finding.where or default_where
@@ -133,8 +151,8 @@ def convert(
         rule=finding.kind.value,
         category=category or _category(run, finding.kind),
         severity=finding.severity,
-        message=f"{label}{finding.message}".replace("\n", " ")[:600],
-        fix=FIXES.get(finding.kind, "See the message."),
+        message=f"{label}{finding.message}".replace("\n", " "),
+        fix=fix or FIXES.get(finding.kind, "See the message."),
         where=where,
         section=section,  # type: ignore[arg-type]
         kind=finding.kind,
@@ -398,13 +416,52 @@ def _suite_findings(
     for f in final_findings:
         if f.severity is Severity.info and f.kind is not FindingKind.nondeterministic:
             continue
+        fix = None
+        if f.kind is FindingKind.reference_precision and f.severity is Severity.warning:
+            f, fix = _reference_precision(f, loose or strict)
         if _tolerated(run, f):
             f = f.model_copy(update={"severity": Severity.warning, "message": f.message + TOLERATED[f.kind][2]})
         key = (f.kind, f.severity)
         counts[key] = counts.get(key, 0) + 1
         if counts[key] <= MAX_FINDINGS_PER_RUN:
-            out.append(convert(f, section="correctness", run=run, default_where=where))
+            out.append(convert(f, section="correctness", run=run, default_where=where, fix=fix))
     return out
+
+
+def _reference_precision(finding: Finding, result: ValidateResult) -> tuple[Finding, str | None]:
+    """The warning that the reference's float64 run could not be the truth, said from what happened: float64
+    failed (raised, or kept a lower dtype), or it ran and the run in the reference's own dtype is far from it
+    (at stress inputs, usually an intermediate that overflows or underflows in that dtype); with its fix."""
+    opening, between = NATIVE_PRECISION.split("{cause}")
+    head, _, rest = result.reference_precision.partition(opening)
+    cause, _, how = rest.rpartition(between.removesuffix("{how}"))
+    if head or not cause:
+        return finding, None
+    dtypes = sorted({r.dtype for r in result.rows})
+    own = dtypes[0] if len(dtypes) == 1 else "its own dtype"
+    if not cause.startswith(FLOAT64_DIFFERS):
+        message = (
+            f"The reference could not run in float64 ({cause}). The outputs were judged against its run in {own}, "
+            f"PyTorch's own error estimated from {how}."
+        )
+        fix = (
+            "Make the reference reach all its modules as registered attributes (so .double() converts them) and "
+            "avoid hard-coded dtypes, so that it runs in float64."
+        )
+        return finding.model_copy(update={"message": message}), fix
+    far = re.search(r"on (output \d+) \(relative norm ([^,]+),", cause)
+    gap = f" on {far[1]} (relative norm error {far[2]})" if far else ""
+    message = (
+        f"The reference ran in float64, but its run in {own} is far from that result{gap}: at these inputs {own} "
+        "loses the answer (an intermediate overflows or underflows), or the reference computes something else in "
+        f"float64. The outputs were judged against its run in {own}; an output that matches the float64 result "
+        "passes too."
+    )
+    fix = (
+        f"Nothing, if inputs this close to {own}'s limits never occur; otherwise scale before squaring or summing "
+        "(e.g. by the row's largest |x|) or accumulate in a wider type, in the kernel and the reference."
+    )
+    return finding.model_copy(update={"message": message}), fix
 
 
 def _status(runs: list[SuiteRun], findings: list[AuditFinding]) -> str:

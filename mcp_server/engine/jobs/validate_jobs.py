@@ -22,6 +22,7 @@ from mcp_server.engine import compare
 from mcp_server.engine.interp import configs as autotune_configs
 from mcp_server.engine.interp import races as interp_races
 from mcp_server.engine.jobs import calls, common, derive, grad_calls, launch_specs, recorder, timed_check, trace
+from mcp_server.engine.models import FLOAT64_DIFFERS, NATIVE_PRECISION
 from mcp_server.engine.runner.child import (
     JobContext,
     UsageProblem,
@@ -97,7 +98,7 @@ def _disagreement(out: list[Any], out64: list[Any], limit: float = compare.TRUST
         far = math.sqrt(gap / norm) if norm > 0 else (math.inf if gap > 0 else 0.0)
         if far > limit or lost > max(1, own.numel() // 100):
             return (
-                f"its float64 run differs from its run in its own dtype on output {i} (relative norm "
+                f"{FLOAT64_DIFFERS} on output {i} (relative norm "
                 f"{far:.3g}, {lost} values finite only in its own dtype), more than rounding explains: it "
                 "computes something else in float64, or its own dtype loses the answer (an intermediate that "
                 "overflows)"
@@ -316,7 +317,7 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             if other is None:
                 other, how = _second_opinion(call, kernelbench, pre, out, device, seed)
             out64 = other
-            precision = f"native (not float64: {cause}); PyTorch's own error estimated from {how}"
+            precision = NATIVE_PRECISION.format(cause=cause, how=how)
             precision_causes.setdefault("cause", cause)
             precision_causes.setdefault("how", how)
         entry.update(
