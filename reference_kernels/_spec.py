@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -67,6 +69,10 @@ class KernelSpec:
     # the parameters right after the inputs, in this order, so the exported cases pass them positionally
     # (the ptt tools call with positional arguments), and dims_of reads them back from there.
     call_kwargs: Callable[[Dims], dict[str, Any]] = field(default=lambda dims: {})
+    # stage_limit(stage, dims) -> why that stage does not take a case of these dims (an early stage that keeps
+    # a row in one block refuses longer rows), or None when it does. Tests and kernels_cli run each stage on the
+    # cases it takes.
+    stage_limit: Callable[[int, Dims], str | None] = field(default=lambda stage, dims: None)
 
     @property
     def has_backward(self) -> bool:
@@ -89,12 +95,35 @@ class KernelSpec:
         """A case as one positional argument list: its inputs, then its call_kwargs' values."""
         return [*self.inputs_for(case), *self.call_kwargs(case.dims).values()]
 
+    def takes(self, stage: int, case: Case) -> bool:
+        return self.stage_limit(stage, case.dims) is None
+
+    def listed_cases(self) -> list[Case]:
+        """The cases ``get_test_cases()`` gives: without a GPU, the small ones."""
+        small_only = not torch.cuda.is_available()
+        return [c for c in self.cases if c.small or not small_only]
+
+    def left_out(self, stage: int) -> dict[str, str]:
+        """The listed cases this stage does not take, each with why."""
+        limits = {c.label: self.stage_limit(stage, c.dims) for c in self.listed_cases()}
+        return {label: why for label, why in limits.items() if why is not None}
+
+    def test_cases(self, stage: int | None = None) -> dict[str, list[Any]]:
+        """``get_test_cases()``: the listed cases as positional argument lists; given a stage, only those that
+        stage takes."""
+        return {c.label: self.positional_args(c) for c in self.listed_cases() if stage is None or self.takes(stage, c)}
+
+    @property
+    def stage_cases(self) -> SimpleNamespace:
+        """``stage_cases.stage<N>()``: ``get_test_cases()`` for stage N alone, so that ``--inputs
+        path.py:SPEC.stage_cases.stage<N>`` validates a stage on the cases it takes."""
+        return SimpleNamespace(**{f"stage{s}": partial(self.test_cases, s) for s in self.stages})
+
     def exports(self) -> tuple[Callable[[], dict], Callable[[], dict], Callable[..., int], Callable[..., int]]:
         """Module-level hooks that make the kernel file a reference module for the ptt tools."""
 
         def get_test_cases() -> dict[str, list[Any]]:
-            small_only = not torch.cuda.is_available()
-            return {c.label: self.positional_args(c) for c in self.cases if c.small or not small_only}
+            return self.test_cases()
 
         def get_bench_cases() -> dict[str, list[Any]]:
             return {c.label: self.positional_args(c) for c in self.bench_cases}
@@ -106,6 +135,21 @@ class KernelSpec:
             return int(self.flops(self.dims_of(*args), _dtype_of(args)))
 
         return get_test_cases, get_bench_cases, bytes_moved, flops
+
+
+def row_limit(max_cols: int, looping_stage: int) -> Callable[[int, Dims], str | None]:
+    """``stage_limit`` for a row kernel whose stages before ``looping_stage`` keep a row of ``dims["N"]`` columns
+    in one block of at most ``max_cols`` (their launchers refuse longer rows)."""
+
+    def limit(stage: int, dims: Dims) -> str | None:
+        if stage < looping_stage and dims["N"] > max_cols:
+            return (
+                f"rows of {dims['N']} columns exceed stage {stage}'s one-block limit of {max_cols} "
+                f"(stage {looping_stage} loops over column chunks)"
+            )
+        return None
+
+    return limit
 
 
 def _dtype_of(args: tuple[Any, ...]) -> torch.dtype:

@@ -45,7 +45,7 @@ import triton.language as tl
 from reference_kernels import _rows as rows_plan
 from reference_kernels._autotune import launch_tuned, tuning_bench
 from reference_kernels._common import as_rows, cdiv, check_float_tensor, interpreting
-from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
+from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance, row_limit
 
 # Whole-row kernels hold x as fp32 in registers: 32768 columns over 16 warps is 64 values per thread,
 # where ptxas starts spilling the backward (it also holds dy, w and the dw/db accumulators).
@@ -649,6 +649,7 @@ SPEC = KernelSpec(
     # mean, centre, square, sum, scale, weight, bias: ~8 per element.
     flops=lambda d, dtype: 8 * d["M"] * d["N"],
     dims_of=lambda x, weight, bias, eps=1e-5: {"M": x.numel() // max(1, x.shape[-1]), "N": x.shape[-1]},
+    stage_limit=row_limit(ONE_BLOCK_MAX_COLS, 3),
     grad_inputs=(0, 1, 2),
     bar=(
         "forward ≥ 90 % of copy bandwidth; forward + backward ≥ torch.compile"

@@ -40,7 +40,7 @@ import triton.language as tl
 from reference_kernels import _rows as rows_plan
 from reference_kernels._autotune import launch_tuned, tuning_bench
 from reference_kernels._common import as_rows, cdiv, check_float_tensor, interpreting
-from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
+from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance, row_limit
 
 # Whole-row kernels hold x as fp32 in registers: 32768 columns over 16 warps is 64 values per thread,
 # the most ptxas keeps unspilled in the forward (sm_90). Stage 2 stops there.
@@ -520,6 +520,7 @@ SPEC = KernelSpec(
     # square, sum, scale, weight: ~4 per element.
     flops=lambda d, dtype: 4 * d["M"] * d["N"],
     dims_of=lambda x, weight, eps=1e-6: {"M": x.numel() // max(1, x.shape[-1]), "N": x.shape[-1]},
+    stage_limit=row_limit(ONE_BLOCK_MAX_COLS, 3),
     grad_inputs=(0, 1),
     bar=(
         "forward ≥ 90 % of copy bandwidth; forward + backward ≥ torch.compile"

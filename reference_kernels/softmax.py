@@ -45,7 +45,7 @@ import triton.language as tl
 from reference_kernels import _rows as rows_plan
 from reference_kernels._autotune import launch_tuned, tuning_bench
 from reference_kernels._common import as_rows, check_float_tensor, interpreting
-from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance
+from reference_kernels._spec import Case, Dims, KernelSpec, Tolerance, row_limit
 
 # Whole-row kernels keep the row in registers as fp32: 32768 columns over 16 warps (512 threads) is 64
 # values per thread, the most the forward holds unspilled (ptxas -v, sm_90: 116 registers). Stages 1
@@ -593,6 +593,7 @@ SPEC = KernelSpec(
     # max, subtract, exp, sum, scale: ~5 per element.
     flops=lambda d, dtype: 5 * _elements(d),
     dims_of=_dims_of,
+    stage_limit=row_limit(ONE_BLOCK_MAX_COLS, 3),
     grad_inputs=(0,),
     bar=(
         "≥ 90 % of copy bandwidth at 16384×8192 bf16; ≥ torch.compile on every shape up to 131072 columns"
