@@ -412,6 +412,10 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("hook_computes.py", {"torch_compute"}),
         # …or in a process the call started (a DataLoader's worker, forked), outside the call's dispatch mode.
         ("worker_process.py", {"process_escape"}),
+        # A fused op doing most of the elements, counted as the operations it fuses (as one, it read 47 %).
+        ("fused_most.py", {"torch_compute"}),
+        # The dispatch toggle by a name the scan cannot read: its wrapper notes the call's use of it.
+        ("dispatch_off_by_param.py", {"evasion"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):
@@ -464,6 +468,17 @@ def test_a_lookup_table_filled_at_import_is_torch_work_and_a_kernel_that_compute
     assert not table.ok and "torch_compute" in _errors(table.findings), table.findings
     good = _validate(runner, "sigmoid_good.py", problem)
     assert good.ok, good.findings
+
+
+@pytest.mark.slow
+def test_a_fused_torch_op_counts_the_work_it_fuses_and_a_kernel_that_computes_passes(runner):
+    # torch.softmax is one op for a reference written as five: counted as one it read as a fifth of the work (a
+    # warning, PASS); as the five it fuses, all of it. The same for addcmul on most of an fma's elements.
+    problem = ATTACKS / "softmax_parts_problem.py"
+    fused = _validate(runner, "softmax_fused_torch.py", problem)
+    assert not fused.ok and "torch_compute" in _errors(fused.findings), fused.findings
+    good = _validate(runner, "softmax_parts_good.py", problem)
+    assert good.ok and not _errors(good.findings), good.findings
 
 
 @pytest.mark.slow

@@ -157,6 +157,64 @@ TORCH_WORK_ERROR = 0.5
 TORCH_WORK_WARNING = 0.1
 # The ops a kernel is usually written to replace; their work is counted in FLOPs.
 MATMUL_OPS = frozenset({"mm", "bmm", "addmm", "addmv", "mv", "matmul", "baddbmm", "addbmm", "dot", "vdot", "linear"})
+# Fused ops count as the elementwise operations they stand for, per element: about the operations PyTorch's own
+# decomposition of each runs (torch._decomp, down to prims; a clamp's compares and selects count as one). Counted
+# as one, ``torch.softmax`` did a fifth of a reference written as amax, sub, exp, sum and div, and passed with a
+# warning while doing all of its work; ``addcmul`` on 95 % of the elements read as 47 %.
+FUSED_WORK = {
+    "_softmax": 5,
+    "_log_softmax": 5,
+    "logsumexp": 5,
+    "native_layer_norm": 6,
+    "native_group_norm": 6,
+    "native_batch_norm": 4,
+    "_native_batch_norm_legit": 4,
+    "_native_batch_norm_legit_no_training": 4,
+    "_fused_rms_norm": 4,
+    "linalg_vector_norm": 2,
+    "norm": 2,
+    "var_mean": 2,
+    "std_mean": 2,
+    "gelu": 5,
+    "silu": 5,
+    "sigmoid": 4,
+    "mish": 6,
+    "softplus": 4,
+    "elu": 6,
+    "selu": 6,
+    "celu": 3,
+    "hardswish": 4,
+    "hardsigmoid": 3,
+    "leaky_relu": 3,
+    "logit": 3,
+    "softshrink": 4,
+    "glu": 3,
+    "addcmul": 3,
+    "addcdiv": 3,
+    "lerp": 3,
+    "mse_loss": 3,
+    "smooth_l1_loss": 6,
+    "huber_loss": 6,
+    "binary_cross_entropy": 8,
+    "binary_cross_entropy_with_logits": 5,
+    "cosine_similarity": 6,
+    "_softmax_backward_data": 4,
+    "_log_softmax_backward_data": 4,
+    "native_layer_norm_backward": 10,
+    "native_group_norm_backward": 10,
+    "native_batch_norm_backward": 8,
+    "_fused_rms_norm_backward": 8,
+    "gelu_backward": 8,
+    "silu_backward": 5,
+    "sigmoid_backward": 3,
+    "tanh_backward": 3,
+    "mse_loss_backward": 3,
+    "binary_cross_entropy_backward": 5,
+}
+# A lookup by index computes any function of its index (a table filled at import: attacks/lookup_table.py), so it
+# counts as the most any fused op above stands for.
+LOOKUP_OPS = ("gather", "index_select", "index", "take", "take_along_dim", "embedding", "_embedding_bag")
+FUSED_WORK.update(dict.fromkeys(LOOKUP_OPS, max(FUSED_WORK.values())))
 
 
 def _in_triton() -> bool:
@@ -269,6 +327,7 @@ def install_launch_hooks() -> None:
     _follow_graphs()
     _follow_host_reads()
     _follow_processes()
+    _watch_dispatch_switches()
     from triton.runtime import autotuner, jit
 
     classes: list[Any] = [jit.JITFunction]
@@ -329,7 +388,8 @@ def _numel(x: Any) -> int:
 
 
 def op_work(name: str, args: tuple[Any, ...], out: Any) -> float:
-    """A rough measure of an op's work: FLOPs for matrix products, else elements touched."""
+    """A rough measure of an op's work: FLOPs for matrix products, else elements touched (times the elementwise
+    operations a fused op stands for, ``FUSED_WORK``)."""
     tensors_in = [a for a in args if isinstance(a, torch.Tensor)]
     tensors_out = list(iter_tensors(out)) if not isinstance(out, torch.Tensor) else [out]
     if name in MATMUL_OPS and tensors_in:
@@ -344,7 +404,7 @@ def op_work(name: str, args: tuple[Any, ...], out: Any) -> float:
     if "attention" in name and len(tensors_in) >= 3:
         q, k = tensors_in[0], tensors_in[1]
         return 4.0 * q.numel() * (k.shape[-2] if k.dim() >= 2 else 1)
-    return float(max([_numel(t) for t in tensors_in + tensors_out] or [0]))
+    return float(max([_numel(t) for t in tensors_in + tensors_out] or [0])) * FUSED_WORK.get(name, 1)
 
 
 @dataclass
@@ -360,6 +420,8 @@ class Record:
     # Processes the call started (how, and from which file), Triton's own compiler runs aside: see
     # ``_follow_processes``.
     processes: list[str] = field(default_factory=list)
+    # The switches of torch's dispatch (``DISPATCH_SWITCHES``) code other than torch's own used during the call.
+    dispatch_off: list[str] = field(default_factory=list)
 
     @property
     def torch_work(self) -> float:
@@ -372,6 +434,7 @@ class Record:
             "host_read_bytes": self.host_read_bytes,
             "host_reads_unhooked": self.host_reads_unhooked,
             "processes": self.processes,
+            "dispatch_off": self.dispatch_off,
         }
 
 
@@ -625,6 +688,87 @@ def _rehook_host_reads(record: Record) -> None:
             if label not in record.host_reads_unhooked:
                 record.host_reads_unhooked.append(label)
             setattr(owner, name, wrapper)
+
+
+# What turns a dispatch mode off for the code inside, or takes it off the stack: torch._C's guards and mode-stack
+# functions, and torch.utils._python_dispatch's helpers around them. Torch's own code uses them (fake tensors,
+# custom ops' machinery); any other code doing so during a recorded call hides its torch work from the recorder.
+DISPATCH_SWITCHES = {
+    "torch._C": (
+        "_DisableTorchDispatch",
+        "_ExcludeDispatchKeyGuard",
+        "_ForceDispatchKeyGuard",
+        "_unset_dispatch_mode",
+        "_set_dispatch_mode",
+        "_pop_torch_dispatch_stack",
+        "_dispatch_tls_set_dispatch_key_excluded",
+    ),
+    "torch.utils._python_dispatch": ("_pop_mode", "_pop_mode_temporarily", "_disable_current_modes"),
+}
+
+
+def _caller_outside_stdlib() -> str:
+    """The file of the innermost Python frame outside the standard library and this module."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(_STDLIB_DIR) or name == _HERE):
+            return os.path.abspath(name)
+        frame = frame.f_back
+    return ""
+
+
+def _note_switch(label: str) -> None:
+    active = _active
+    if active is None:
+        return
+    if _caller_outside_stdlib().startswith(_TORCH_DIR):
+        return  # torch's own use (its fake tensors, custom ops' machinery, a mode's own enter and exit)
+    with _thread_lock:
+        if label not in active.record.dispatch_off:
+            active.record.dispatch_off.append(label)
+
+
+def _watch_dispatch_switches() -> None:
+    """Put a wrapper in place of each of ``DISPATCH_SWITCHES`` that notes, in the recording in progress, a use by
+    code other than torch's: the scan reads these names where it can, the wrapper sees them by whatever name they
+    were reached."""
+    import importlib
+
+    for module_name, names in DISPATCH_SWITCHES.items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            original = getattr(module, name, None)
+            if original is None:
+                continue
+            label = f"{module_name}.{name}"
+            if isinstance(original, type):
+
+                class Switch:
+                    __slots__ = ("_inner",)
+                    _original, _label = original, label
+
+                    def __init__(self, *args: Any, **kwargs: Any) -> None:
+                        _note_switch(self._label)
+                        self._inner = self._original(*args, **kwargs)
+
+                    def __enter__(self) -> Any:
+                        _note_switch(self._label)
+                        return self._inner.__enter__()
+
+                    def __exit__(self, *exc: Any) -> Any:
+                        return self._inner.__exit__(*exc)
+
+                Switch.__name__ = Switch.__qualname__ = name
+                setattr(module, name, Switch)
+            else:
+
+                def switch(*args: Any, __original: Any = original, __label: str = label, **kwargs: Any) -> Any:
+                    _note_switch(__label)
+                    return __original(*args, **kwargs)
+
+                switch.__name__ = switch.__qualname__ = name
+                setattr(module, name, switch)
 
 
 def _note_process(how: str) -> None:

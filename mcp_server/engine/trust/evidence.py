@@ -83,6 +83,18 @@ def run_findings(
                 "away the judge's count of tensor data read by Python (put back each time)",
             )
         )
+    switched: list[str] = []
+    for case in cand_meta.get("cases") or []:
+        switched.extend(s for s in (case.get("record") or {}).get("dispatch_off") or [] if s not in switched)
+    if switched:
+        findings.append(
+            Finding(
+                kind=FindingKind.evasion,
+                severity=Severity.error,
+                message=f"a call used {', '.join(switched[:3])}, which turns PyTorch's dispatch modes off or takes "
+                "them off the stack: torch work inside is hidden from the judge's count. Leave dispatch alone",
+            )
+        )
     started: list[str] = []
     for case in cand_meta.get("cases") or []:
         started.extend(p for p in (case.get("record") or {}).get("processes") or [] if p not in started)
