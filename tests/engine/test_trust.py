@@ -281,6 +281,12 @@ def test_a_copy_is_copy_only_and_arithmetic_on_loads_is_not():
         ("v = tl.load(x + i)\n    if v > 0:\n        tl.store(o, i)", False),  # data-dependent control flow
         ("tl.atomic_add(o, tl.load(x + i))", False),
         ("tl.load(x + i)", True),  # stores nothing at all
+        # Arithmetic that leaves the value as it is: still a copy. Its twins change the value.
+        ("tl.store(o + i, tl.load(x + i) * 1.0)", True),
+        ("tl.store(o + i, 0 + tl.load(x + i) / 1)", True),
+        ("tl.store(o + i, +(tl.load(x + i) - 0.0))", True),
+        ("tl.store(o + i, tl.load(x + i) * 2.0)", False),
+        ("tl.store(o + i, tl.load(x + i) - 0.5)", False),
     ],
 )
 def test_the_kernel_data_flow(body, copy):

@@ -7,7 +7,8 @@ operation with data as an operand (arithmetic, comparisons, reductions, ``tl.dot
 to another jit function, inline asm, atomics) makes it *computed*. Address arithmetic on program ids and
 ranges touches no data and is ignored. A kernel whose stores are all data or constants is ``copy_only``.
 
-Unknown constructs count as computing, so the check errs toward passing. Used by validate: when every
+Operations that leave their operand as it is (``x * 1.0``, ``x + 0``) are moves. Unknown constructs count as
+computing, so the check errs toward passing. Used by validate: when every
 Triton kernel a candidate launched is copy-only while the reference does arithmetic, the answer came from
 somewhere else (``copy_only_kernel``). A reference that itself only moves data (copy, transpose, gather,
 pad) is never held against a copy kernel.
@@ -137,6 +138,8 @@ class _Flow:
             return max((self.expr(e) for e in node.elts), default=NONE)
         if isinstance(node, ast.IfExp):
             return max(self.expr(node.body), self.expr(node.orelse))
+        if (same := _identity_operand(node)) is not None:
+            return self.expr(same)
         if isinstance(node, ast.BinOp | ast.BoolOp | ast.Compare | ast.UnaryOp):
             parts = list(ast.iter_child_nodes(node))
             return COMPUTED if any(self.expr(p) != NONE for p in parts if isinstance(p, ast.expr)) else NONE
@@ -221,6 +224,31 @@ class _Flow:
             for child in ast.iter_child_nodes(stmt):
                 if isinstance(child, ast.expr):
                     self.expr(child)
+
+
+def _is_number(node: ast.AST, value: int) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, int | float) and node.value == value
+
+
+def _identity_operand(node: ast.AST) -> ast.expr | None:
+    """The operand an operation leaves as it is, if it is one (``x * 1.0``, ``1 * x``, ``x / 1``, ``x + 0``,
+    ``0 + x``, ``x - 0``, ``x ** 1``, ``+x``): a copy dressed as arithmetic stays a copy."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.UAdd):
+        return node.operand
+    if not isinstance(node, ast.BinOp):
+        return None
+    left, right, op = node.left, node.right, node.op
+    if isinstance(op, ast.Mult | ast.Add):
+        unit = 1 if isinstance(op, ast.Mult) else 0
+        if _is_number(right, unit):
+            return left
+        if _is_number(left, unit):
+            return right
+    if isinstance(op, ast.Div | ast.FloorDiv | ast.Pow) and _is_number(right, 1):
+        return left
+    if isinstance(op, ast.Sub | ast.BitOr | ast.BitXor | ast.LShift | ast.RShift) and _is_number(right, 0):
+        return left
+    return None
 
 
 def _argument(node: ast.Call, index: int, keyword: str) -> ast.expr | None:
