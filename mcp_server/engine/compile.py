@@ -6,9 +6,12 @@ The kernel's file is imported in a child (it is user code). Results carry per-co
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ from mcp_server.engine.device import probe
 from mcp_server.engine.dims import check_dims, dims_env, parse_dims
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.jobs import registry
+from mcp_server.engine.jobs.compile_job import NO_TYPE, NO_VALUE
 from mcp_server.engine.models import (
     BoundedText,
     CompiledConfig,
@@ -154,12 +158,13 @@ def compile_kernel(
     target_name, arch = _normalise_target(target, device.target)
     notes: list[str] = []
     constexprs = dict(constexprs or {})
+    launcher: FromLauncher | None = None
     if not signature and not args:
-        inferred = _signature_from_launcher(spec.path, spec.name, runner, cwd, timeout_s, extra_env)
-        if inferred is not None:
-            signature, launched_constexprs, how = inferred
-            constexprs = {**launched_constexprs, **constexprs}
-            notes.append(how)
+        launcher = _signature_from_launcher(spec.path, spec.name, runner, cwd, timeout_s, extra_env)
+        if launcher.signature is not None:
+            signature = launcher.signature
+            constexprs = {**launcher.constexprs, **constexprs}
+            notes.append(launcher.how)
     outcome = runner.run(
         registry.COMPILE.name,
         {
@@ -181,7 +186,10 @@ def compile_kernel(
     )
     with outcome:
         if outcome.usage_error:
-            raise UsageError(outcome.usage_error)
+            said = outcome.usage_error
+            if launcher is not None and launcher.missing and said.startswith((NO_TYPE, NO_VALUE)):
+                said += f" Given no --signature or --args, compile ran the file's launcher: {launcher.missing}."
+            raise UsageError(said)
         if outcome.failure is not None:
             failure = outcome.failure
             return CompileResult(
@@ -222,8 +230,12 @@ def compile_kernel(
             f"the signature gives no divisibility for {', '.join(plain_ints)}: Triton's JIT marks an integer "
             "argument that is a multiple of 16 (tt.divisibility=16) and folds one equal to 1 into a constant, "
             "which changes vectorisation, registers and spills. Write `name=i32:16` for arguments that are "
-            "multiples of 16 at run time and `--constexpr name=1` for those equal to 1, or give no signature "
-            "and let compile read the types from the file's launcher"
+            "multiples of 16 at run time and `--constexpr name=1` for those equal to 1"
+            + (
+                ", or give no signature and let compile read the types from the file's launcher"
+                if spec.dynamic_names or spec.top_level & {"get_inputs", "get_test_cases"}
+                else ""
+            )
         )
     note = "; ".join(notes)
     return CompileResult(
@@ -239,14 +251,31 @@ def compile_kernel(
     )
 
 
+def cli_value(value: Any) -> str:
+    """A constexpr value as `ptt compile --constexpr` reads it back (JSON, else a plain string)."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    return shlex.quote(text)
+
+
+@dataclass(frozen=True)
+class FromLauncher:
+    """What the file's launcher gave compile: argument types (None when it gave none) and constexpr values, with
+    a note saying where they came from; ``missing``: why it gave no types, or no value for some constexprs."""
+
+    signature: str | None = None
+    constexprs: dict[str, Any] = field(default_factory=dict)
+    how: str = ""
+    missing: str = ""
+
+
 def _signature_from_launcher(
     path: Path, name: str, runner: Runner, cwd: Path | None, timeout_s: float, extra_env: dict[str, str]
-) -> tuple[str, dict[str, Any], str] | None:
+) -> FromLauncher:
     """Argument types of ``name`` as the file's launcher passes them on its example inputs.
 
     Uses the audit's capture (the launcher runs under the interpreter; each launch's arguments are typed as
     Triton's JIT specialises them: pointer alignment, integers divisible by 16, integers equal to 1 folded
-    to constants). None when the file has no launcher or example inputs, or never launches the kernel."""
+    to constants). No types when the file has no launcher or example inputs, or never launches the kernel."""
     outcome = runner.run(
         registry.AUDIT.name,
         {"file": str(path), "candidate": None, "reference": None, "inputs": None, "capture": True},
@@ -257,18 +286,37 @@ def _signature_from_launcher(
     )
     with outcome:
         if outcome.usage_error or outcome.failure is not None:
-            return None
+            why = outcome.usage_error or (outcome.failure.message if outcome.failure else "")
+            return FromLauncher(missing=f"it could not run ({why.splitlines()[0] if why else 'no reason given'})")
         raw = outcome.result or {}
+    launcher = raw.get("candidate")
+    if not launcher:
+        return FromLauncher(missing=f"{path.name} has no launcher to run ({raw.get('candidate_why') or 'none found'})")
     base = name.split(".")[0]
     records = [
         r
         for r in raw.get("launches") or []
         if (r.get("jit_name") or "").split(".")[0] == base or r.get("kernel") == base
     ]
-    records = [r for r in records if r.get("signature") and not r.get("unsupported")]
-    if not records:
-        return None
-    record = max(records, key=lambda r: r.get("launches", 0))
+    typed = [r for r in records if r.get("signature") and not r.get("unsupported")]
+    if not typed:
+        notes = [n for n in raw.get("notes") or [] if n.startswith("no example inputs")]
+        if notes:
+            missing = (
+                f"{path.name} has no example inputs to run its launcher `{launcher}` with (it defines neither "
+                "get_inputs() nor get_test_cases())"
+            )
+        elif raw.get("case_errors"):
+            missing = f"its launcher `{launcher}` raised on the example inputs ({raw['case_errors'][0]})"
+        elif records:
+            missing = (
+                f"its launcher `{launcher}` passes `{base}` arguments compile cannot type "
+                f"({', '.join(map(str, records[0]['unsupported']))})"
+            )
+        else:
+            missing = f"its launcher `{launcher}` did not launch `{base}` on the example inputs"
+        return FromLauncher(missing=missing)
+    record = max(typed, key=lambda r: r.get("launches", 0))
     signature = ", ".join(f"{k}={v}" for k, v in record["signature"].items())
     variants = record.get("variants") or [{}]
     tuned = set()
@@ -280,10 +328,18 @@ def _signature_from_launcher(
         if k in record["signature"] or (k not in tuned and not record.get("autotuned"))
     }
     case = (record.get("cases") or ["its example inputs"])[0]
-    how = f"argument types from the launcher `{raw.get('candidate')}` on {case}: {signature}" + (
+    how = f"argument types from the launcher `{launcher}` on {case}: {signature}" + (
         f" (constants {folded})" if any(k in record["signature"] for k in folded) else ""
     )
-    return signature, folded, how
+    missing = ""
+    if tuned:
+        one = {k: v for k, v in (variants[0].get("constexprs") or {}).items() if k in tuned}
+        missing = (
+            f"it launches `{base}` through an autotuner whose configs choose {', '.join(sorted(tuned))}, so it "
+            "gives no one value for them; pass the values of one config with --constexpr (on "
+            f"case {case!r} it launched {' '.join(f'--constexpr {k}={cli_value(v)}' for k, v in one.items())})"
+        )
+    return FromLauncher(signature, folded, how, missing)
 
 
 def _config(entry: dict[str, Any], arch: int, job_dir: Path, ir: list[str], out_dir: str | None) -> CompiledConfig:

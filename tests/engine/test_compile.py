@@ -200,6 +200,44 @@ def test_without_a_signature_the_types_come_from_the_launcher(runner):
     assert "launcher `launcher`" in result.note and "stride_row=i32:16" in result.note
 
 
+def test_a_missing_type_says_why_the_launcher_could_not_give_it(runner):
+    # kernels.py has a launcher but no example inputs to run it with.
+    with pytest.raises(UsageError) as caught:
+        compile_kernel(f"{KERNELS}:scale_kernel", constexprs={"BLOCK": 256}, runner=runner)
+    assert str(caught.value).startswith("No type for parameter `x_ptr`.")
+    assert (
+        "compile ran the file's launcher: kernels.py has no example inputs to run its launcher `launcher` with "
+        "(it defines neither get_inputs() nor get_test_cases())."
+    ) in str(caught.value)
+
+
+def test_constexprs_an_autotuner_chooses_are_named_with_one_launchs_values_that_compile(runner):
+    wrapped = f"{HERE / 'tuned_wrapper.py'}:scale_kernel"
+    with pytest.raises(UsageError) as caught:
+        compile_kernel(wrapped, runner=runner)
+    said = str(caught.value)
+    assert said.startswith("No value for constexpr parameter(s) BLOCK.")
+    assert "launches `scale_kernel` through an autotuner whose configs choose BLOCK" in said
+    value = int(said.rsplit("--constexpr BLOCK=", 1)[1].split(")")[0])
+    assert value in (128, 256)
+    result = compile_kernel(wrapped, constexprs={"BLOCK": value}, runner=runner)
+    assert result.ok and "argument types from the launcher `launcher`" in result.note
+
+
+def test_the_note_offers_the_launchers_types_only_where_the_file_has_example_inputs(runner):
+    plain = compile_kernel(
+        f"{KERNELS}:scale_kernel", signature="*fp32, *fp32, i32, fp32", constexprs={"BLOCK": 512}, runner=runner
+    )
+    assert "no divisibility for n" in plain.note and "launcher" not in plain.note
+    launched = compile_kernel(
+        f"{HERE / 'launched.py'}:rows_kernel",
+        signature="*fp32, *fp32, i32, i32, i32",
+        constexprs={"SCALE": True, "BLOCK": 256},
+        runner=runner,
+    )
+    assert "or give no signature and let compile read the types from the file's launcher" in launched.note
+
+
 def test_a_signature_without_integer_divisibility_is_flagged(runner):
     result = compile_kernel(
         f"{KERNELS}:scale_kernel", signature="*fp32, *fp32, i32, fp32", constexprs={"BLOCK": 512}, runner=runner

@@ -14,10 +14,8 @@ is reported as info (the autotuner may or may not pick those).
 from __future__ import annotations
 
 import ast
-import json
 import math
 import re
-import shlex
 import shutil
 import tempfile
 import time
@@ -31,7 +29,7 @@ from mcp_server.engine.audit.planned import Planned
 from mcp_server.engine.audit.rules.compiled import check_variant
 from mcp_server.engine.audit.rules.registry import COMPILED
 from mcp_server.engine.audit.static_models import AuditFinding
-from mcp_server.engine.compile import compile_kernel
+from mcp_server.engine.compile import cli_value, compile_kernel
 from mcp_server.engine.errors import UsageError
 from mcp_server.engine.models import Location, Severity
 from mcp_server.engine.pyast import parse_python
@@ -194,15 +192,9 @@ def _variant_text(p: Planned) -> str:
     return f"{const} · {opts}" if const else opts
 
 
-def _cli_value(value: Any) -> str:
-    """A constexpr value as `ptt compile --constexpr` reads it back (JSON, else a plain string)."""
-    text = value if isinstance(value, str) else json.dumps(value)
-    return shlex.quote(text)
-
-
 def _command(file: str, p: Planned, signature: str, target: str) -> str:
     parts = [f"ptt compile '{file}:{p.record['jit_name']}'", f"--signature '{signature}'"]
-    parts += [f"--constexpr {k}={_cli_value(v)}" for k, v in p.variant["constexprs"].items()]
+    parts += [f"--constexpr {k}={cli_value(v)}" for k, v in p.variant["constexprs"].items()]
     if p.variant.get("num_warps"):
         parts.append(f"--num-warps {p.variant['num_warps']}")
     if p.variant.get("num_stages"):

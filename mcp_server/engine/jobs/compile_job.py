@@ -27,6 +27,11 @@ from mcp_server.engine.runner.child import (
     resolve,
 )
 
+# The openings of the two errors for a parameter with neither a type nor a value: the parent adds why the file's
+# launcher, when it was asked, could not give them.
+NO_TYPE = "No type for parameter"
+NO_VALUE = "No value for constexpr parameter(s)"
+
 TORCH_TO_TRITON = {
     torch.float32: "fp32",
     torch.float16: "fp16",
@@ -403,7 +408,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         missing_const = sorted(c for c in constexpr_params if c not in constexprs)
         if missing_const:
             raise UsageProblem(
-                f"No value for constexpr parameter(s) {', '.join(missing_const)}. Pass them as constexprs "
+                f"{NO_VALUE} {', '.join(missing_const)}. Pass them as constexprs "
                 f"(e.g. --constexpr {missing_const[0]}=1024) or in --args."
             )
         signature: dict[str, str] = {}
@@ -418,7 +423,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 kind, div = _type_of(examples[name])
             else:
                 raise UsageProblem(
-                    f"No type for parameter `{name}`. Give a signature (e.g. '*fp32, *fp32, i32') or example "
+                    f"{NO_TYPE} `{name}`. Give a signature (e.g. '*fp32, *fp32, i32') or example "
                     "args (e.g. 'f32[1024], f32[1024], 1024' or path.py:make_args)."
                 )
             signature[name] = kind
