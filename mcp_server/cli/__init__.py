@@ -43,7 +43,7 @@ COMMANDS: tuple[str, ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from mcp_server.cli._common import Parser
+    from mcp_server.cli._common import CommandParser, Parser
 
     parser = Parser(
         prog="ptt",
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="say on stderr when the background engine is not used, and why"
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     for module in COMMANDS:
         importlib.import_module(module).register(sub)
     annotate(parser)

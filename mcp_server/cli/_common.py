@@ -34,6 +34,19 @@ class Parser(argparse.ArgumentParser):
         raise UsageExit(f"{self.prog}: {message}")
 
 
+class CommandParser(Parser):
+    """A command's parser: an argument it does not know is its own usage error (its usage, not ptt's, and the
+    --help that lists its options)."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)} (`{self.prog} --help` lists its options)")
+        return namespace, extras
+
+
 # --- options from the shared parameter sets -------------------------------------------------------------------
 
 

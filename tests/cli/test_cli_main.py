@@ -115,6 +115,33 @@ def test_bad_usage_exits_2_with_a_message_and_no_traceback(ptt, args, words):
     assert "Traceback" not in proc.stderr
 
 
+def _commands(parser, path=()):
+    """Every command and subcommand of ``ptt``, as the words that name it."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*path, name)
+                yield from _commands(sub, (*path, name))
+
+
+def test_an_unknown_option_of_a_command_prints_that_commands_usage_and_exits_2(ptt):
+    from mcp_server.cli import build_parser
+
+    proc = ptt("validate", "ref.py:ref", "cand.py:cand", "--bogus")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("usage: ptt validate [-h]")
+    assert "unrecognized arguments: --bogus (`ptt validate --help` lists its options)" in proc.stderr
+    commands = list(_commands(build_parser()))
+    assert ("docs", "search") in commands and len(commands) > 12
+    for words in commands:
+        proc = ptt(*words, "--bogus")
+        assert proc.returncode == 2, words
+        assert proc.stderr.startswith(f"usage: ptt {' '.join(words)} "), (words, proc.stderr)
+        assert "Traceback" not in proc.stderr
+
+
 def test_a_file_that_is_not_source_text_is_named_without_a_line_that_does_not_exist(ptt, tmp_path):
     # Null bytes stop the parser before any line: the message names the file and the fix, not "line None".
     bad = tmp_path / "kernel.py"
