@@ -142,7 +142,7 @@ def compile_kernel(
     unknown = [s for s in ir if s not in IR_STAGES]
     if unknown:
         raise UsageError(f"Unknown IR stage(s) {', '.join(unknown)}; choose from {', '.join(IR_STAGES)}.")
-    spec = parse_spec(kernel, role="kernel", cwd=cwd)
+    spec = parse_spec(kernel, role="kernel", cwd=cwd, kernels=True)
     if out_dir is not None:  # before the compile: a folder that cannot be made would lose its result
         out_dir = str(output_folder(out_dir, "--out-dir"))
     files = [str(spec.path)]

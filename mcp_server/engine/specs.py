@@ -180,11 +180,26 @@ def read_python(path: Path, role: str) -> tuple[str, ast.Module]:
     return source, tree
 
 
-def parse_spec(text: str, *, role: str, defaults: tuple[str, ...] = (), cwd: Path | None = None) -> CallableSpec:
+def jit_kernels(tree: ast.Module) -> list[str]:
+    """The file's top-level functions under a ``jit`` decorator (``@triton.jit``, ``@gluon.jit``, ``@jit``), read
+    from its source."""
+
+    def jit(node: ast.expr) -> bool:
+        node = node.func if isinstance(node, ast.Call) else node
+        return (isinstance(node, ast.Attribute) and node.attr == "jit") or (
+            isinstance(node, ast.Name) and node.id == "jit"
+        )
+
+    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and any(jit(d) for d in n.decorator_list)]
+
+
+def parse_spec(
+    text: str, *, role: str, defaults: tuple[str, ...] = (), cwd: Path | None = None, kernels: bool = False
+) -> CallableSpec:
     """Parse ``path.py[:name]``; check the file exists, parses, and defines ``name``.
 
     ``defaults`` are tried in order when no name is given (``Model`` for a KernelBench problem,
-    ``ModelNew`` for its solution).
+    ``ModelNew`` for its solution). ``kernels``: the name is a @triton.jit kernel's, so an error lists those.
     """
     if not text or not text.strip():
         raise UsageError(f"No {role} was given. Pass it as {SPEC_FORM}.")
@@ -211,25 +226,29 @@ def parse_spec(text: str, *, role: str, defaults: tuple[str, ...] = (), cwd: Pat
         raise UsageError(f"The {role} {path} is a folder. Pass a Python file as {SPEC_FORM}.")
     _, tree = read_python(path, role)
     names, dynamic = _top_level_names(tree)
+    callables = sorted(n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef))
+    if kernels:
+        found = jit_kernels(tree)
+        listing = f" Its @triton.jit kernels: {', '.join(found)}." if found else " It has no @triton.jit kernel."
+    else:
+        found = callables
+        listing = f" It defines: {', '.join(callables)}." if callables else ""
     if not name:
         for candidate in defaults:
             if candidate in names:
                 name = candidate
                 break
         else:
-            wanted = " or ".join(f"`{d}`" for d in defaults) if defaults else "a callable"
-            callables = sorted(n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef))
-            listing = f" It defines: {', '.join(callables)}." if callables else ""
-            raise UsageError(
-                f"The {role} file {path} has no {wanted} to use by default.{listing} "
-                f"Name the callable: {path.name}:<name>."
-            )
+            if defaults:
+                missing = f"has no {' or '.join(f'`{d}`' for d in defaults)} to use by default"
+            else:
+                missing = f"was given without a {role} name"
+            named = f"the kernel: {path.name}:{found[0]}" if kernels and found else f"the callable: {path.name}:<name>"
+            raise UsageError(f"The {role} file {path} {missing}.{listing} Name {named}.")
     head_name = name.split(".")[0]
     if head_name not in names and not dynamic:
-        callables = sorted(n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef))
-        close = difflib.get_close_matches(head_name, callables, n=1, cutoff=0.6)
+        close = difflib.get_close_matches(head_name, found or callables, n=1, cutoff=0.6)
         suggestion = f" Did you mean {path.name}:{close[0]}?" if close else ""
-        listing = f" It defines: {', '.join(callables)}." if callables else ""
         raise UsageError(
             f"`{name}` is not defined at the top level of {path}.{suggestion}{listing} Pass the {role} as {SPEC_FORM}."
         )

@@ -178,6 +178,8 @@ def test_misuse_is_a_usage_error_that_names_the_choices(runner):
         audit("no/such/file.py", runner=runner)
     with pytest.raises(UsageError, match="choose from base"):
         audit(_spec("strict"), sections=["correctness"], suite=["base", "huge"], runner=runner)
+    with pytest.raises(UsageError, match=r"Pass the launcher as path/to/file\.py:name\.$"):
+        audit(f"{SUITE_FX / 'rowsum_strict.py'}:nothere", runner=runner)
 
 
 @pytest.mark.gpu

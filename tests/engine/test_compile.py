@@ -117,6 +117,21 @@ def test_pointing_compile_at_a_launcher_names_the_kernels_instead(runner):
         compile_kernel(f"{KERNELS}:launcher", signature="*fp32", runner=runner)
 
 
+def test_a_file_without_a_kernel_name_or_with_a_launchers_names_its_kernels(runner):
+    with pytest.raises(UsageError) as caught:
+        compile_kernel(str(KERNELS), signature="*fp32", runner=runner)
+    assert str(caught.value) == (
+        f"The kernel file {KERNELS} was given without a kernel name. Its @triton.jit kernels: scale_kernel, "
+        "tuned_scale_kernel, dot_kernel. Name the kernel: kernels.py:scale_kernel."
+    )
+    with pytest.raises(UsageError) as caught:
+        compile_kernel(f"{KERNELS}:launcher", signature="*fp32", runner=runner)
+    assert str(caught.value) == (
+        "`launcher` is a function, not a @triton.jit kernel: compile takes a kernel, not the launcher that calls "
+        "it. Kernels in this file: dot_kernel, scale_kernel, tuned_scale_kernel; pass one as kernels.py:dot_kernel."
+    )
+
+
 def test_missing_types_and_constexprs_are_usage_errors(runner):
     with pytest.raises(UsageError, match="No type for parameter"):
         compile_kernel(f"{KERNELS}:scale_kernel", constexprs={"BLOCK": 256}, runner=runner)

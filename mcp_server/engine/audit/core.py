@@ -55,7 +55,7 @@ def _file_spec(file: str, cwd: Path | None) -> tuple[Path, str | None]:
         raise UsageError("No file to audit. Pass path/to/kernels.py or path/to/kernels.py:launcher.")
     head, sep, tail = text.rpartition(":")
     if sep and head and "/" not in tail and not tail.startswith("\\") and tail:
-        spec = parse_spec(text, role="kernel", cwd=cwd)
+        spec = parse_spec(text, role="launcher", cwd=cwd)
         return spec.path, spec.name
     path = Path(text).expanduser()
     if not path.is_absolute():

@@ -348,10 +348,11 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         jit_fn, configs, heuristics = unwrap_kernel(obj)
     except TypeError as exc:
         kernels = _jit_names(module)
-        listing = f" Kernels in this file: {', '.join(kernels)}." if kernels else ""
+        file = Path(params["kernel"]["path"]).name
+        listing = f" Kernels in this file: {', '.join(kernels)}; pass one as {file}:{kernels[0]}." if kernels else ""
         raise UsageProblem(
-            f"`{params['kernel']['name']}` is a {exc}, not a @triton.jit kernel; compile_kernel compiles "
-            f"kernels, not launchers.{listing}"
+            f"`{params['kernel']['name']}` is a {exc}, not a @triton.jit kernel: compile takes a kernel, not the "
+            f"launcher that calls it.{listing}"
         ) from None
 
     arg_names = list(jit_fn.arg_names)
