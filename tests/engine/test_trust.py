@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
+import torch
 
 from mcp_server.engine.jobs import trace
 from mcp_server.engine.models import FindingKind, Severity
@@ -222,6 +223,30 @@ def test_aliases_of_torch_internals_and_raw_array_protocols_are_errors(tmp_path,
     assert kind in _errors(_scan_source(tmp_path, source))
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import torch\nK = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)\n",
+        "import torch\ndef f(x):\n    return torch.ops.aten.mul.Tensor._op_dk(1, x, x)\n",
+        "import torch\nfrom torch._inductor import aoti_load_package\n",
+        "import torch\nrun = torch._inductor.aoti_compile_and_package\n",
+    ],
+)
+def test_ops_run_below_the_dispatch_mode_and_ahead_of_time_code_are_evasion(tmp_path, source):
+    assert "evasion" in _errors(_scan_source(tmp_path, source))
+
+
+def test_matmul_variants_count_their_flops_and_foreach_ops_their_lists():
+    from mcp_server.engine.jobs.recorder import op_work
+
+    a, b, bias = torch.ones(64, 32), torch.ones(32, 16), torch.zeros(64, 16)
+    assert op_work("_addmm_activation", (bias, a, b), torch.ones(64, 16)) == 2 * 64 * 16 * 32
+    assert op_work("dot", (torch.ones(1000), torch.ones(1000)), torch.ones(())) == 2 * 1000
+    lists = ([torch.ones(100), torch.ones(50)], [torch.ones(100), torch.ones(50)], [torch.ones(100), torch.ones(50)])
+    assert op_work("_foreach_addcmul", lists, None) == 150 * 3  # (in place; observe strips the _) addcmul: three
+    assert op_work("mul", (torch.ones(10), torch.ones(10)), torch.ones(10)) == 10
+
+
 def test_plain_aliases_and_a_pointer_for_alignment_are_not(tmp_path):
     source = (
         "import torch\nimport triton.language as tl\nf32 = torch.float32\ncx = tl.constexpr\n"
@@ -422,6 +447,12 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("fused_most.py", {"torch_compute"}),
         # The dispatch toggle by a name the scan cannot read: its wrapper notes the call's use of it.
         ("dispatch_off_by_param.py", {"evasion"}),
+        # …below the Python key (redispatch for the CPU key), or under a toggle torch bound by name at import, or
+        # under a torch context manager that turns dispatch off around the code that entered it.
+        ("below_dispatch.py", {"evasion"}),
+        ("no_dispatch_bound.py", {"evasion"}),
+        ("no_dispatch_torch_cm.py", {"evasion"}),
+        ("foreach_work.py", {"torch_compute"}),  # tensors in lists, an in-place op that returns none
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):
@@ -481,8 +512,9 @@ def test_a_fused_torch_op_counts_the_work_it_fuses_and_a_kernel_that_computes_pa
     # torch.softmax is one op for a reference written as five: counted as one it read as a fifth of the work (a
     # warning, PASS); as the five it fuses, all of it. The same for addcmul on most of an fma's elements.
     problem = ATTACKS / "softmax_parts_problem.py"
-    fused = _validate(runner, "softmax_fused_torch.py", problem)
-    assert not fused.ok and "torch_compute" in _errors(fused.findings), fused.findings
+    for attack in ("softmax_fused_torch.py", "softmax_safe_torch.py"):
+        fused = _validate(runner, attack, problem)
+        assert not fused.ok and "torch_compute" in _errors(fused.findings), (attack, fused.findings)
     good = _validate(runner, "softmax_parts_good.py", problem)
     assert good.ok and not _errors(good.findings), good.findings
 

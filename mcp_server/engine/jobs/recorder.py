@@ -156,14 +156,37 @@ MOVEMENT_OPS = ALLOC_OPS | {
 TORCH_WORK_ERROR = 0.5
 TORCH_WORK_WARNING = 0.1
 # The ops a kernel is usually written to replace; their work is counted in FLOPs.
-MATMUL_OPS = frozenset({"mm", "bmm", "addmm", "addmv", "mv", "matmul", "baddbmm", "addbmm", "dot", "vdot", "linear"})
+MATMUL_OPS = frozenset(
+    {
+        "mm",
+        "bmm",
+        "addmm",
+        "addmv",
+        "mv",
+        "matmul",
+        "baddbmm",
+        "addbmm",
+        "dot",
+        "vdot",
+        "linear",
+        "_addmm_activation",
+        "_scaled_mm",
+        "_int_mm",
+    }
+)
 # Fused ops count as the elementwise operations they stand for, per element: about the operations PyTorch's own
 # decomposition of each runs (torch._decomp, down to prims; a clamp's compares and selects count as one). Counted
 # as one, ``torch.softmax`` did a fifth of a reference written as amax, sub, exp, sum and div, and passed with a
 # warning while doing all of its work; ``addcmul`` on 95 % of the elements read as 47 %.
 FUSED_WORK = {
     "_softmax": 5,
+    "_safe_softmax": 5,
+    "_masked_softmax": 5,
     "_log_softmax": 5,
+    "logaddexp": 5,
+    "logaddexp2": 5,
+    "log_sigmoid_forward": 4,
+    "xlogy": 2,
     "logsumexp": 5,
     "native_layer_norm": 6,
     "native_group_norm": 6,
@@ -387,15 +410,30 @@ def _numel(x: Any) -> int:
     return x.numel() if isinstance(x, torch.Tensor) else 0
 
 
+def _fused_work(name: str) -> int:
+    """The elementwise operations one element of op ``name`` stands for: ``FUSED_WORK``, any other softmax as one,
+    a ``_foreach_`` op as its single-tensor op."""
+    if name.startswith("_foreach_"):
+        name = name[len("_foreach_") :]
+    if name in FUSED_WORK:
+        return FUSED_WORK[name]
+    return FUSED_WORK["_softmax"] if "softmax" in name else 1
+
+
 def op_work(name: str, args: tuple[Any, ...], out: Any) -> float:
     """A rough measure of an op's work: FLOPs for matrix products, else elements touched (times the elementwise
     operations a fused op stands for, ``FUSED_WORK``)."""
     tensors_in = [a for a in args if isinstance(a, torch.Tensor)]
     tensors_out = list(iter_tensors(out)) if not isinstance(out, torch.Tensor) else [out]
+    if name.startswith("_foreach_") or name.startswith("_fused_"):
+        # Lists of tensors (an in-place op returns none): every element of the first list, or of them all.
+        lists = [list(iter_tensors(a)) for a in args if isinstance(a, list | tuple)]
+        touched = sum(_numel(t) for t in (lists[0] if lists else list(iter_tensors(args))))
+        return float(touched) * _fused_work(name)
     if name in MATMUL_OPS and tensors_in:
         dims = [t.shape for t in tensors_in if t.dim() >= 1]
-        out_numel = sum(_numel(t) for t in tensors_out)
-        inner = max((s[-1] for s in dims if len(s) >= 2), default=1)
+        out_numel = max(sum(_numel(t) for t in tensors_out), 1)
+        inner = max((s[-1] for s in dims if len(s) >= 2), default=0) or max((s[-1] for s in dims), default=1)
         return 2.0 * out_numel * inner
     if "convolution" in name and len(tensors_in) >= 2:
         w = tensors_in[1]
@@ -404,7 +442,7 @@ def op_work(name: str, args: tuple[Any, ...], out: Any) -> float:
     if "attention" in name and len(tensors_in) >= 3:
         q, k = tensors_in[0], tensors_in[1]
         return 4.0 * q.numel() * (k.shape[-2] if k.dim() >= 2 else 1)
-    return float(max([_numel(t) for t in tensors_in + tensors_out] or [0])) * FUSED_WORK.get(name, 1)
+    return float(max([_numel(t) for t in tensors_in + tensors_out] or [0])) * _fused_work(name)
 
 
 @dataclass
@@ -718,12 +756,33 @@ def _caller_outside_stdlib() -> str:
     return ""
 
 
+def _torch_internal_use() -> bool:
+    """Whether the switch being used is torch's own business: made by torch's code for torch's code (fake tensors,
+    custom ops' machinery, a mode's own enter and exit), not a torch context manager that turns dispatch off and
+    hands control back to the code that entered it (``no_dispatch`` of ``torch.sparse``'s helpers)."""
+    frame = sys._getframe(2)
+    seen_torch = entered = False
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name == _HERE:
+            pass
+        elif name.startswith(_STDLIB_DIR):
+            # A context manager's __enter__ (contextlib's, around a torch generator): entered by whoever comes next.
+            entered = entered or (seen_torch and frame.f_code.co_name == "__enter__")
+        elif name.startswith(_TORCH_DIR):
+            seen_torch, entered = True, False
+        else:
+            return seen_torch and not entered
+        frame = frame.f_back
+    return seen_torch
+
+
 def _note_switch(label: str) -> None:
     active = _active
     if active is None:
         return
-    if _caller_outside_stdlib().startswith(_TORCH_DIR):
-        return  # torch's own use (its fake tensors, custom ops' machinery, a mode's own enter and exit)
+    if _torch_internal_use():
+        return
     with _thread_lock:
         if label not in active.record.dispatch_off:
             active.record.dispatch_off.append(label)
@@ -735,6 +794,7 @@ def _watch_dispatch_switches() -> None:
     were reached."""
     import importlib
 
+    replaced: dict[int, tuple[Any, Any]] = {}
     for module_name, names in DISPATCH_SWITCHES.items():
         module = importlib.import_module(module_name)
         for name in names:
@@ -769,6 +829,15 @@ def _watch_dispatch_switches() -> None:
 
                 switch.__name__ = switch.__qualname__ = name
                 setattr(module, name, switch)
+            replaced[id(original)] = (original, getattr(module, name))
+    # Torch modules that bound a switch by name at import (``no_dispatch = torch._C._DisableTorchDispatch``).
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not module_name.startswith("torch"):
+            continue
+        for attr, value in list(getattr(module, "__dict__", {}).items()):
+            entry = replaced.get(id(value))
+            if entry is not None and entry[0] is value:
+                setattr(module, attr, entry[1])
 
 
 def _note_process(how: str) -> None:

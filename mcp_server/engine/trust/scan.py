@@ -60,6 +60,19 @@ NAME_RULES: tuple[Rule, ...] = (
     ),
     _rule(r"^torch\._C\._dispatch_", EV, E, "calls the dispatcher directly, under the op recorder"),
     _rule(
+        r"^torch\._C\.(DispatchKeySet|DispatchKey|_DispatchOperatorHandle)\b",
+        EV,
+        E,
+        "names a dispatch key: an op run for a key below the Python one (``redispatch``, ``_op_dk``) skips the op "
+        "recorder",
+    ),
+    _rule(
+        r"^torch\._inductor\.(aoti_\w+|aot_compile|package)\b|^torch\._export\.aot_\w+|^torch\._C\._aoti\b",
+        EV,
+        E,
+        "runs code compiled ahead of time (AOTInductor), whose kernels the op recorder cannot see",
+    ),
+    _rule(
         r"^torch\._C\.(_?TensorBase|StorageBase)\b",
         EV,
         E,
@@ -148,9 +161,16 @@ RAW_MEMORY = (
     "Python",
 )
 RAW_MEMORY_NAMES = frozenset({"__array_interface__", "__array_struct__", "__cuda_array_interface__"})
+# An op's own ways to run below the dispatch mode (for a given dispatch key or key set).
+BELOW_DISPATCH = (
+    EV,
+    E,
+    "runs an op for a dispatch key below the Python one, where the op recorder does not see it; call the op itself",
+)
 # Attribute names flagged on whatever object they are read from (``type(x).__mro__`` has no dotted name).
 ATTR_RULES: dict[str, tuple[FindingKind, Severity, str]] = {
     **dict.fromkeys(RAW_MEMORY_NAMES, RAW_MEMORY),
+    **dict.fromkeys(("redispatch", "_op_dk", "redispatch_boxed", "call_boxed", "_call_boxed"), BELOW_DISPATCH),
     **dict.fromkeys(
         ("__mro__", "__bases__", "__base__", "mro"),
         (
