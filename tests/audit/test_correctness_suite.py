@@ -182,6 +182,16 @@ def test_misuse_is_a_usage_error_that_names_the_choices(runner):
         audit(f"{SUITE_FX / 'rowsum_strict.py'}:nothere", runner=runner)
 
 
+def test_a_file_without_a_triton_kernel_is_a_usage_error_not_a_pass(runner, tmp_path):
+    plain = tmp_path / "plain.py"
+    plain.write_text("import torch\n\n\ndef double(x):\n    return x * 2\n")
+    with pytest.raises(UsageError) as caught:
+        audit(str(plain), runner=runner)
+    said = str(caught.value)
+    assert said.startswith(f"{plain} defines no @triton.jit kernel and does not import Triton, so there is no")
+    assert "Pass the file that defines the kernels: path/to/kernels.py" in said
+
+
 @pytest.mark.gpu
 def test_on_a_gpu_the_performance_section_times_the_kernel_against_both_baselines(runner):
     root = Path(__file__).resolve().parents[2]

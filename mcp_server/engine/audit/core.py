@@ -16,6 +16,7 @@ reference defaults to the SPEC's, ``Model``, or the file's only ``reference*`` f
 
 from __future__ import annotations
 
+import ast
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
@@ -65,6 +66,17 @@ def _file_spec(file: str, cwd: Path | None) -> tuple[Path, str | None]:
         raise UsageError(f"The file to audit, {path}, does not exist or is not a file. Pass path/to/kernels.py.")
     read_python(path, "audited")
     return path, None
+
+
+def _imports_triton(path: Path) -> bool:
+    """Whether the file imports ``triton`` (or a module under it) anywhere, read from its source."""
+    _, tree = read_python(path, "audited")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "triton" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "triton":
+            return True
+    return False
 
 
 def _sections(sections: Iterable[str]) -> list[Section]:
@@ -132,6 +144,11 @@ def audit(
         static = analyze_file(path)
     except StaticAnalysisError as exc:
         raise UsageError(str(exc)) from None
+    if not static.kernels and not _imports_triton(path):
+        raise UsageError(
+            f"{path} defines no @triton.jit kernel and does not import Triton, so there is no Triton kernel to "
+            "audit. Pass the file that defines the kernels: path/to/kernels.py, or path/to/kernels.py:launcher."
+        )
     static_section = StaticSection(
         status="not requested",
         kernels=static.kernels,
