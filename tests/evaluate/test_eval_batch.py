@@ -62,7 +62,8 @@ def test_the_whole_set_is_judged_per_problem_with_default_settings(pool, solutio
     assert report.evaluated_now == 6 and report.resumed == 0 and not report.ok
     # A failure names the seed that gives its inputs again (they are drawn afresh per run).
     square = next(r for r in report.problems if r.name == "4_square")
-    assert re.search(r"these inputs again: ptt validate --seed \d+$", square.summary), square.summary
+    replay = f"ptt validate {PROBLEMS}/4_square.py:Model {solutions}/4_square.py:ModelNew --seed "
+    assert re.search(rf"these inputs again: {re.escape(replay)}\d+$", square.summary), square.summary
     assert (tmp_path / "fast_p.png").exists() and report.plot
     assert seen[0].startswith("evaluating 5 pair(s)") and any("4_square FAILED (mismatch)" in m for m in seen)
     assert Path(report.db) == solutions / ".ptt-eval.db"
@@ -189,6 +190,26 @@ def test_folders_named_like_python_files_are_skipped_with_a_note_on_either_side(
     }
     assert len(notes) == 1 and "level1/20_Folder.py" in notes[0] and "level1/22_Pipe.py" in notes[0]
     assert "2 path(s)" in notes[0] and "folders, pipes" in notes[0]
+
+
+def test_a_failures_replay_is_the_whole_validate_command_with_the_settings_that_change_its_inputs():
+    from mcp_server.engine.evaluate.pairs import _replay
+
+    problem, solution = PROBLEMS / "4_square.py", Path("/s o/4_square.py")
+    assert _replay(problem, solution, EvalSettings(), 7) == (
+        f"ptt validate {problem}:Model '/s o/4_square.py:ModelNew' --seed 7"
+    )
+    settings = EvalSettings(seeds=1, derive_shapes=False, allow_torch_ops=("mm",))
+    assert _replay(problem, solution, settings, 7).endswith("--seed 7 --seeds 1 --no-derive --allow-torch-op mm")
+
+
+def test_folders_that_do_not_exist_are_said_to_be_missing(tmp_path, solutions):
+    with pytest.raises(UsageError, match=r"PROBLEMS_DIR .*/nope does not exist\. Pass a folder"):
+        discover_pairs(tmp_path / "nope", solutions)
+    with pytest.raises(UsageError, match=r"SOLUTIONS_DIR .*/nope does not exist: make it"):
+        discover_pairs(PROBLEMS, tmp_path / "nope")
+    with pytest.raises(UsageError, match="is not a folder of KernelBench-style problem files"):
+        discover_pairs(PROBLEMS / "1_add.py", solutions)
 
 
 def test_only_must_name_a_problem(solutions):

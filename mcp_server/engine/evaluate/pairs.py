@@ -16,6 +16,7 @@ import ast
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import tempfile
 import time
@@ -65,12 +66,27 @@ def _named(paths: list[Path], root: Path) -> str:
     return ", ".join(str(p.relative_to(root)) for p in paths[:5]) + (" …" if len(paths) > 5 else "")
 
 
+def _replay(problem: Path, solution: Path, settings: EvalSettings, seed: int) -> str:
+    """The `ptt validate` command that runs this pair's validation again on the same inputs."""
+    parts = ["ptt validate", shlex.quote(f"{problem}:Model"), shlex.quote(f"{solution}:ModelNew"), f"--seed {seed}"]
+    if settings.seeds != EvalSettings.model_fields["seeds"].default:
+        parts.append(f"--seeds {settings.seeds}")
+    if not settings.derive_shapes:
+        parts.append("--no-derive")
+    parts += [f"--allow-torch-op {shlex.quote(op)}" for op in settings.allow_torch_ops]
+    return " ".join(parts)
+
+
 def eval_folders(problems_dir: str | Path, solutions_dir: str | Path) -> tuple[Path, Path]:
     """The two folders, resolved; a UsageError naming the fix for either that is not a folder."""
     problems, problems_kind = looked_up(Path(problems_dir), "PROBLEMS_DIR", "Pass a folder of problem files.")
     solutions, solutions_kind = looked_up(Path(solutions_dir), "SOLUTIONS_DIR", "Pass a folder of solutions.")
+    if problems_kind == "missing":
+        raise UsageError(f"PROBLEMS_DIR {problems} does not exist. Pass a folder of KernelBench-style problem files.")
     if problems_kind != "dir":
         raise UsageError(f"PROBLEMS_DIR {problems} is not a folder of KernelBench-style problem files.")
+    if solutions_kind == "missing":
+        raise UsageError(f"SOLUTIONS_DIR {solutions} does not exist: make it (even empty, to see what is missing).")
     if solutions_kind != "dir":
         raise UsageError(f"SOLUTIONS_DIR {solutions} is not a folder (make it, even empty, to see what is missing).")
     return problems, solutions
@@ -251,7 +267,7 @@ def _judge(
     if not verdict.ok:
         kinds = sorted({f.kind.value for f in verdict.errors})
         # The seeds were drawn for this run: say which, so `ptt validate --seed` can give the same inputs again.
-        summary = f"{verdict.summary}; these inputs again: ptt validate --seed {verdict.seeds[0]}"
+        summary = f"{verdict.summary}; these inputs again: {_replay(problem, solution, settings, verdict.seeds[0])}"
         return done(status="failed", failure_kinds=kinds, summary=summary, validate_s=validate_s)
     if device.interpreter or not settings.bench:
         note = "not measured: no GPU (Triton interpreter)" if device.interpreter else "not timed (--no-bench)"
