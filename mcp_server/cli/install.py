@@ -322,6 +322,12 @@ def _uninstall_skill(dest: Path, source: Path) -> Action:
         _remove(dest)
     except OSError as exc:
         raise InstallError(f"cannot remove {dest}: {exc.strerror}; fix its permissions and run again") from None
+    # The skills folder (and the client's folder above it) the install made, when nothing else is left in them.
+    for folder in (dest.parent, dest.parent.parent):
+        try:
+            folder.rmdir()
+        except OSError:
+            break
     return Action("skill", str(dest), "removed")
 
 

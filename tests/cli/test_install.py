@@ -88,6 +88,15 @@ def test_uninstall_removes_a_config_file_it_alone_filled(home, project, capsys):
     assert (project / ".mcp.json").exists()
     assert run(["claude", "--dir", str(project), "--uninstall"], capsys)[0] == 0
     assert not (project / ".mcp.json").exists()
+    assert not (project / ".claude").exists()  # the folders the install made, left empty, go too
+
+
+def test_uninstall_leaves_folders_that_hold_something_else(home, project, capsys):
+    (project / ".claude" / "skills" / "mine").mkdir(parents=True)
+    assert run(["claude", "--dir", str(project)], capsys)[0] == 0
+    assert run(["claude", "--dir", str(project), "--uninstall"], capsys)[0] == 0
+    assert (project / ".claude" / "skills" / "mine").is_dir()
+    assert not (project / ".claude" / "skills" / "pytorch-to-triton").exists()
 
 
 def test_stale_copy_is_refreshed_and_a_foreign_skill_dir_is_left_alone(home, project, capsys):
