@@ -11,8 +11,12 @@ The verdict for a floating output has two parts, both required:
    ``GROSS_NORM_ERROR``: the norm of a few rounding errors is too noisy to hold to k times PyTorch's.
 
 NaN and ±Inf positions must agree with the reference's (a NaN is allowed where either reference has one,
-and required where both do). Integer and bool outputs must match exactly. Tensors are processed in chunks
-so a 2^28-element output does not need gigabytes of float64 temporaries.
+and required where both do). Integer (signed or unsigned) and bool outputs must match exactly; complex outputs
+are judged as pairs of real and imaginary parts. Tensors are processed in chunks so a 2^28-element output does
+not need gigabytes of float64 temporaries.
+
+Only dense strided tensors of plain dtypes hold values to compare: a candidate's sparse, quantized (or other
+non-strided) output fails with a finding saying what it returned; a reference's is a usage error.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from types import MappingProxyType
 
 import torch
 
+from mcp_server.engine.errors import UsageError
 from mcp_server.engine.models import Finding, FindingKind, Severity
 
 # (atol, rtol) per dtype when the reference module gives none: a little looser than torch.testing's
@@ -78,6 +83,20 @@ def sentinel(dtype: torch.dtype) -> float:
     return 12345.0 if largest > 12345.0 else 0.75 * largest
 
 
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def unreadable(t: torch.Tensor) -> str | None:
+    """What ``t`` is when it is not a dense strided tensor of plain values (a sparse layout, a quantized dtype),
+    else None: its elements cannot be read one by one as numbers."""
+    if t.layout is not torch.strided:
+        return f"a {_name(t.layout)} tensor"
+    if t.is_quantized:
+        return f"a quantized {_name(t.dtype)} tensor (integers with a scale and zero point, not values)"
+    return None
+
+
 @dataclass(frozen=True)
 class Tolerance:
     atol: float
@@ -87,9 +106,10 @@ class Tolerance:
 
 
 def tolerance_for(dtype: torch.dtype, overrides: dict[str, tuple[float, float]] | None = None) -> Tolerance:
-    name = str(dtype).replace("torch.", "")
+    # A complex output's parts are held to the tolerance of their real dtype (complex64: float32's).
+    name = _name(dtype.to_real() if dtype.is_complex else dtype)
     floor = NORM_FLOOR.get(name, 1e-5)
-    given = (overrides or {}).get(name)
+    given = (overrides or {}).get(_name(dtype), (overrides or {}).get(name))
     if given is None:
         atol, rtol = DEFAULT_TOLERANCES.get(name, (1e-5, 1e-5))
         return Tolerance(atol=atol, rtol=rtol, norm_floor=floor)
@@ -143,8 +163,31 @@ def compare_tensor(
     tol: Tolerance,
     second: torch.Tensor | None = None,
 ) -> TensorComparison:
-    """Compare one output. ``second`` is the candidate's output from a repeat call with a different poison."""
+    """Compare one output. ``second`` is the candidate's output from a repeat call with a different poison.
+
+    Raises UsageError where the reference's output (or its float64 run) is not a dense strided tensor of plain
+    values: no candidate can be judged against it."""
     n = ref.numel()
+    got = unreadable(cand)
+    if got is not None:
+        quantized = cand.layout is torch.strided
+        return TensorComparison(
+            ok=False,
+            numel=n,
+            problem=FindingKind.dtype_mismatch if quantized else FindingKind.shape_mismatch,
+            note=f"the candidate returned {got}: return a dense strided {_name(ref.dtype)} tensor, as the reference "
+            "does",
+        )
+    for what, t in (("", ref), (" in float64", ref64)):
+        problem = unreadable(t) if t is not None else None
+        if problem is not None:
+            raise UsageError(
+                f"The reference returns{what} {problem}: its values cannot be compared element by element. Make "
+                "it return a dense strided tensor of the dtype it means (.to_dense(), .dequantize() or "
+                ".int_repr()), and write the candidate to return the same."
+            )
+    if second is not None and unreadable(second) is not None:
+        second = None  # the repeat call's output is read for determinism only; the first call's is judged
     if tuple(cand.shape) != tuple(ref.shape):
         return TensorComparison(
             ok=False,
@@ -152,6 +195,8 @@ def compare_tensor(
             problem=FindingKind.shape_mismatch,
             note=f"shape {tuple(cand.shape)} where the reference has {tuple(ref.shape)}",
         )
+    if ref.is_complex() or cand.is_complex():
+        return _compare_complex(cand, ref, ref64, tol, second)
     result = TensorComparison(ok=True, numel=n)
     shape = tuple(ref.shape)
     c_all = cand.reshape(-1)
@@ -230,8 +275,9 @@ def compare_tensor(
     for lo, hi in _chunks(n):
         c, r, g = c_all[lo:hi].double(), r_all[lo:hi].double(), g_all[lo:hi].double()
         c_nan, r_nan, g_nan = torch.isnan(c), torch.isnan(r), torch.isnan(g)
-        # Unwritten elements: NaN poison on the first call and the finite sentinel on the second.
-        if s_all is not None:
+        # Unwritten elements: NaN poison on the first call and the finite sentinel on the second (a floating output
+        # only: an integer one of the wrong dtype has no NaN to hold, and fails on its dtype).
+        if s_all is not None and cand.is_floating_point():
             s = s_all[lo:hi].double()
             poison = float(torch.tensor(sentinel(cand.dtype), dtype=cand.dtype).double())
             unwritten = c_nan & (s == poison) & ~(r_nan & g_nan)
@@ -296,6 +342,37 @@ def compare_tensor(
     return result
 
 
+def _as_real(t: torch.Tensor) -> torch.Tensor:
+    """A complex tensor as real pairs: one more dimension, of 2 (real, imaginary)."""
+    return torch.view_as_real(t.resolve_conj().contiguous())
+
+
+def _compare_complex(
+    cand: torch.Tensor, ref: torch.Tensor, ref64: torch.Tensor | None, tol: Tolerance, second: torch.Tensor | None
+) -> TensorComparison:
+    """Complex outputs as (real, imaginary) pairs, each part held to the bound; a real output where the reference's
+    is complex (or the other way round) fails: reading either as the other drops the imaginary parts."""
+    if not (ref.is_complex() and cand.is_complex()):
+        return TensorComparison(
+            ok=False,
+            numel=ref.numel(),
+            problem=FindingKind.dtype_mismatch,
+            note=f"the candidate returned {_name(cand.dtype)} values where the reference returns {_name(ref.dtype)}: "
+            f"return {_name(ref.dtype)}, as the reference does",
+        )
+    result = compare_tensor(
+        _as_real(cand),
+        _as_real(ref),
+        _as_real(ref64) if ref64 is not None and ref64.is_complex() else None,
+        tol,
+        _as_real(second) if second is not None and second.is_complex() else None,
+    )
+    if result.problem is not None and result.first_bad:
+        pairs = "complex values are compared as (real, imaginary) pairs: an index's last entry is 0 for the real part"
+        result.note = f"{result.note}; {pairs}" if result.note else pairs
+    return result
+
+
 def _ulp(g: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """One unit in the last place of ``dtype`` at each value of ``g`` (float64): the step between neighbouring
     values of that dtype there, the smallest subnormal step below its smallest normal."""
@@ -324,7 +401,7 @@ def describe(kind: FindingKind, comparison: TensorComparison, label: str) -> str
             f"{label}: a second identical call differs beyond tolerance at {c.nondeterministic} elements "
             "(a race, or reading memory nothing wrote)"
         )
-    if kind is FindingKind.shape_mismatch:
+    if kind in (FindingKind.shape_mismatch, FindingKind.dtype_mismatch):
         return f"{label}: {c.note}"
     if kind is FindingKind.reference_precision:
         return (

@@ -977,9 +977,21 @@ def _size_notes(ref_meta: dict[str, Any]) -> list[str]:
     if sizes.get("rejected"):
         parts.append(f"rejected by the reference {', '.join(sizes['rejected'])}")
     if sizes.get("over_budget"):
-        budget = (sizes.get("budget_mib") or ["?"])[0]
-        parts.append(f"over the {budget} MiB input budget {', '.join(sizes['over_budget'])}")
+        budget = _budget_text((sizes.get("budget_mib") or ["?"])[0])
+        parts.append(f"over the {budget} {', '.join(sizes['over_budget'])}")
     return [f"derived sizes: {'; '.join(parts)}"] if parts else []
+
+
+def _budget_text(mib: str) -> str:
+    """The derived inputs' memory budget, given in whole MiB (derive.budget_bytes keeps it so from 1 MiB on; one
+    under half a MiB reads 0), as "N MiB input budget" in a readable unit."""
+    try:
+        value = float(mib)
+    except ValueError:
+        return f"{mib} MiB input budget"
+    if value < 1:
+        return "input budget of under 1 MiB"
+    return f"{value / 1024:g} GiB input budget" if value >= 1024 else f"{value:g} MiB input budget"
 
 
 def _split_key(key: str) -> tuple[str, int | None]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from mcp_server.engine.compare import compare_tensor, describe, sentinel, tolerance_for
+from mcp_server.engine.errors import UsageError
 from mcp_server.engine.jobs.recorder import poison_value
 from mcp_server.engine.models import FindingKind
 
@@ -255,6 +257,97 @@ def test_integer_outputs_must_match_exactly():
     off[4] += 1
     result = compare_tensor(off, r, None, tolerance_for(r.dtype))
     assert result.problem is FindingKind.mismatch and result.first_bad[0].index == [4]
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
+def test_unsigned_integer_outputs_must_match_exactly_as_signed_ones_do(dtype):
+    # PyTorch's CPU kernels have little but == and bitwise ops for these: the comparison must need no more.
+    r = torch.randint(0, 2**16, (500,)).to(dtype)
+    assert compare_tensor(r.clone(), r, None, tolerance_for(dtype), r.clone()).ok
+    off = torch.where(torch.arange(500) == 7, r ^ 1, r)
+    result = compare_tensor(off, r, None, tolerance_for(dtype))
+    assert result.problem is FindingKind.mismatch and result.mismatches == 1 and result.first_bad[0].index == [7]
+    flaky = compare_tensor(r.clone(), r, None, tolerance_for(dtype), off)
+    assert flaky.problem is FindingKind.nondeterministic
+
+
+@pytest.mark.parametrize("dtype", [torch.uint32, torch.uint64, torch.int32])
+def test_an_integer_output_where_the_reference_is_floating_is_compared_without_the_floating_poison(dtype):
+    # The float32 sums' bits returned as uint32: torch.finfo on the candidate's dtype (for its repeat call's poison)
+    # raised. Validate reports the dtype; the values are compared as numbers and are wrong.
+    r, g = _truth()
+    bits = r.view(torch.int32).to(dtype) if dtype != torch.uint32 else r.view(torch.uint32)
+    result = compare_tensor(bits, r, g, tolerance_for(torch.float32), bits.clone())
+    assert result.problem is FindingKind.mismatch and result.uninitialized == 0
+    rounded = torch.arange(4096).to(dtype)  # integers that are the reference's values: no mismatch there
+    truth = torch.arange(4096, dtype=torch.float64)
+    assert compare_tensor(rounded, truth.float(), truth, tolerance_for(torch.float32), rounded.clone()).ok
+
+
+def test_a_sparse_output_fails_naming_a_dense_strided_tensor_and_its_dense_twin_passes():
+    r, g = _truth()
+    result = compare_tensor(r.to_sparse(), r, g, tolerance_for(torch.float32), r.to_sparse())
+    assert result.problem is FindingKind.shape_mismatch and not result.ok
+    said = describe(result.problem, result, "base")
+    assert "sparse_coo" in said and "return a dense strided float32 tensor" in said, said
+    assert compare_tensor(r.to_sparse().to_dense(), r, g, tolerance_for(torch.float32)).ok
+
+
+@pytest.mark.filterwarnings("ignore:.*quantize_per_tensor")
+def test_a_quantized_output_fails_naming_the_references_dtype_and_its_plain_twin_passes():
+    r, g = _truth()
+    quantized = torch.quantize_per_tensor(r, 0.01, 0, torch.qint8)
+    result = compare_tensor(quantized, r, g, tolerance_for(torch.float32), quantized)
+    assert result.problem is FindingKind.dtype_mismatch and not result.ok
+    said = describe(result.problem, result, "base")
+    assert "quantized qint8" in said and "return a dense strided float32 tensor" in said, said
+    assert compare_tensor(r.clone(), r, g, tolerance_for(torch.float32), r.clone()).ok
+
+
+def test_a_repeat_calls_output_that_holds_no_values_leaves_the_first_call_judged():
+    r, g = _truth()
+    assert compare_tensor(r.clone(), r, g, tolerance_for(torch.float32), r.to_sparse()).ok
+    wrong = r * 2
+    result = compare_tensor(wrong, r, g, tolerance_for(torch.float32), r.to_sparse())
+    assert result.problem is FindingKind.mismatch
+
+
+@pytest.mark.filterwarnings("ignore:.*quantize_per_tensor")
+@pytest.mark.parametrize(
+    ("make", "what"),
+    [
+        (lambda r: r.to_sparse(), "a sparse_coo tensor"),
+        (lambda r: torch.quantize_per_tensor(r, 0.01, 0, torch.qint8), "a quantized qint8 tensor"),
+    ],
+)
+def test_a_reference_whose_output_holds_no_values_is_a_usage_error_naming_the_fix(make, what):
+    r, g = _truth()
+    with pytest.raises(UsageError) as info:
+        compare_tensor(r.clone(), make(r), g, tolerance_for(torch.float32))
+    assert f"The reference returns {what}" in str(info.value) and "dense strided" in str(info.value)
+    with pytest.raises(UsageError, match="returns in float64 a sparse_coo tensor"):
+        compare_tensor(r.clone(), r, g.to_sparse(), tolerance_for(torch.float32))
+    # A candidate that returns the same is told about its own output first, not the reference's.
+    assert compare_tensor(make(r), make(r), g, tolerance_for(torch.float32)).problem is not None
+
+
+def test_complex_outputs_are_judged_on_both_parts():
+    # Read as float64 a complex output lost its imaginary part: an all-zero imaginary part passed.
+    g = torch.randn(2048, dtype=torch.complex128)
+    r = g.to(torch.complex64)
+    tol = tolerance_for(torch.complex64)
+    assert tol == tolerance_for(torch.float32)
+    assert compare_tensor(r.clone(), r, g, tol, r.clone()).ok
+    assert compare_tensor(r.conj().conj(), r, g, tol).ok  # a conjugate view of the same values
+    real_only = torch.complex(r.real, torch.zeros_like(r.real))
+    result = compare_tensor(real_only, r, g, tol)
+    assert result.problem is FindingKind.mismatch and result.mismatches == 2048
+    assert result.first_bad[0].index[-1] == 1 and "imaginary" in describe(result.problem, result, "out")
+    # A real output where the reference's is complex, or the other way round: the dtype, and what to return.
+    for cand, ref, truth in ((r.real.clone(), r, g), (r, r.real.clone(), g.real.clone())):
+        mixed = compare_tensor(cand, ref, truth, tolerance_for(ref.dtype))
+        assert mixed.problem is FindingKind.dtype_mismatch
+        assert f"return {str(ref.dtype).removeprefix('torch.')}" in describe(mixed.problem, mixed, "out")
 
 
 def test_a_shape_difference_is_reported_as_such():

@@ -28,12 +28,12 @@ def test_validate_passes_a_correct_add_on_all_seeds_and_derived_shapes(runner, f
     assert [c.status for c in result.cases] == ["passed"] * len(result.cases)
     assert {c.seed for c in result.cases} == set(result.seeds) and len(result.seeds) == 3
     derived = {c.case for c in result.cases if c.derived}
-    sizes = {"derived 1000→999", "derived 1000→1025", "derived 1000→1"}
-    if HAS_GPU:  # 2n+1 doubles the inputs: within the GPU's memory budget, over the interpreter's
-        sizes.add("derived 1000→2001")
+    # 2n+1 doubles 8 KB of inputs: within the memory budget's floor, on the GPU and in the interpreter. The large
+    # size, one past 2^15, is past any block one program could practically cover.
+    sizes = {"derived 1000→999", "derived 1000→1025", "derived 1000→1", "derived 1000→2001", "derived 1000→32769"}
     assert derived == sizes | {"layout: strided", "layout: offset"}  # 1-D: nothing to transpose
-    note = next(n for n in result.notes if n.startswith("derived sizes: ran 1000→999, 1000→1025, 1000→1"))
-    assert ("over the" in note and "1000→2001" in note) is not HAS_GPU
+    note = next(n for n in result.notes if n.startswith("derived sizes: ran 1000→999, 1000→1025, 1000→1, 1000→2001"))
+    assert "1000→32769" in note and "over the" not in note
     assert any("_add_kernel" in k for k in result.kernels_launched)
     assert all(r.ok and r.mismatches == 0 for r in result.rows)
 

@@ -39,6 +39,63 @@ def test_larger_sizes_over_the_memory_budget_are_listed_not_run():
     assert "derived 1024→1025" in {v.label for v in plan}
 
 
+def test_each_size_gets_a_large_size_past_any_block_one_program_practically_covers():
+    import triton.language as tl
+
+    assert derive.LARGE_ROWS < derive.LARGE_BLOCK < tl.TRITON_MAX_TENSOR_NUMEL  # 2^20: Triton's own limit
+    vectors = [torch.randn(1000), torch.randn(1000)]  # 8 KB: the CPU budget's floor (1 MiB) holds 2 × 2^15 floats
+    plan, over = derive.plan_variants(vectors, 6, derive.budget_bytes(vectors, "cpu"))
+    assert [v.new for v in plan] == [999, 1025, 1, 2001, 32769] and not over
+    assert not plan[-1].ints and "large" in plan[-1].why
+    # Rows usually set the number of programs: a leading dimension's large size stops at one past 2^8. Both on top
+    # of max_derived's six (none at max_derived=0).
+    rows = [torch.randn(8, 300)]
+    plan, _ = derive.plan_variants(rows, 6, derive.budget_bytes(rows, "cpu"))
+    assert [v.label for v in plan[6:]] == ["derived 300→32769", "derived 8→257"]
+    assert derive.plan_variants(rows, 0, derive.budget_bytes(rows, "cpu")) == ([], [])
+    # Within the budget: the largest power of two that fits, else listed over it.
+    wide = [torch.randn(40, 300)]  # 47 KB; 40 rows of 2^15 floats would be 5 MiB
+    plan, _ = derive.plan_variants(wide, 6, derive.budget_bytes(wide, "cpu"))
+    assert plan[-2].label == "derived 300→4097" and "largest power of two the memory budget holds" in plan[-2].why
+    big = [torch.randn(64, 4000)]  # 1 MB: the size 2^14 + 1 at least, 4 MiB, is over a budget of twice the inputs
+    plan, over = derive.plan_variants(big, 6, derive.budget_bytes(big, "cpu"))
+    assert "derived 4000→16385" in {v.label for v in over} and all(v.new < 16385 for v in plan)
+
+
+def test_a_large_size_leaves_integer_arguments_as_they_are():
+    # A KernelBench model rebuilt with 2^15 features would hold a 2^30-element weight: it keeps its base size.
+    x, n = torch.randn(16, 200), 200
+    large = derive.Variant("derived 200→32769", 200, 32769, "large", ints=False)
+    new_x, new_n = derive.apply_variant([x, n], large)
+    assert new_x.shape == (16, 32769) and new_n == 200
+    assert derive.apply_variant([x, n], derive.Variant("derived 200→199", 200, 199, ""))[1] == 199
+
+
+def test_the_budget_is_whole_mib_and_the_note_says_it_in_a_readable_unit():
+    from mcp_server.engine.validate import _size_notes
+
+    assert derive.budget_bytes([torch.randn(10)], "cpu") == derive.MIB  # 40 bytes of inputs: the floor
+    assert derive.budget_bytes([torch.randn(300_000)], "cpu") == 2 * derive.MIB  # twice 1.14 MiB, in whole MiB
+
+    def note(mib):
+        return _size_notes({"sizes": {"over_budget": ["1000→2001"], "budget_mib": [mib]}})[0]
+
+    assert note("1") == "derived sizes: over the 1 MiB input budget 1000→2001"
+    assert "over the 2 GiB input budget" in note("2048")
+    assert "over the input budget of under 1 MiB" in note("0")  # what an 8 KB budget used to print as "0 MiB"
+
+
+def test_unsigned_integer_inputs_are_derived_like_other_integers():
+    # PyTorch's CPU kernels have no >= or max for uint16/32/64: looking for index-like values raised in the
+    # reference's child, so such a reference could not run at all.
+    bits = torch.randint(0, 2**32, (1000,)).to(torch.uint32)
+    index = torch.randint(0, 1000, (64,)).to(torch.uint32)
+    index[0] = 999
+    new_bits, new_index = derive.apply_variant([bits, index], derive.Variant("derived 1000→1025", 1000, 1025, ""))
+    assert new_bits.dtype == torch.uint32 and new_bits.shape == (1025,)
+    assert new_index.dtype == torch.uint32 and int(new_index.to(torch.int64).max()) < 1025
+
+
 def test_index_values_follow_the_dimension_they_index_even_when_their_shape_does_not_change():
     logits, target = torch.randn(32, 10), torch.randint(0, 10, (32,))
     target[0] = -100  # an ignore_index sentinel survives
@@ -68,6 +125,34 @@ def test_a_block_that_covers_only_get_inputs_fails_on_a_larger_derived_size(runn
     failing = {c.case for c in result.cases if c.status == "failed"}
     assert "derived 1000→1025" in failing
     assert not any(c.status == "failed" for c in result.cases if not c.derived)
+
+
+@pytest.mark.parametrize(
+    ("problem", "wrong", "right", "case"),
+    [
+        ("add_problem.py", "add_fixed_block.py", "add_good.py", "derived 1000→32769"),
+        pytest.param(
+            "softmax_rows_problem.py",
+            "softmax_fixed_block.py",
+            "softmax_good.py",
+            "derived 300→32769",
+            marks=pytest.mark.slow,
+        ),
+    ],
+)
+def test_a_block_fixed_in_the_code_fails_at_the_large_size_and_a_kernel_that_follows_the_size_passes(
+    runner, fx, problem, wrong, right, case
+):
+    # One program with a 4096-wide block (a row block of 1024): right at every size up to 2n+1 of the inputs.
+    fixed = validate(fx(problem, "reference"), fx(wrong, "candidate"), runner=runner, seeds=1)
+    assert not fixed.ok
+    assert {c.case for c in fixed.cases if c.status == "failed"} == {case}, fixed.cases
+    [said] = [f for f in fixed.findings if f.case == case and f.severity is Severity.error]
+    if said.kind is FindingKind.mismatch:  # (the rows past 1024 columns are never written: uninitialized_output)
+        assert "Every base case passed" in said.message and "large: one past 2^15" in said.message, said.message
+    good = validate(fx(problem, "reference"), fx(right, "candidate"), runner=runner, seeds=1)
+    assert good.ok, messages(good)
+    assert any(c.case == case and c.status == "passed" for c in good.cases)
 
 
 @pytest.mark.slow

@@ -2,9 +2,13 @@
 
 Sizes: every distinct dimension size of the inputs is replaced, consistently across the arguments, by
 smaller sizes (size−1, 1, an odd size when size−1 is even) and larger ones (the size just past the power
-of two at or above it, where a kernel's block would end; 2n+1), within a memory budget. When the
-reference rejects every variant of a size (a head count that must divide it, a block it must be a
-multiple of), multiples it may accept are tried instead (3n/2, n/2, 2n).
+of two at or above it, where a kernel's block would end; 2n+1), within a memory budget, at most
+``max_derived`` of them. Each size also gets one large size, on top of those: one past the largest power of
+two, from four times the one at or above the size up to ``LARGE_BLOCK`` (``LARGE_ROWS`` for a leading
+dimension), whose inputs fit the budget. A kernel that launches one program with a block fixed in its code
+(or a grid fixed at the base size) is right up to that block and wrong past it: the large size is past any
+such block a kernel practically uses. When the reference rejects every variant of a size (a head count that
+must divide it, a block it must be a multiple of), multiples it may accept are tried instead (3n/2, n/2, 2n).
 
 Integer tensors whose values look like indices into a substituted dimension (every value below the size,
 the largest near it) get new values below the new size, whether or not their own shape changes: class
@@ -28,10 +32,22 @@ from mcp_server.engine.jobs.trees import iter_tensors, map_tensors
 MIB = 1 << 20
 # Bytes of derived inputs allowed, as a multiple of the original inputs' bytes and as absolute bounds.
 # The interpreter runs every program of a grid in numpy, its time grows with the size: the CPU budget is tight.
-# (factor, floor, ceiling). Twice the inputs: the size past the power of two fits, 2n+1 of a dimension
-# every input has does not.
-CPU_BUDGET = (2.0, 0, 64 * MIB)
+# (factor, floor, ceiling). Twice the inputs: the size past the power of two fits, 2n+1 of a dimension every
+# input has does not, unless the inputs are small enough for the floor to hold it. The CPU's floor of 1 MiB holds
+# the large size of most small problems (2^15 + 1 for two float32 vectors or for 8 rows), about 0.1-0.2 s of
+# interpreter time a case.
+CPU_BUDGET = (2.0, MIB, 64 * MIB)
 GPU_BUDGET = (4.5, 64 * MIB, 2048 * MIB)
+# A large size is one past a power of two up to this one, at least four times the one at or above the size: past
+# any block one program could practically cover. Triton takes blocks of up to 2^20 elements
+# (triton.language.TRITON_MAX_TENSOR_NUMEL), but its tutorials cap a fused row at 64 KiB (2^14 fp32 or 2^15 fp16
+# values; 2^16 fp32 values would fill an H100 SM's 256 KiB of registers on their own), and the interpreter's time
+# grows with the size: one past 2^20 costs it seconds a case where one past 2^15 costs a tenth of one.
+LARGE_BLOCK = 1 << 15
+# The same for a size that is a leading dimension of some input (rows, a batch, a matmul's K as B's rows): it
+# usually sets how many programs run, and the interpreter runs them one at a time (about 0.4 ms each, twice a
+# case). One past 2^8 is past the rows of the 2-D tiles kernels use (BLOCK_M up to 256).
+LARGE_ROWS = 1 << 8
 # Values written where a strided or offset view skips memory: a kernel that reads them is visibly wrong.
 GAP_FLOAT = 777.0
 # Elements before an offset view: 16 keeps the 16-byte alignment Triton specializes on, so the case costs
@@ -46,6 +62,10 @@ class Variant:
     new: int
     why: str
     fallback: bool = False
+    # Whether integer arguments equal to ``old`` become ``new`` too. Not for a large size: the budget counts the
+    # inputs only, and a KernelBench model rebuilt at 2^15 features would hold a 2^30-element weight (a model
+    # built at the base size rejects the large inputs, and the case is listed as rejected).
+    ints: bool = True
 
 
 def _next_pow2(n: int) -> int:
@@ -69,6 +89,33 @@ def substitutes(size: int) -> list[tuple[int, str]]:
     if size > 6 and size % 2:  # size−1 is even: an odd size smaller still
         add((size // 2) | 1, "an odd size")
     return subs
+
+
+def _large_blocks(args: list[Any], size: int) -> list[int]:
+    """The powers of two a large size may be one past, largest first: from ``LARGE_BLOCK`` (``LARGE_ROWS`` where
+    ``size`` is a leading dimension of an input) down to four times the one at or above ``size`` (well past the
+    larger sizes of ``substitutes``), or twice it where four times is past the cap; none where twice is."""
+    leading = any(size in t.shape[:-1] for t in iter_tensors(args))
+    cap = LARGE_ROWS if leading else LARGE_BLOCK
+    top = _next_pow2(size)
+    lowest = max(2 * top, min(4 * top, cap))
+    return [1 << k for k in range(cap.bit_length() - 1, lowest.bit_length() - 2, -1)]
+
+
+def large_substitute(args: list[Any], size: int, budget: int) -> tuple[int, str] | None:
+    """The large size for ``size``: one past the largest power of two of ``_large_blocks`` at which the inputs fit
+    ``budget`` (counted at the power of two: the one element more is no matter), with why; None where none fits."""
+    for block in _large_blocks(args, size):
+        if tensor_bytes(args, size, block) <= budget:
+            if block in (LARGE_BLOCK, LARGE_ROWS):
+                why = f"large: one past 2^{block.bit_length() - 1}, past any block one program could practically cover"
+            else:
+                why = (
+                    f"large: one past 2^{block.bit_length() - 1} (the largest power of two the memory budget "
+                    "holds), past any block up to that size one program could cover"
+                )
+            return block + 1, why
+    return None
 
 
 def fallback_substitutes(size: int) -> list[tuple[int, str]]:
@@ -99,7 +146,8 @@ def budget_bytes(args: list[Any], device: str) -> int:
             limit = min(limit, free // 8)
         except RuntimeError:
             pass
-    return int(limit)
+    # Whole MiB from one on (the floors are): the note listing the sizes over the budget states it in MiB.
+    return int(limit) // MIB * MIB if limit >= MIB else int(limit)
 
 
 def sizes_of(args: list[Any]) -> list[int]:
@@ -112,7 +160,8 @@ def sizes_of(args: list[Any]) -> list[int]:
 
 
 def plan_variants(args: list[Any], limit: int, budget: int) -> tuple[list[Variant], list[Variant]]:
-    """Variants to run (round-robin over sizes, at most ``limit``) and those over the memory budget."""
+    """Variants to run (round-robin over sizes, at most ``limit``, then each size's large one when ``limit`` is
+    not 0) and those over the memory budget."""
     per_size = [(s, substitutes(s)) for s in sizes_of(args)]
     plan: list[Variant] = []
     over: list[Variant] = []
@@ -126,6 +175,15 @@ def plan_variants(args: list[Any], limit: int, budget: int) -> tuple[list[Varian
                     over.append(variant)
                 elif len(plan) < limit:
                     plan.append(variant)
+    for size, _ in per_size if limit > 0 else []:
+        large = large_substitute(args, size, budget)
+        if large is None:
+            blocks = _large_blocks(args, size)
+            lowest = blocks[-1] + 1 if blocks else None
+            if lowest is not None and all((v.old, v.new) != (size, lowest) for v in over):
+                over.append(Variant(f"derived {size}→{lowest}", size, lowest, "large", ints=False))
+        elif all((v.old, v.new) != (size, large[0]) for v in plan):
+            plan.append(Variant(f"derived {size}→{large[0]}", size, large[0], large[1], ints=False))
     return plan, over
 
 
@@ -140,10 +198,20 @@ def plan_fallbacks(size: int, tried: set[int], args: list[Any], budget: int) -> 
     return out
 
 
+# Unsigned integer dtypes past uint8: PyTorch's CPU kernels compare them with nothing but ==, so they are
+# widened to int64 before any < or max (uint64 values past int64's range wrap negative: sentinels, never indices).
+WIDE_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
+
+
+def _comparable(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.int64) if t.dtype in WIDE_UNSIGNED else t
+
+
 def _looks_like_index(t: torch.Tensor, old: int) -> bool:
     """Integer values that look like indices into a dimension of size ``old`` (negatives are sentinels)."""
     if t.dtype == torch.bool or t.dtype.is_floating_point or t.dtype.is_complex or t.numel() == 0:
         return False
+    t = _comparable(t)
     valid = t[t >= 0]
     if valid.numel() == 0:
         return False
@@ -182,13 +250,15 @@ def refill(t: torch.Tensor, shape: list[int], old: int, new: int) -> torch.Tenso
 
 def _reindex(t: torch.Tensor, shape: list[int], new: int) -> torch.Tensor:
     """Fresh indices below ``new``; negative sentinels (ignore_index) keep their places where shapes allow."""
+    dtype = t.dtype
+    t = _comparable(t)
     fresh = torch.randint(0, new, shape, device=t.device, dtype=t.dtype)
     if list(t.shape) == shape:
         fresh = torch.where(t < 0, t, fresh)
     elif bool((t < 0).any()):
         sentinel = int(t.min().item())
         fresh = torch.where(torch.rand(shape, device=t.device) < float((t < 0).float().mean()), sentinel, fresh)
-    return fresh
+    return fresh.to(dtype)
 
 
 def apply_variant(args: Any, variant: Variant) -> Any:
@@ -205,7 +275,7 @@ def apply_variant(args: Any, variant: Variant) -> Any:
             return swap(tree)
         if isinstance(tree, bool):
             return tree
-        if isinstance(tree, int) and tree == variant.old:
+        if isinstance(tree, int) and tree == variant.old and variant.ints:
             return variant.new
         if isinstance(tree, list):
             return [walk(x) for x in tree]

@@ -1,0 +1,61 @@
+"""Outputs the judge cannot read as values, or reads only in part: each comes back as a verdict whose finding says
+what the candidate returned and what the reference returns (never a traceback from the judge), a reference that
+returns one is a usage error naming the fix, and unsigned integer outputs are judged as other integers are."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_server.engine.errors import UsageError
+from mcp_server.engine.models import FindingKind, Severity
+from mcp_server.engine.validate import validate
+
+
+def errors(result):
+    return [f for f in result.findings if f.severity is Severity.error]
+
+
+@pytest.mark.filterwarnings("ignore:.*quantize_per_tensor", "ignore:TypedStorage is deprecated")
+@pytest.mark.parametrize(
+    ("name", "kind", "says", "seeds"),
+    [
+        # One seed: the later seeds' checks (same address, stale results) compare the outputs' raw bytes, which
+        # a sparse or quantized tensor does not lay out (trees.same_bits).
+        ("sparse", FindingKind.shape_mismatch, "returned a sparse_coo tensor", 1),
+        ("quantized", FindingKind.dtype_mismatch, "returned a quantized qint8 tensor", 1),
+        ("uint32_bits", FindingKind.dtype_mismatch, "dtype uint32; the reference returns float32", 2),
+        ("uint64_bits", FindingKind.dtype_mismatch, "dtype uint64; the reference returns float32", 2),
+        ("complex_", FindingKind.dtype_mismatch, "returned complex64 values where the reference returns float32", 2),
+    ],
+)
+def test_an_output_the_judge_cannot_read_as_the_references_fails_saying_what_came_back(
+    runner, fx, name, kind, says, seeds
+):
+    result = validate(fx("add_problem.py", "reference"), fx("add_odd_outputs.py", name), runner=runner, seeds=seeds)
+    assert not result.ok and result.cases and all(c.status == "failed" for c in result.cases)
+    found = [f.message for f in errors(result) if f.kind is kind]
+    assert any(says in m for m in found), [f"{f.kind.value}: {f.message}" for f in result.findings]
+    if name in ("sparse", "quantized"):
+        assert any("return a dense strided float32 tensor, as the reference does" in m for m in found), found
+
+
+def test_an_unsigned_integer_output_passes_when_right_and_fails_when_wrong(runner, fx):
+    # uint32 xor: PyTorch's CPU kernels have few ops for uint32 (no +, <, max), and the judge needs none of them.
+    problem = fx("uint_xor_problem.py", "reference")
+    right = validate(problem, fx("uint_xor_kernels.py", "candidate"), runner=runner, seeds=2)
+    assert right.ok, [f"{f.kind.value}: {f.message}" for f in right.findings]
+    assert {r.dtype for r in right.rows} == {"uint32"} and any(c.derived for c in right.cases)
+    wrong = validate(problem, fx("uint_xor_kernels.py", "drops_top_bit"), runner=runner, seeds=2)
+    assert not wrong.ok and {f.kind for f in errors(wrong)} == {FindingKind.mismatch}
+
+
+@pytest.mark.filterwarnings("ignore:.*quantize_per_tensor", "ignore:TypedStorage is deprecated")
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [("quantized", "returns a quantized qint8 tensor"), ("sparse_mask", "returns a sparse_coo tensor")],
+)
+def test_a_reference_whose_output_holds_no_values_is_a_usage_error_naming_the_fix(runner, fx, name, says):
+    with pytest.raises(UsageError) as info:
+        validate(fx("odd_references.py", name), fx("add_good.py", "candidate"), runner=runner, seeds=1)
+    text = str(info.value)
+    assert says in text and "dense strided tensor" in text and "Traceback" not in text, text
