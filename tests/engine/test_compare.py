@@ -150,6 +150,14 @@ def test_unwritten_elements_are_told_apart_from_computed_nans():
     assert computed.problem is FindingKind.nan_mismatch
 
 
+def test_a_complex_allocation_is_poisoned_rather_than_failing_the_call():
+    # torch.iinfo on a complex dtype raised inside every candidate that allocated a complex tensor.
+    for second in (False, True):
+        value = poison_value(torch.complex64, second=second)
+        filled = torch.empty(4, dtype=torch.complex64).fill_(value)
+        assert (filled.real.isnan().all() and filled.imag.isnan().all()) if not second else (filled.real == 1e30).all()
+
+
 def test_unwritten_fp8_elements_are_found_with_a_poison_the_format_holds():
     # 12345 overflows float8_e4m3fn (largest 448): filling an fp8 allocation with it raised inside every
     # candidate that allocated its fp8 output, failing right kernels.

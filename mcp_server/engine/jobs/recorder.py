@@ -476,7 +476,9 @@ class Record:
         }
 
 
-def poison_value(dtype: torch.dtype, second: bool) -> float | int | None:
+def poison_value(dtype: torch.dtype, second: bool) -> float | int | complex | None:
+    if dtype.is_complex:
+        return complex(float("nan"), float("nan")) if not second else complex(1e30, 1e30)
     if dtype.is_floating_point:
         return sentinel(dtype) if second else float("nan")
     if dtype == torch.bool:

@@ -133,7 +133,12 @@ def nesting_fields(flat: Any) -> dict[str, str]:
 def flat_bytes(t: torch.Tensor, on_device: bool = False) -> torch.Tensor:
     """``t``'s elements as one row of bytes on the CPU (or where ``t`` is), whatever its strides. (``contiguous()``
     keeps a stride other than 1 on a one-element tensor, such as the slice ``x[::2][:1]``, and a byte view then
-    refuses it.)"""
+    refuses it.) A sparse tensor reads as its dense values, a quantized one as its integer representation (neither
+    has a byte view of its own; compare fails them as outputs)."""
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    if t.is_quantized:
+        t = t.int_repr()
     flat = (t.detach() if on_device else t.detach().to("cpu")).reshape(-1)
     if flat.numel() and flat.stride(-1) != 1:
         flat = flat.clone(memory_format=torch.contiguous_format)
