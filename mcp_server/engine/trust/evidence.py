@@ -71,43 +71,40 @@ def run_findings(
                 message=f"no CUDA trace of the calls could be taken ({trace['error']}); kernels were not cross-checked",
             )
         )
-    unhooked: set[str] = set()
-    for case in cand_meta.get("cases") or []:
-        unhooked.update((case.get("record") or {}).get("host_reads_unhooked") or [])
-    if unhooked:
-        findings.append(
-            Finding(
-                kind=FindingKind.evasion,
-                severity=Severity.error,
-                message=f"{', '.join(sorted(unhooked))} had been replaced when a call started or ended, taking "
-                "away the judge's count of tensor data read by Python (put back each time)",
-            )
-        )
-    switched: list[str] = []
-    for case in cand_meta.get("cases") or []:
-        switched.extend(s for s in (case.get("record") or {}).get("dispatch_off") or [] if s not in switched)
-    if switched:
-        findings.append(
-            Finding(
-                kind=FindingKind.evasion,
-                severity=Severity.error,
-                message=f"a call used {', '.join(switched[:3])}, which turns PyTorch's dispatch modes off or takes "
-                "them off the stack: torch work inside is hidden from the judge's count. Leave dispatch alone",
-            )
-        )
-    started: list[str] = []
-    for case in cand_meta.get("cases") or []:
-        started.extend(p for p in (case.get("record") or {}).get("processes") or [] if p not in started)
-    if started:
-        findings.append(
-            Finding(
-                kind=FindingKind.process_escape,
-                severity=Severity.error,
-                message=f"a call started {len(started)} kind(s) of process ({'; '.join(started[:3])}): work in "
-                "another process is outside the judge's count of torch work and host reads. Compute in the call's "
-                "own process, with the Triton kernel",
-            )
-        )
+    # What the recorder noted in any call: (record key, kind, message from the names noted).
+    noted = (
+        (
+            "host_reads_unhooked",
+            FindingKind.evasion,
+            lambda names: (
+                f"{', '.join(sorted(names))} had been replaced when a call started or ended, taking away "
+                "the judge's count of tensor data read by Python (put back each time)"
+            ),
+        ),
+        (
+            "dispatch_off",
+            FindingKind.evasion,
+            lambda names: (
+                f"a call used {', '.join(names[:3])}, which turns PyTorch's dispatch modes off or takes "
+                "them off the stack: torch work inside is hidden from the judge's count. Leave dispatch alone"
+            ),
+        ),
+        (
+            "processes",
+            FindingKind.process_escape,
+            lambda names: (
+                f"a call started {len(names)} kind(s) of process ({'; '.join(names[:3])}): work in another "
+                "process is outside the judge's count of torch work and host reads. Compute in the call's own process, "
+                "with the Triton kernel"
+            ),
+        ),
+    )
+    for key, kind, message in noted:
+        names: list[str] = []
+        for case in cand_meta.get("cases") or []:
+            names.extend(n for n in (case.get("record") or {}).get(key) or [] if n not in names)
+        if names:
+            findings.append(Finding(kind=kind, severity=Severity.error, message=message(names)))
     windows = (trace or {}).get("windows") if isinstance(trace, dict) else None
     if not isinstance(windows, dict):
         # No CUDA trace (the interpreter): what the calls handed to Python is the evidence of host work.
