@@ -38,6 +38,7 @@ from mcp_server.engine.jobs.cases import NO_INPUTS
 from mcp_server.engine.jobs.recorder import TORCH_WORK_ERROR, TORCH_WORK_WARNING, op_label
 from mcp_server.engine.jobs.trees import same_bits
 from mcp_server.engine.models import (
+    FLOAT64_DIFFERS,
     BadElement,
     CaseReport,
     ComparisonRow,
@@ -808,15 +809,22 @@ class _Judge:
         if not cause:
             return
         how = self.ref_meta.get("precision_estimate") or "nothing"
-        self.add(
-            FindingKind.reference_precision,
-            f"The reference could not run in float64 ({cause}). The outputs were compared with the reference in "
-            f"its own dtype, and PyTorch's own error (the tolerance's allowance) was estimated from {how}; an "
-            "output that misses it but matches the float64 result, where there is one, passes on that. Make "
-            "the reference reach all its modules as registered attributes (so .double() converts them) and "
-            "avoid hard-coded dtypes, for a float64 truth",
-            severity=Severity.warning,
-        )
+        if cause.startswith(FLOAT64_DIFFERS):
+            message = (
+                f"The reference ran in float64, but its run in its own dtype is far from that result ({cause}): at "
+                "these inputs its dtype loses the answer (an intermediate overflows or underflows), or it computes "
+                "something else in float64. The outputs were compared with its run in its own dtype, PyTorch's own "
+                f"error estimated from {how}; an output that matches the float64 result passes too"
+            )
+        else:
+            message = (
+                f"The reference could not run in float64 ({cause}). The outputs were compared with the reference in "
+                f"its own dtype, and PyTorch's own error (the tolerance's allowance) was estimated from {how}; an "
+                "output that misses it but matches the float64 result, where there is one, passes on that. Make "
+                "the reference reach all its modules as registered attributes (so .double() converts them) and "
+                "avoid hard-coded dtypes, for a float64 truth"
+            )
+        self.add(FindingKind.reference_precision, message, severity=Severity.warning)
 
     def judge_streams(self, cand_case: dict, name: str, seed: int, outputs: int) -> None:
         for i, differ, numel in cand_case.get("stream_race") or []:
