@@ -275,7 +275,13 @@ VALIDATE = ToolParams(
             "Derive edge shapes (size−1, 1, odd) from a single get_inputs().",
             flag="--no-derive",
         ),
-        Param("max_derived", int, 6, "Most derived shapes to try.", limits={"ge": 0, "le": 64}),
+        Param(
+            "max_derived",
+            int,
+            6,
+            "Most derived sizes to try (each dimension also gets one large size on top).",
+            limits={"ge": 0, "le": 64},
+        ),
         Param("backward", bool, False, "Also compare gradients against autograd on the reference."),
         Param(
             "determinism", bool, True, "Call the candidate twice and compare (determinism).", flag="--no-determinism"
