@@ -515,7 +515,7 @@ def test_a_fused_torch_op_counts_the_work_it_fuses_and_a_kernel_that_computes_pa
     for attack in ("softmax_fused_torch.py", "softmax_safe_torch.py"):
         fused = _validate(runner, attack, problem)
         assert not fused.ok and "torch_compute" in _errors(fused.findings), (attack, fused.findings)
-    good = _validate(runner, "softmax_parts_good.py", problem)
+    good = _validate(runner, "../softmax_good.py", problem)
     assert good.ok and not _errors(good.findings), good.findings
 
 
