@@ -141,6 +141,7 @@ class TensorComparison:
     first_bad: list[BadElement] | None = None
     problem: FindingKind | None = None
     note: str = ""
+    exact: bool = False  # an integer or bool output, judged element for element with no tolerance
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
@@ -207,6 +208,7 @@ def compare_tensor(
     bad: list[BadElement] = []
 
     if exact:
+        result.exact = True
         for lo, hi in _chunks(n):
             c, r = c_all[lo:hi], r_all[lo:hi]
             if c.dtype != r.dtype:
@@ -215,6 +217,8 @@ def compare_tensor(
             count = int(wrong.sum())
             if count:
                 result.mismatches += count
+                gap = (c[wrong].double() - r[wrong].double()).abs()
+                result.max_abs_err = max(result.max_abs_err, float(gap.max()))
                 for idx in torch.nonzero(wrong).flatten()[: MAX_BAD_SHOWN - len(bad)].tolist():
                     bad.append(BadElement(_unravel(lo + idx, shape), float(c[idx]), float(r[idx])))
             if s_all is not None:
@@ -410,6 +414,11 @@ def describe(kind: FindingKind, comparison: TensorComparison, label: str) -> str
             f"tolerance of {TORCH_ERROR_FACTOR:g}× PyTorch's own error would accept an output that is mostly wrong. "
             "Make the reference compute in float32 or float64 and cast only its result, and make it the same "
             "function at every dtype (a .view() between dtypes is not)"
+        )
+    if c.exact:
+        return (
+            f"{label}: {c.mismatches} of {c.numel} elements differ (integer and bool outputs must match exactly); "
+            f"largest difference {c.max_abs_err:.6g}{shown}"
         )
     text = (
         f"{label}: {c.mismatches} of {c.numel} elements outside tolerance; max abs err {c.max_abs_err:.3g}, "

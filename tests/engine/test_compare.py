@@ -263,8 +263,12 @@ def test_integer_outputs_must_match_exactly():
     assert compare_tensor(r.clone(), r, None, tolerance_for(r.dtype)).ok
     off = r.clone()
     off[4] += 1
+    off[9] -= 7
     result = compare_tensor(off, r, None, tolerance_for(r.dtype))
     assert result.problem is FindingKind.mismatch and result.first_bad[0].index == [4]
+    # Said as an exact comparison with its largest difference (it read "max abs err 0, rel-norm err 0").
+    said = describe(result.problem, result, "out")
+    assert "2 of 500 elements differ" in said and "must match exactly" in said and "largest difference 7" in said
 
 
 @pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])

@@ -52,7 +52,11 @@ def test_an_unsigned_integer_output_passes_when_right_and_fails_when_wrong(runne
 @pytest.mark.filterwarnings("ignore:.*quantize_per_tensor", "ignore:TypedStorage is deprecated")
 @pytest.mark.parametrize(
     ("name", "says"),
-    [("quantized", "returns a quantized qint8 tensor"), ("sparse_mask", "returns a sparse_coo tensor")],
+    [
+        ("quantized", "returns a quantized qint8 tensor"),
+        ("sparse_mask", "returns a sparse_coo tensor"),
+        ("sparse_sum", "returns a sparse_coo tensor"),
+    ],
 )
 def test_a_reference_whose_output_holds_no_values_is_a_usage_error_naming_the_fix(runner, fx, name, says):
     with pytest.raises(UsageError) as info:

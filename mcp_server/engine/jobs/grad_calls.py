@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from mcp_server.engine.compare import unreadable
 from mcp_server.engine.jobs import common
 from mcp_server.engine.runner.child import UsageProblem
 
@@ -23,6 +24,13 @@ def plain_outputs(out: Any, what: str) -> list[torch.Tensor]:
             raise UsageProblem(
                 f"{what} returned a {type(item).__name__} as output {i}; the reference must return a tensor "
                 f"or a tuple/list of tensors (wrap numbers with torch.tensor){hint}."
+            )
+        odd = unreadable(item)
+        if odd is not None:
+            raise UsageProblem(
+                f"{what} returns {odd} (output {i}): its values cannot be compared element by element. Make it "
+                "return a dense strided tensor of the dtype it means (.to_dense(), .dequantize() or .int_repr()), "
+                "and write the candidate to return the same."
             )
     return flat
 
