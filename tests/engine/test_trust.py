@@ -245,6 +245,9 @@ def test_matmul_variants_count_their_flops_and_foreach_ops_their_lists():
     lists = ([torch.ones(100), torch.ones(50)], [torch.ones(100), torch.ones(50)], [torch.ones(100), torch.ones(50)])
     assert op_work("_foreach_addcmul", lists, None) == 150 * 3  # (in place; observe strips the _) addcmul: three
     assert op_work("mul", (torch.ones(10), torch.ones(10)), torch.ones(10)) == 10
+    # A fused op whose list argument holds ints (the normalized shape) counts as the elementwise work it fuses.
+    x, w = torch.ones(64, 256), torch.ones(256)
+    assert op_work("_fused_rms_norm", (x, [256], w, 1e-6), (x, torch.ones(64, 1))) == 64 * 256 * 4
 
 
 def test_plain_aliases_and_a_pointer_for_alignment_are_not(tmp_path):

@@ -253,6 +253,16 @@ _HERE = os.path.abspath(__file__)
 _triton_dir: str | None = None
 
 
+def _triton_root() -> str:
+    """Triton's package folder (with a trailing separator), imported on first use."""
+    global _triton_dir
+    if _triton_dir is None:
+        import triton
+
+        _triton_dir = os.path.dirname(os.path.abspath(triton.__file__)) + os.sep
+    return _triton_dir
+
+
 def _caller_file() -> str:
     """The file of the innermost Python frame outside torch, the standard library and this module: whose code made
     the op being dispatched."""
@@ -271,18 +281,13 @@ def _triton_own(name: str, args: tuple) -> bool:
     do_bench's cache) and, on a GPU, do_bench sums up its timings in CPU tensors; they compute nothing on the caller's
     data. Anything else there is code Triton calls back (a heuristic, a pre- or post-hook, a launch hook, an
     interpreted kernel's body, a C function handed over as one of those) and counts as the call's."""
-    global _triton_dir
-    if _triton_dir is None:
-        import triton
-
-        _triton_dir = os.path.dirname(os.path.abspath(triton.__file__)) + os.sep
     caller = _caller_file()
-    if not caller.startswith(_triton_dir):
+    if not caller.startswith(_triton_root()):
         return False
     if name in MOVEMENT_OPS or name in ALLOC_OPS:
         return True
     return (
-        caller == os.path.join(_triton_dir, "testing.py")
+        caller == os.path.join(_triton_root(), "testing.py")
         and torch.cuda.is_available()
         and all(t.device.type == "cpu" for t in iter_tensors(args))
     )
@@ -425,11 +430,11 @@ def op_work(name: str, args: tuple[Any, ...], out: Any) -> float:
     operations a fused op stands for, ``FUSED_WORK``)."""
     tensors_in = [a for a in args if isinstance(a, torch.Tensor)]
     tensors_out = list(iter_tensors(out)) if not isinstance(out, torch.Tensor) else [out]
-    if name.startswith("_foreach_") or name.startswith("_fused_"):
-        # Lists of tensors (an in-place op returns none): every element of the first list, or of them all.
-        lists = [list(iter_tensors(a)) for a in args if isinstance(a, list | tuple)]
-        touched = sum(_numel(t) for t in (lists[0] if lists else list(iter_tensors(args))))
-        return float(touched) * _fused_work(name)
+    # Ops over lists of tensors (``_foreach_``, the fused optimizers; in place, they return none): every element of
+    # the first list. (``_fused_rms_norm`` takes a list of ints, and is counted as any other op below.)
+    lists = [found for a in args if isinstance(a, list | tuple) and (found := list(iter_tensors(a)))]
+    if lists and name.startswith(("_foreach_", "_fused_")):
+        return float(sum(_numel(t) for t in lists[0])) * _fused_work(name)
     if name in MATMUL_OPS and tensors_in:
         dims = [t.shape for t in tensors_in if t.dim() >= 1]
         out_numel = max(sum(_numel(t) for t in tensors_out), 1)
@@ -747,17 +752,6 @@ DISPATCH_SWITCHES = {
 }
 
 
-def _caller_outside_stdlib() -> str:
-    """The file of the innermost Python frame outside the standard library and this module."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not (name.startswith(_STDLIB_DIR) or name == _HERE):
-            return os.path.abspath(name)
-        frame = frame.f_back
-    return ""
-
-
 def _torch_internal_use() -> bool:
     """Whether the switch being used is torch's own business: made by torch's code for torch's code (fake tensors,
     custom ops' machinery, a mode's own enter and exit), not a torch context manager that turns dispatch off and
@@ -847,7 +841,7 @@ def _note_process(how: str) -> None:
     if active is None:
         return
     caller = _caller_file()
-    if _triton_dir is not None and caller.startswith(_triton_dir):
+    if caller.startswith(_triton_root()):
         return  # Triton's compiler running ptxas, or its cache's helpers
     with _thread_lock:
         active.record.processes.append(f"{how} from {os.path.basename(caller) or 'native code'}")
@@ -859,11 +853,7 @@ def _follow_processes() -> None:
     in another process is outside the dispatch mode and the host-read counts, so a call's process is the
     candidate's way around them; Triton's own (its compiler runs ``ptxas``) are left out. The source scan names the
     same calls where it can read them."""
-    global _triton_dir
-    if _triton_dir is None:
-        import triton
-
-        _triton_dir = os.path.dirname(os.path.abspath(triton.__file__)) + os.sep
+    _triton_root()  # imported now: a fork's hook must not import
     os.register_at_fork(before=lambda: _note_process("os.fork"))
     import _posixsubprocess
     import subprocess

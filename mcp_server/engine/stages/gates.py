@@ -63,6 +63,7 @@ MIN_CASE_RATIO = 0.95  # stage 2: no benchmark size may be more than 5 % slower 
 # (simulated, normal noise, five rounds a size) then gets there one time in 44 with one size, 48 with three; with 2
 # standard errors flat it did one time in 17 and 28, and with the geometric mean alone one time in two.
 MIN_GAIN_Z = 2.0
+_NORMAL = statistics.NormalDist()
 MIN_VS_COMPILE = 1.0  # stage 3: at least as fast as torch.compile on every size
 MAX_LISTED = 5  # error findings / sizes named in one reason line
 STAGE1 = "stage1"  # the stage-1 attempt's label in the candidate's bench
@@ -302,26 +303,22 @@ def _gain_in_noise(rows: list[BenchRow], pooled: dict[str, list[float]]) -> str 
     # Welch-Satterthwaite: the degrees of freedom of a sum of variances each estimated from its own rounds.
     spread = sum(v * v / (k - 1) for v, k in zip(variances, counts, strict=True))
     dof = sum(variances) ** 2 / spread if spread > 0 else math.inf
-    needed = student_t_quantile(_normal_cdf(MIN_GAIN_Z), dof)
+    needed = student_t_quantile(_NORMAL.cdf(MIN_GAIN_Z), dof)
     if mean > needed * error:
         return None
     return (
         f"the gain does not stand out of the timing rounds' noise: over {len(means)} size(s) their {n} paired rounds "
         f"average {_fmt_x(math.exp(mean))} with a standard error of {error * 100:.2f} %, needs {needed:.2f} standard "
         f"errors above 1.000× (Student's t at {dof:.1f} degrees of freedom, one-sided "
-        f"{(1 - _normal_cdf(MIN_GAIN_Z)) * 100:.1f} %: a kernel exactly as fast as stage 1 gets there one time in 44 "
+        f"{(1 - _NORMAL.cdf(MIN_GAIN_Z)) * 100:.1f} %: a kernel exactly as fast as stage 1 gets there one time in 44 "
         "to 48)"
     )
-
-
-def _normal_cdf(z: float) -> float:
-    return 0.5 * math.erfc(-z / math.sqrt(2))
 
 
 def student_t_quantile(p: float, dof: float) -> float:
     """The ``p`` quantile (0.5 <= p < 1) of Student's t with ``dof`` (>= 1, may be fractional or inf) degrees of
     freedom: Newton's method on the distribution function, itself Simpson's rule over the density from 0."""
-    z = math.sqrt(2) * _erfinv(2 * p - 1)
+    z = _NORMAL.inv_cdf(p)
     if not math.isfinite(dof) or dof > 1e6:
         return z
     log_scale = math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2) - 0.5 * math.log(dof * math.pi)
@@ -342,18 +339,6 @@ def student_t_quantile(p: float, dof: float) -> float:
         if abs(step) < 1e-10 * max(1.0, x):
             break
     return x
-
-
-def _erfinv(y: float) -> float:
-    """The inverse of math.erf on (-1, 1), by bisection (called a few times per gate)."""
-    lo, hi = -10.0, 10.0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if math.erf(mid) < y:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
 
 
 def _pooled_note(attempts: list[int], which: str) -> str:
