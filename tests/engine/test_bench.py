@@ -638,6 +638,19 @@ def test_a_candidate_that_slows_the_baselines_pytorch_gains_nothing_and_is_named
         assert row.speedup_vs_eager < 3, row
 
 
+@pytest.mark.gpu
+def test_a_candidate_that_puts_a_kernel_in_place_of_a_torch_ops_gets_no_timing(runner):
+    # Must fail: a fallthrough for the Python key hides the candidate's torch add from the timed calls' count. Twin:
+    # the eager baseline beside it keeps its timings (and add_good.py's are kept in the tests above).
+    result = _fixture_bench(runner, "kernel_cheats.py:hidden_add", validate_first=False, reps=20)
+    assert result.rows
+    for row in result.rows:
+        by = {t.provider: t for t in row.timings}
+        assert by["candidate"].error and "aten::add.Tensor" in by["candidate"].error, by["candidate"]
+        assert B.error_finding(by["candidate"].error).kind is FindingKind.evasion
+        assert not by["eager"].error, by["eager"]
+
+
 def test_a_submitted_providers_timings_are_refused_when_its_threads_worked_beside_others():
     # Must fail: the candidate's lingering thread launched while stage 1 was timed. Twin: stage 1 and the baselines,
     # whose code started no such thread, keep their timings.

@@ -230,10 +230,85 @@ def test_aliases_of_torch_internals_and_raw_array_protocols_are_errors(tmp_path,
         "import torch\ndef f(x):\n    return torch.ops.aten.mul.Tensor._op_dk(1, x, x)\n",
         "import torch\nfrom torch._inductor import aoti_load_package\n",
         "import torch\nrun = torch._inductor.aoti_compile_and_package\n",
+        # Kernels registered for PyTorch's own ops, a fallthrough for the Python key, a kernel run below it.
+        'import torch\nlib = torch.library.Library("aten", "IMPL")\n',
+        'from torch.library import Library\nlib = Library("prims", "FRAGMENT")\n',
+        'import torch\n@torch.library.impl("aten::clone", "CPU")\ndef f(x, memory_format=None):\n    return x * 2\n',
+        'import torch\ntorch.library.register_kernel("aten::sin", "CPU")(lambda x: x)\n',
+        "import torch\nskip = torch.library.fallthrough_kernel\n",
+        'import torch\nk = torch.library.get_kernel("aten::mul.Tensor", "CPU")\n',
     ],
 )
 def test_ops_run_below_the_dispatch_mode_and_ahead_of_time_code_are_evasion(tmp_path, source):
     assert "evasion" in _errors(_scan_source(tmp_path, source))
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # Twins: a library, a kernel and a custom op in a namespace of the candidate's own.
+        'import torch\nlib = torch.library.Library("mylib", "DEF")\n',
+        'import torch\n@torch.library.impl("mylib::fma", "CPU")\ndef f(x):\n    return x\n',
+        'import torch\n@torch.library.custom_op("mylib::fma", mutates_args=())\ndef f(x: torch.Tensor) -> '
+        "torch.Tensor:\n    return x\n",
+    ],
+)
+def test_registrations_in_a_namespace_of_the_candidates_own_are_not(tmp_path, source):
+    assert not _errors(_scan_source(tmp_path, source))
+
+
+def test_a_tensor_subclass_handler_is_named_as_a_warning(tmp_path):
+    source = (
+        "import torch\nclass S(torch.Tensor):\n    @classmethod\n"
+        "    def __torch_dispatch__(c, f, t, a=(), k=None):\n        return 0\n"
+    )
+    found = _scan_source(tmp_path, source)
+    assert [(f.kind, f.severity) for f in found] == [(FindingKind.evasion, Severity.warning)]
+
+
+def test_ops_run_below_the_python_key_count_once_however_they_were_reached():
+    # Must count: each way to run an op for the CPU key, which no dispatch mode sees. Twin: an op run for the Python
+    # key (the mode sees it) counts once, not twice; a plain op once.
+    from mcp_server.engine.jobs import recorder
+
+    recorder.install_launch_hooks()
+    cpu, keys = torch._C.DispatchKey.CPU, torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+    a, b = torch.randn(64), torch.randn(64)
+    handle = torch._C._dispatch_find_schema_or_throw("aten::tanh", "")
+    ways = {
+        "mul": lambda: a * b,
+        "sin": lambda: torch.ops.aten.sin.default._op_dk(torch._C.DispatchKey.Python, a),
+        "add": lambda: torch.ops.aten.add.Tensor.redispatch(keys, a, b),
+        "cos": lambda: torch.ops.aten.cos.default._op_dk(cpu, a),
+        "exp": lambda: torch._C._get_operation_overload("aten::exp", "")[1](cpu, a),
+        "tanh": lambda: handle.redispatch_boxed(keys, a),
+    }
+    if hasattr(torch.library, "get_kernel"):
+        ways["sigmoid"] = lambda: torch.library.get_kernel("aten::sigmoid", "CPU").call_boxed(keys, a)
+    for name, run in ways.items():
+        with recorder.recording() as record:
+            run()
+        assert {op: int(use[0]) for op, use in record.ops.items()} == {name: 1}, (name, record.ops)
+
+
+def test_kernels_registered_for_torch_ops_are_named_and_torchs_own_imports_are_not():
+    from mcp_server.engine.jobs import recorder
+
+    recorder.install_launch_hooks()
+    before = recorder.replaced_kernels()
+    # torch's own modules, imported late, register kernels of their own.
+    import torch._dynamo
+
+    assert recorder.replaced_kernels() == before
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        lib.impl("mul.Tensor", torch.library.fallthrough_kernel, "Python")
+        found = recorder.replaced_kernels()
+        assert any("'aten'" in note for note in found), found
+        assert any(note.startswith("aten::mul.Tensor's Python kernel (a fallthrough)") for note in found), found
+    finally:
+        lib._destroy()
+        del recorder._replaced[len(before) :]
 
 
 def test_matmul_variants_count_their_flops_and_foreach_ops_their_lists():
@@ -456,6 +531,13 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("no_dispatch_bound.py", {"evasion"}),
         ("no_dispatch_torch_cm.py", {"evasion"}),
         ("foreach_work.py", {"torch_compute"}),  # tensors in lists, an in-place op that returns none
+        # An op run for the CPU key through a name the scan cannot read: counted as the mode would count it.
+        ("below_dispatch_hidden.py", {"torch_compute"}),
+        # A tensor subclass's handler, which the dispatcher calls with the modes off: run with the mode pushed again.
+        ("subclass_dispatch.py", {"torch_compute"}),
+        # Kernels of torch's own ops: a fallthrough for the Python key; clone's kernel computing, by computed names.
+        ("fallthrough_python.py", {"evasion"}),
+        ("kernel_override.py", {"evasion"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):
@@ -537,7 +619,31 @@ def test_the_twins_pass(runner):
     status = _validate(runner, "own_status.py")  # its own /proc status and its tensors' type name
     assert status.ok, status.findings
     # A custom op around the kernel; a heuristic picking a block; the kernel launched from a thread, not a process.
-    for twin in ("custom_op_good.py", "hook_good.py", "thread_worker_good.py"):
+    # A custom op writing in place (torch redispatches it below the Python key), a subclass launching the kernel.
+    twins = (
+        "custom_op_good.py",
+        "hook_good.py",
+        "thread_worker_good.py",
+        "custom_op_inplace_good.py",
+        "subclass_good.py",
+    )
+    for twin in twins:
+        result = _validate(runner, twin)
+        assert result.ok and not _errors(result.findings), (twin, result.findings)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_ops_below_the_mode_subclass_handlers_and_replaced_kernels_fail_and_their_twins_pass(runner):
+    attacks = {
+        "below_dispatch_hidden.py": "torch_compute",
+        "subclass_dispatch.py": "torch_compute",
+        "fallthrough_python.py": "evasion",
+        "kernel_override.py": "evasion",
+    }
+    for attack, kind in attacks.items():
+        result = _validate(runner, attack)
+        assert not result.ok and kind in _errors(result.findings), (attack, result.findings)
+    for twin in ("custom_op_good.py", "custom_op_inplace_good.py", "subclass_good.py"):
         result = _validate(runner, twin)
         assert result.ok and not _errors(result.findings), (twin, result.findings)
 

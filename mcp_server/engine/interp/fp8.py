@@ -256,8 +256,10 @@ def install() -> None:
         if wa.ndim == 2 and max_num_imprecise_acc is not None and max_num_imprecise_acc >= wa.shape[-1]:
             out = imprecise_dot(wa, wb, d.data)
         else:  # 0 (fp32 sums, as on the GPU), a 3-D dot (not a wgmma: an H100 sums it in fp32 whatever the
-            # setting, measured at K 64 and 512), or a promotion interval this model does not reproduce
-            out = np.matmul(wa.astype(np.float32), wb.astype(np.float32)) + d.data
+            # setting, measured at K 64 and 512), or a promotion interval this model does not reproduce. Summed in
+            # float64 (fp8 products and their sums are exact there) and rounded once, as the H100 gave bit for bit:
+            # a float32 matmul's rounding follows the CPU's BLAS kernel, one unit in the last place apart.
+            out = np.matmul(wa, wb) + d.data
         return handle(out.astype(d.data.dtype), d.dtype.scalar)
 
     builder.create_dot = create_dot

@@ -824,8 +824,9 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         del sets
         torch.cuda.empty_cache()
     notes_out = sorted(notes) + _state_notes(switch)
-    if switch.guard.replaced:
-        _refuse_all(rows, checked, switch.guard.replaced)
+    replaced = switch.guard.replaced + recorder.replaced_kernels()
+    if replaced:
+        _refuse_all(rows, checked, replaced)
     _refuse_interfering(rows, recorder.interference())
     return {
         "rows": rows,
@@ -840,11 +841,12 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
 
 def _refuse_all(rows: list[dict[str, Any]], checked: set[str], replaced: list[str]) -> None:
     """Every timing of the candidate (and extra candidates) is refused: while their code ran, the judge's own code
-    (its timer, its checks, or a library function they go through) was replaced, or the op recorder's state changed."""
+    (its timer, its checks, or a library function they go through) or a torch op's kernel was replaced, or the op
+    recorder's state changed."""
     listed = ", ".join(replaced[:6]) + (f" and {len(replaced) - 6} more" if len(replaced) > 6 else "")
     error = (
-        f"evasion: the candidate's code replaced the judge's own code, or changed the op recorder's state, in the "
-        f"process while it ran ({listed}); no timing of it is reported"
+        f"evasion: the candidate's code replaced the judge's own code or a torch op's kernel, or changed the op "
+        f"recorder's state, in the process while it ran ({listed}); no timing of it is reported"
     )
     _refuse(rows, dict.fromkeys(checked, error))
 

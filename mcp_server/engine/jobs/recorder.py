@@ -56,6 +56,8 @@ _following_captures = True
 _owner = "reference"
 _thread_owners: dict[int, str] = {}
 _interference: dict[str, int] = {}
+# Libraries for torch's own namespaces made by code other than torch's (``_watch_registrations``).
+_replaced: list[str] = []
 # The containers above, whose identity never changes: the guard (jobs.integrity) watches this tuple, and
 # ``handback_problems`` compares the module's names with it.
 _CONTAINERS = (
@@ -65,6 +67,7 @@ _CONTAINERS = (
     ("_graph_work", _graph_work),
     ("_thread_owners", _thread_owners),
     ("_interference", _interference),
+    ("_replaced", _replaced),
 )
 
 # Frozen: in bench the candidate shares the process, and the guard (jobs.integrity) watches only what cannot change
@@ -356,6 +359,8 @@ def install_launch_hooks() -> None:
     _follow_host_reads()
     _follow_processes()
     _watch_dispatch_switches()
+    _follow_below_dispatch()
+    _watch_registrations()
     from triton.runtime import autotuner, jit
 
     classes: list[Any] = [jit.JITFunction]
@@ -501,18 +506,20 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         _tls.events = getattr(_tls, "events", 0) + 1
-        if getattr(func, "namespace", "aten") not in TORCH_NAMESPACES:
-            return _opaque(self, self, func, args, kwargs or {})
-        out = func(*args, **(kwargs or {}))
+        if getattr(func, "namespace", "aten") not in TORCH_NAMESPACES or _own_handlers(types):
+            return _opaque(self, self, func, args, kwargs or {}, types)
+        out = _dispatched(func, args, kwargs)
         with _thread_lock:
             self.observe(func, args, out)
         return out
 
     def observe(self, func: Any, args: tuple, out: Any) -> None:
         """Count one dispatched op (on any thread): compute in the record, fresh allocations poisoned."""
+        self.count(func.overloadpacket.__name__, getattr(func, "namespace", "aten"), args, out)
+
+    def count(self, name: str, namespace: str, args: tuple, out: Any) -> None:
+        """Count op ``name`` of ``namespace``, run on ``args`` with result ``out`` (see ``observe``)."""
         self.record.dispatched += 1
-        name = func.overloadpacket.__name__
-        namespace = getattr(func, "namespace", "aten")
         if namespace not in TORCH_NAMESPACES:
             # A custom op whose body showed nothing (a C++ kernel): its work counts, whatever its name.
             entry = self.record.ops.setdefault(f"{namespace}::{name}", [0, 0.0])
@@ -540,23 +547,61 @@ class _Recorder(TorchDispatchMode):
 _AFTER_PYTHON = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.Python)
 
 
-def _opaque(mode: TorchDispatchMode, recorder: _Recorder | None, func: Any, args: tuple, kwargs: dict) -> Any:
-    """Run a custom op (``torch.library``) so that what its body does is seen. A dispatch mode's handler runs with the
-    mode off, so a Python body would run unseen: here it runs below the Python key with ``mode`` pushed again, and
-    its own ops and Triton launches are seen as any others. The op itself counts as work only when its body showed
-    nothing (a C++ kernel, or one with no tensor to dispatch on)."""
+def _dispatched(func: Any, args: tuple, kwargs: dict | None) -> Any:
+    """Run an op the mode saw, below it: ``_below`` leaves what torch runs inside it uncounted."""
+    _tls.dispatch_depth = getattr(_tls, "dispatch_depth", 0) + 1
+    try:
+        return func(*args, **(kwargs or {}))
+    finally:
+        _tls.dispatch_depth -= 1
+
+
+def _own_handlers(types: Any) -> list[Any]:
+    """The ``__torch_dispatch__`` handlers of the tensor subclasses among an op's arguments other than torch's own:
+    the dispatcher calls them after the modes, with the modes off, so the ops they run would go unseen."""
+    found = []
+    for cls in types or ():
+        handler = getattr(cls, "__torch_dispatch__", None)
+        if handler is None or getattr(handler, "__func__", handler) is _NO_HANDLER:
+            continue
+        if not (getattr(cls, "__module__", "") or "").startswith("torch."):
+            found.append(handler)
+    return found
+
+
+_NO_HANDLER = getattr(torch._C, "_disabled_torch_dispatch_impl", None)
+
+
+def _opaque(
+    mode: TorchDispatchMode, recorder: _Recorder | None, func: Any, args: tuple, kwargs: dict, types: Any = ()
+) -> Any:
+    """Run a custom op (``torch.library``), or an op on a tensor subclass with its own ``__torch_dispatch__``, so that
+    what its body does is seen. A dispatch mode's handler runs with the mode off, so a Python body would run unseen:
+    here a custom op runs below the Python key, and a subclass's handlers are called as the dispatcher would call
+    them, with ``mode`` pushed again: their own ops and Triton launches are seen as any others. The op itself counts
+    as work only when its body showed nothing (a C++ kernel, or one with no tensor to dispatch on)."""
+    handlers = _own_handlers(types)
     tensor = next(iter_tensors((args, kwargs)), None)
     keys = torch._C._dispatch_keys(tensor) & _AFTER_PYTHON if tensor is not None else None
-    if keys is None:
+    if keys is None and not handlers:
         out = func(*args, **kwargs)
         seen = False
     else:
         before = getattr(_tls, "events", 0)
+        out = NotImplemented
         _push_mode(mode)
         try:
-            out = func.redispatch(keys, *args, **kwargs)
+            for handler in handlers:
+                out = handler(func, types, args, kwargs)
+                if out is not NotImplemented:
+                    break
+            else:
+                if not handlers:
+                    out = func.redispatch(keys, *args, **kwargs)
         finally:
             _pop_mode()
+        if out is NotImplemented:  # every handler declined: torch's own error, with the mode off as torch raises it
+            out = func(*args, **kwargs)
         seen = getattr(_tls, "events", 0) > before
     if not seen:
         recorder = recorder if recorder is not None else _active
@@ -593,7 +638,9 @@ class _ThreadOps(TorchDispatchMode):
             _note_thread_work()
         if getattr(func, "namespace", "aten") not in TORCH_NAMESPACES:
             return _opaque(self, None, func, args, kwargs or {})
-        out = func(*args, **(kwargs or {}))
+        if _own_handlers(types):
+            return _opaque(self, None, func, args, kwargs or {}, types)
+        out = _dispatched(func, args, kwargs)
         active = _active
         if active is not None:
             with _thread_lock:
@@ -834,6 +881,185 @@ def _watch_dispatch_switches() -> None:
             entry = replaced.get(id(value))
             if entry is not None and entry[0] is value:
                 setattr(module, attr, entry[1])
+
+
+# Ways to run a torch op for a dispatch key, or key set, that skips the Python key, where no dispatch mode sees it:
+# an op overload's ``_op_dk`` (behind ``redispatch``; ``torch._C._get_operation_overload`` hands out raw ones), a
+# kernel ``torch.library.get_kernel`` returns (``call_boxed``), an operator handle's ``redispatch_boxed``. Each is
+# wrapped to count the op in the recording in progress, as the mode would have: the scan names these where it can
+# read them, the wrappers see them however they were reached.
+_PYTHON_KEY = torch._C.DispatchKey.Python
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+def _skips_python(keys: Any) -> bool:
+    if isinstance(keys, torch._C.DispatchKeySet):
+        return not keys.has(_PYTHON_KEY)
+    return keys not in (_PYTHON_KEY, "Python")
+
+
+def _below(qualified: str, keys: Any, args: tuple, kwargs: dict, out: Any) -> None:
+    """Count torch op ``qualified`` (``aten::mul``), run for ``keys`` below the dispatch mode, in the recording in
+    progress. Left out: a custom op's (``_opaque`` judges those), torch's own runs inside an op the mode saw, and
+    runs on tensor subclasses (fake, functional, nested: torch's tracing machinery)."""
+    active = _active
+    if active is None or getattr(_tls, "dispatch_depth", 0) or not _skips_python(keys):
+        return
+    namespace, _, rest = qualified.partition("::")
+    if namespace not in TORCH_NAMESPACES:
+        return
+    tensors = list(iter_tensors((args, kwargs)))
+    if not tensors or any(type(t) not in _PLAIN_TENSORS for t in tensors):
+        return
+    _tls.events = getattr(_tls, "events", 0) + 1
+    with _thread_lock:
+        active.count(rest.split(".")[0], namespace, args, out)
+
+
+def _counted_op_dk(qualified: str, op_dk: Any) -> Any:
+    def op_dk_counted(keys: Any, *args: Any, **kwargs: Any) -> Any:
+        out = op_dk(keys, *args, **kwargs)
+        _below(qualified, keys, args, kwargs, out)
+        return out
+
+    op_dk_counted._ptt_counted = True  # type: ignore[attr-defined]
+    return op_dk_counted
+
+
+def _count_overload(overload: Any) -> None:
+    op_dk = overload.__dict__.get("_op_dk")
+    if op_dk is not None and not getattr(op_dk, "_ptt_counted", False):
+        overload._op_dk = _counted_op_dk(getattr(overload, "_name", "aten::?"), op_dk)
+
+
+def _follow_below_dispatch() -> None:
+    """Wrap every way to run an op below the Python key (above) to count what it runs."""
+    from torch import _ops
+
+    init = _ops.OpOverload.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        _count_overload(self)
+
+    _ops.OpOverload.__init__ = __init__
+    # The overloads made before: torch.ops' namespaces hold their packets, the packets their overloads.
+    for namespace in list(vars(torch.ops).values()):
+        if not isinstance(namespace, _ops._OpNamespace):
+            continue
+        for packet in list(vars(namespace).values()):
+            if isinstance(packet, _ops.OpOverloadPacket):
+                for overload in list(vars(packet).values()):
+                    if isinstance(overload, _ops.OpOverload):
+                        _count_overload(overload)
+    raw = getattr(torch._C, "_get_operation_overload", None)
+    if raw is not None:
+
+        def _get_operation_overload(name: str, overload: str) -> Any:
+            found = raw(name, overload)
+            if found is None:
+                return found
+            qualified = name if not overload else f"{name}.{overload}"
+            return (found[0], _counted_op_dk(qualified, found[1]), *found[2:])
+
+        torch._C._get_operation_overload = _get_operation_overload
+    kernel_type = getattr(torch._C, "_SafeKernelFunction", None)
+    if kernel_type is not None and hasattr(kernel_type, "call_boxed"):
+        call_boxed = kernel_type.call_boxed
+
+        def kernel_call_boxed(self: Any, keys: Any, *args: Any, **kwargs: Any) -> Any:
+            out = call_boxed(self, keys, *args, **kwargs)
+            _below(self.op_handle.schema().name, keys, args, kwargs, out)
+            return out
+
+        kernel_type.call_boxed = kernel_call_boxed
+    handle_type = getattr(torch._C, "_DispatchOperatorHandle", None)
+    if handle_type is not None and hasattr(handle_type, "redispatch_boxed"):
+        redispatch_boxed = handle_type.redispatch_boxed
+
+        def handle_redispatch_boxed(self: Any, keys: Any, *args: Any, **kwargs: Any) -> Any:
+            out = redispatch_boxed(self, keys, *args, **kwargs)
+            _below(self.schema().name, keys, args, kwargs, out)
+            return out
+
+        handle_type.redispatch_boxed = handle_redispatch_boxed
+
+
+# Kernels of torch's own ops put in place by other code (``torch.library`` on "aten" or "prims"): a fallthrough for
+# the Python key takes an op out of every dispatch mode's sight, and a kernel for the CPU or CUDA key runs below
+# the mode, where an op that reads as a copy (``clone``) can compute anything. Seen two ways: the creation of a
+# library for torch's namespaces (or for every namespace's fallbacks, "_") by code other than a torch module being
+# imported, noted whenever it happens; and the dispatcher's table of those ops' kernels against the table taken
+# before any user code ran (``snapshot_kernels``), which sees a registration however it was made.
+_kernel_table: frozenset[tuple[str, str]] | None = None
+
+
+def _kernel_lines() -> set[tuple[str, str]]:
+    """(op, line of the dispatcher's dump) of every active kernel of an aten or prims op but its meta ones."""
+    lines = set()
+    for op in torch._C._dispatch_get_registrations_for_dispatch_key(""):
+        if op.split("::")[0] not in TORCH_NAMESPACES:
+            continue
+        for line in torch._C._dispatch_dump(op).splitlines():
+            key, found, _ = line.partition(": registered at ")
+            if found and "(inactive)" not in key and key not in ("debug", "Meta"):
+                lines.add((op, line))
+    return lines
+
+
+def snapshot_kernels() -> None:
+    """Take the table ``replaced_kernels`` compares with, once per process (before any user code is imported)."""
+    global _kernel_table
+    if _kernel_table is None:
+        _kernel_table = frozenset(_kernel_lines())
+
+
+def replaced_kernels() -> list[str]:
+    """Every kernel of a torch op registered since ``snapshot_kernels`` by code other than torch's, and every library
+    for torch's namespaces such code made (even one destroyed since)."""
+    found = list(_replaced)
+    if _kernel_table is None:
+        return found
+    known = {op for op, _ in _kernel_table}
+    for op, line in sorted(_kernel_lines() - _kernel_table):
+        key, _, rest = line.partition(": registered at ")
+        where = rest.split(" :: ")[0]
+        if op not in known and where.startswith(_TORCH_DIR):
+            continue  # an op torch itself defined since (torch.compile's prims)
+        how = " (a fallthrough)" if "fallthrough" in rest else ""
+        label = f"{op}'s {key} kernel{how}, registered at {os.path.basename(where)}"
+        if label not in found:
+            found.append(label)
+    return found
+
+
+def _torch_import() -> bool:
+    """Whether the code calling is a torch module's own import (torch registering its kernels, at any time)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(_TORCH_DIR):
+            if frame.f_code.co_name == "<module>":
+                return True
+        elif not (name == _HERE or name.startswith((_STDLIB_DIR, "<frozen"))):
+            return False
+        frame = frame.f_back
+    return False
+
+
+def _watch_registrations() -> None:
+    snapshot_kernels()
+    raw = torch._C._dispatch_library
+
+    def _dispatch_library(kind: Any, namespace: Any, *args: Any, **kwargs: Any) -> Any:
+        if (namespace in TORCH_NAMESPACES or namespace == "_") and not _torch_import():
+            caller = os.path.basename(_caller_file()) or "native code"
+            note = f"a torch.library {kind} library for {namespace!r} made in {caller}"
+            if note not in _replaced:
+                _replaced.append(note)
+        return raw(kind, namespace, *args, **kwargs)
+
+    torch._C._dispatch_library = _dispatch_library
 
 
 def _note_process(how: str) -> None:

@@ -759,4 +759,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         result["trace"] = trace.collect()
     if interpreted:
         result["launch_specs"] = launch_specs.take()
+    replaced = recorder.replaced_kernels()
+    if replaced:
+        result["kernels_replaced"] = replaced
     return result

@@ -99,6 +99,21 @@ def run_findings(
             ),
         ),
     )
+    replaced = [str(n) for n in cand_meta.get("kernels_replaced") or []]
+    if replaced:
+        findings.append(
+            Finding(
+                kind=FindingKind.evasion,
+                severity=Severity.error,
+                message=(
+                    f"the candidate put kernels in place of PyTorch's own ops ({'; '.join(replaced[:3])}"
+                    f"{f'; and {len(replaced) - 3} more' if len(replaced) > 3 else ''}): an op's kernel runs below "
+                    "the judge's count of torch work, and a fallthrough for the Python key hides the op from it. "
+                    'Register custom ops in a namespace of your own (torch.library.custom_op("mylib::name")) and '
+                    "leave aten's and prims' kernels as they are"
+                ),
+            )
+        )
     for key, kind, message in noted:
         names: list[str] = []
         for case in cand_meta.get("cases") or []:

@@ -60,6 +60,12 @@ NAME_RULES: tuple[Rule, ...] = (
     ),
     _rule(r"^torch\._C\._dispatch_", EV, E, "calls the dispatcher directly, under the op recorder"),
     _rule(
+        r"^torch\.library\.(fallthrough_kernel|get_kernel)$",
+        EV,
+        E,
+        "skips the Python dispatch key, where the op recorder is, or runs an op's kernel below it",
+    ),
+    _rule(
         r"^torch\._C\.(DispatchKeySet|DispatchKey|_DispatchOperatorHandle)\b",
         EV,
         E,
@@ -167,6 +173,25 @@ BELOW_DISPATCH = (
     E,
     "runs an op for a dispatch key below the Python one, where the op recorder does not see it; call the op itself",
 )
+# torch.library's registrations, and the namespaces of PyTorch's own ops ("_": every namespace's fallbacks).
+TORCH_REGISTRARS = frozenset(
+    f"torch.library.{n}"
+    for n in (
+        "Library",
+        "_scoped_library",
+        "impl",
+        "register_kernel",
+        "register_fake",
+        "impl_abstract",
+        "register_autograd",
+        "register_torch_dispatch",
+        "register_vmap",
+        "define",
+        "custom_op",
+        "triton_op",
+    )
+)
+TORCH_OP_NAMESPACES = frozenset({"aten", "prims", "_"})
 # Attribute names flagged on whatever object they are read from (``type(x).__mro__`` has no dotted name).
 ATTR_RULES: dict[str, tuple[FindingKind, Severity, str]] = {
     **dict.fromkeys(RAW_MEMORY_NAMES, RAW_MEMORY),
@@ -466,6 +491,8 @@ class _Scanner(ast.NodeVisitor):
                 self.hit(node, EV, W, f"`{func.id}()` runs code the scan cannot read")
             else:
                 self._scan_source(node, code)
+        if name in TORCH_REGISTRARS and node.args:
+            self._check_registration(node, name)
         if name == "super" and node.args and (self.dotted(node.args[0]) or "").startswith("torch."):
             self.hit(
                 node, EV, E, "`super(torch…)` calls a torch class's base methods, around the judge's count of tensor "
@@ -496,7 +523,25 @@ class _Scanner(ast.NodeVisitor):
             self.hit(node, REF, W, f"`{name or func.attr}()` reads a file at run time")
         self.generic_visit(node)
 
+    def _check_registration(self, node: ast.Call, name: str) -> None:
+        """A ``torch.library`` registration for an op of torch's own (``Library("aten", "IMPL")``,
+        ``torch.library.impl("aten::clone", …)``)."""
+        first = node.args[0]
+        if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+            return
+        namespace = first.value.split("::")[0] if "::" in first.value or name.endswith("ibrary") else None
+        if namespace in TORCH_OP_NAMESPACES:
+            self.hit(
+                node, EV, E, f"`{name}({first.value!r}, …)` registers a kernel for PyTorch's own ops, which runs below "
+                "the op recorder (or hides the op from it); define a custom op in a namespace of your own",
+            )  # fmt: skip
+
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        if node.name == "__torch_dispatch__":
+            self.hit(
+                node, EV, W, "defines a tensor subclass's `__torch_dispatch__`: the torch ops it runs count as the "
+                "call's torch work",
+            )  # fmt: skip
         self._scan_host_compute(node)
         self.generic_visit(node)
 
