@@ -47,8 +47,9 @@ def interpreter_caveats() -> list[str]:
         "H100 keeps an error of about 4e-5 of the result's scale; other fp8 formats are not emulated",
         "host reads: tensor data handed to Python during a call is counted through torch.Tensor's .tolist(), "
         ".numpy(), __dlpack__ and DLPack exports, item access (.item(), a storage's items), torch.save, pickle and "
-        "TorchScript's serializers, a storage's shared-memory file, and apply_/map_/map2_; a read around them (the "
-        "C types' own methods, raw memory through ctypes) is found only by the source scan, and the job's own "
+        "TorchScript's serializers, a storage's shared-memory file, and apply_/map_/map2_, wherever the method is "
+        "defined (the C tensor and storage types too); a read around them (raw memory through ctypes, a counting "
+        "wrapper's own state) is found only by the source scan, and the job's own "
         "memory file is hidden only where the sandbox has a private /proc, where a GPU's CUDA trace sees every "
         "device→host copy",
         "GPU compilation: each launched kernel, with the arguments it was launched with, goes through the GPU "

@@ -101,28 +101,40 @@ def test_a_read_on_another_thread_counts_as_the_calls():
     assert record.host_read_bytes == 400
 
 
-def test_a_wrapper_taken_off_torch_tensor_is_named_and_put_back():
-    wrapper = torch.Tensor.__dict__["tolist"]
+def test_a_wrapper_taken_off_or_shadowed_is_named_and_put_back():
+    # The wrappers sit where the methods are defined: tolist and numpy on the C base type (which super() of a
+    # tensor's type reaches), _write_file on the storage's.
+    base = torch._C.TensorBase
+    wrapper = base.__dict__["tolist"]
+    assert "tolist" not in torch.Tensor.__dict__ and wrapper.__name__ == "tolist"
     x = torch.randn(100)
     with recorder.recording() as record:
-        torch.Tensor.tolist = torch._C.TensorBase.tolist  # inside the call: seen when the call ends
+        torch.Tensor.tolist = lambda self: []  # a shadow on torch.Tensor, inside the call: seen when the call ends
         x.tolist()
-    assert record.host_reads_unhooked == ["torch.Tensor.tolist"] and torch.Tensor.__dict__["tolist"] is wrapper
-    del torch.Tensor.numpy  # before the call: the C method shows through, seen when the call starts
+    assert record.host_reads_unhooked == ["torch.Tensor.tolist"] and "tolist" not in torch.Tensor.__dict__
+    assert base.__dict__["tolist"] is wrapper
+    numpy = base.__dict__["numpy"]
+    recorder._set_class_attr(base, "numpy", numpy.__kwdefaults__["__original"])  # before the call: seen at its start
     with recorder.recording() as record:
         x.numpy()
-    assert record.host_reads_unhooked == ["torch.Tensor.numpy"] and record.host_read_bytes == 400
+    assert record.host_reads_unhooked == ["torch._C.TensorBase.numpy"] and record.host_read_bytes == 400
+    assert base.__dict__["numpy"] is numpy
     # The storage's and torch.save's points alike.
-    del torch.UntypedStorage._write_file
+    torch.UntypedStorage._write_file = print
     writer = torch._C.PyTorchFileWriter.__dict__["write_record"]
-    torch._C.PyTorchFileWriter.write_record = writer.__wrapped__ if hasattr(writer, "__wrapped__") else print
+    torch._C.PyTorchFileWriter.write_record = print
     with recorder.recording() as record:
         pass
-    assert record.host_reads_unhooked == ["torch.UntypedStorage._write_file", "torch._C.PyTorchFileWriter.write_record"]
+    assert sorted(record.host_reads_unhooked) == [
+        "torch.UntypedStorage._write_file",
+        "torch._C.PyTorchFileWriter.write_record",
+    ]
     assert torch._C.PyTorchFileWriter.__dict__["write_record"] is writer
+    assert "_write_file" not in torch.UntypedStorage.__dict__
     with recorder.recording() as record:
         x.tolist()
-    assert record.host_reads_unhooked == [] and record.host_read_bytes == 400
+        super(type(x), x).tolist()
+    assert record.host_reads_unhooked == [] and record.host_read_bytes == 800
 
 
 @triton.jit

@@ -217,6 +217,9 @@ def test_serializing_internals_and_shared_memory_files_are_host_compute_errors(t
         ),
         ("class R:\n    __array_interface__ = property(lambda s: {})\n", "host_compute"),
         ('R = type("R", (), {"__cuda_array_interface__": {}})\n', "host_compute"),
+        # A wrapper's hidden state, where the judge's counting wrappers keep what they wrap.
+        ('import torch\noriginal = torch.Tensor.tolist.__kwdefaults__["__original"]\n', "evasion"),
+        ("def f(g):\n    return g.__closure__[0].cell_contents\n", "evasion"),
     ],
 )
 def test_aliases_of_torch_internals_and_raw_array_protocols_are_errors(tmp_path, source, kind):
@@ -538,6 +541,8 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         # Kernels of torch's own ops: a fallthrough for the Python key; clone's kernel computing, by computed names.
         ("fallthrough_python.py", {"evasion"}),
         ("kernel_override.py", {"evasion"}),
+        # The C base type's tolist through super() of a computed type: no torch name, counted at the base type.
+        ("base_type_super.py", {"host_round_trip"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

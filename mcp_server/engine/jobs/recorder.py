@@ -682,6 +682,8 @@ STORAGE_READS = ("_write_file", "share_memory_", "_share_fd_cpu_", "_share_filen
 # The wrapper installed at each point ``(owner, name)``, to tell whether code put the original back, and the
 # point's name in findings.
 _HOST_READ_WRAPPERS: dict[tuple[Any, str], tuple[Any, str]] = {}
+# The classes of a host-read point's MRO with no definition of its own (``_definitions``).
+_HOST_READ_ABSENT: list[tuple[Any, str, str]] = []
 
 
 # A tensor as a DLPack capsule (what numpy.from_dlpack and others read): the functions behind ``__dlpack__``.
@@ -753,33 +755,90 @@ def _follow_host_reads() -> None:
     Triton launch, and once where one read goes through another: ``__array__`` calls ``numpy``, a storage's
     ``__reduce__`` torch.save)."""
     for owner, label, name, count in _host_read_points():
-        original = getattr(owner, name)
+        for holder, original in _definitions(owner, label, name):
+            _wrap_host_read(holder, label if holder is owner else _class_label(holder), name, original, count)
 
-        def read(*args: Any, __original: Any = original, __count: Any = count, **kwargs: Any) -> Any:
-            depth = getattr(_tls, "host_read_depth", 0)
-            _tls.host_read_depth = depth + 1
-            try:
-                result = __original(*args, **kwargs)
-            finally:
-                _tls.host_read_depth = depth
-            active = _active
-            if active is not None and depth == 0 and not _in_triton():
-                with _thread_lock:
-                    active.record.host_read_bytes += __count(args, result)
-            return result
 
-        read.__name__ = read.__qualname__ = name
+def _class_label(cls: Any) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _definitions(owner: Any, label: str, name: str) -> list[tuple[Any, Any]]:
+    """(class or module, what it holds under ``name``) for every definition a read of ``owner.name`` can reach: for a
+    class, each class of its MRO that defines it (torch.Tensor's ``tolist`` is the C base type's, which
+    ``super(type(x), x).tolist()`` reaches past any wrapper on torch.Tensor); the classes that do not are noted, so
+    that a definition put there later (the original, shadowing the wrapper) is seen."""
+    if not isinstance(owner, type):
+        return [(owner, getattr(owner, name))]
+    found = []
+    for cls in owner.__mro__[:-1]:  # (not object)
+        held = cls.__dict__.get(name)
+        if held is None:
+            _HOST_READ_ABSENT.append((cls, name, f"{label if cls is owner else _class_label(cls)}.{name}"))
+        elif not isinstance(held, staticmethod | classmethod):
+            found.append((cls, held))
+    return found
+
+
+def _set_class_attr(cls: Any, name: str, value: Any) -> None:
+    """``setattr(cls, name, value)``, also for a C type that refuses it (torch._C.TensorBase, StorageBase): its
+    dictionary is changed in place and the interpreter's method cache told. Deleting where ``value`` is None."""
+    try:
+        if value is None:
+            delattr(cls, name)
+        else:
+            setattr(cls, name, value)
+        return
+    except (TypeError, AttributeError):
+        pass
+    import ctypes
+    import gc
+
+    held = [ref for ref in gc.get_referents(cls.__dict__) if isinstance(ref, dict)]
+    if len(held) != 1:
+        return
+    if value is None:
+        held[0].pop(name, None)
+    else:
+        held[0][name] = value
+    ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
+
+
+def _wrap_host_read(owner: Any, label: str, name: str, original: Any, count: Any) -> None:
+    def read(*args: Any, __original: Any = original, __count: Any = count, **kwargs: Any) -> Any:
+        depth = getattr(_tls, "host_read_depth", 0)
+        _tls.host_read_depth = depth + 1
+        try:
+            result = __original(*args, **kwargs)
+        finally:
+            _tls.host_read_depth = depth
+        active = _active
+        if active is not None and depth == 0 and not _in_triton():
+            with _thread_lock:
+                active.record.host_read_bytes += __count(args, result)
+        return result
+
+    read.__name__ = read.__qualname__ = name
+    if isinstance(owner, type):
+        _set_class_attr(owner, name, read)
+    else:
         setattr(owner, name, read)
-        _HOST_READ_WRAPPERS[(owner, name)] = (read, f"{label}.{name}")
+    _HOST_READ_WRAPPERS[(owner, name)] = (read, f"{label}.{name}")
 
 
 def _rehook_host_reads(record: Record) -> None:
-    """Note in ``record`` each host-read wrapper code took off its class, and put it back."""
+    """Note in ``record`` each host-read wrapper code took off its class, or shadowed with a definition in a class
+    that had none, and put it back."""
     for (owner, name), (wrapper, label) in _HOST_READ_WRAPPERS.items():
         if owner.__dict__.get(name) is not wrapper:
             if label not in record.host_reads_unhooked:
                 record.host_reads_unhooked.append(label)
-            setattr(owner, name, wrapper)
+            _set_class_attr(owner, name, wrapper) if isinstance(owner, type) else setattr(owner, name, wrapper)
+    for cls, name, label in _HOST_READ_ABSENT:
+        if name in cls.__dict__:
+            if label not in record.host_reads_unhooked:
+                record.host_reads_unhooked.append(label)
+            _set_class_attr(cls, name, None)
 
 
 # What turns a dispatch mode off for the code inside, or takes it off the stack: torch._C's guards and mode-stack

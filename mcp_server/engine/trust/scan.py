@@ -222,6 +222,15 @@ ATTR_RULES: dict[str, tuple[FindingKind, Severity, str]] = {
     ),
     "share_memory_": (HOST, W, "puts tensor data in shared memory, where it can be read as a file"),
     **dict.fromkeys(
+        ("__kwdefaults__", "__defaults__", "__closure__", "cell_contents", "__wrapped__"),
+        (
+            EV,
+            E,
+            "reads a function's hidden state (its defaults, closure or wrapped function), where the judge's "
+            "counting wrappers keep what they wrap",
+        ),
+    ),
+    **dict.fromkeys(
         ("apply_", "map_", "map2_"),
         (HOST, E, "calls a Python function on every element of a tensor: the arithmetic runs in Python on the host"),
     ),
