@@ -640,15 +640,13 @@ def test_a_candidate_that_slows_the_baselines_pytorch_gains_nothing_and_is_named
 
 @pytest.mark.gpu
 def test_a_candidate_that_puts_a_kernel_in_place_of_a_torch_ops_gets_no_timing(runner):
-    # Must fail: a fallthrough for the Python key hides the candidate's torch add from the timed calls' count. Twin:
-    # the eager baseline beside it keeps its timings (and add_good.py's are kept in the tests above).
+    # Must fail: a fallthrough for the Python key hides the candidate's torch add from the timed calls' count; the
+    # bench stops when the candidate's code hands the process back. Twin: add_good.py, timed in the tests above.
+    # (Left in place, that fallthrough crashed torch.compile's baseline: its fake tensors reached the CUDA kernel.)
     result = _fixture_bench(runner, "kernel_cheats.py:hidden_add", validate_first=False, reps=20)
-    assert result.rows
-    for row in result.rows:
-        by = {t.provider: t for t in row.timings}
-        assert by["candidate"].error and "aten::add.Tensor" in by["candidate"].error, by["candidate"]
-        assert B.error_finding(by["candidate"].error).kind is FindingKind.evasion
-        assert not by["eager"].error, by["eager"]
+    assert not result.ok and not result.rows
+    assert [f.kind for f in result.findings] == [FindingKind.evasion], result.findings
+    assert "'aten'" in result.findings[0].message and "kernel_cheats.py" in result.findings[0].message
 
 
 def test_a_submitted_providers_timings_are_refused_when_its_threads_worked_beside_others():

@@ -258,3 +258,27 @@ def test_tritons_knobs_launch_hooks_environment_and_language_set_by_the_candidat
         vars(triton.knobs.runtime).pop("debug", None)
         tl.exp = exp
         CUDABackend.make_cubin = make_cubin
+
+
+def test_a_library_for_torchs_own_ops_made_by_submitted_code_stops_the_bench_at_the_handback(pristine):
+    # Must fail: the candidate's code makes an "aten" library (a fallthrough for the Python key). Twin: a library in
+    # a namespace of its own hands the process back as usual.
+    from mcp_server.engine.runner.child import Refused
+
+    recorder.install_launch_hooks()
+    before = len(recorder.registrations())
+    switch = ss.Switch(candidates={"candidate"})
+    switch.to("candidate")
+    own = torch.library.Library("ptt_switch_twin", "FRAGMENT")
+    switch.to("reference")
+    switch.to("candidate")
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        lib.impl("mul.Tensor", torch.library.fallthrough_kernel, "Python")
+        with pytest.raises(Refused) as refused:
+            switch.to("reference")
+        assert refused.value.kind.value == "evasion" and "'aten'" in str(refused.value)
+    finally:
+        lib._destroy()
+        own._destroy()
+        del recorder._replaced[before:]

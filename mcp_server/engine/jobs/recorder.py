@@ -1073,6 +1073,12 @@ def snapshot_kernels() -> None:
         _kernel_table = frozenset(_kernel_lines())
 
 
+def registrations() -> list[str]:
+    """The libraries for torch's namespaces code other than torch's made so far (cheap: ``replaced_kernels`` also
+    reads the dispatcher's table)."""
+    return list(_replaced)
+
+
 def replaced_kernels() -> list[str]:
     """Every kernel of a torch op registered since ``snapshot_kernels`` by code other than torch's, and every library
     for torch's namespaces such code made (even one destroyed since)."""

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from mcp_server.engine.jobs import integrity, recorder
+from mcp_server.engine.models import FindingKind
 
 _MISSING = object()
 
@@ -386,3 +387,15 @@ class Switch:
             self.guard.check()
         self.current = "reference"
         recorder.own("reference")
+        registered = recorder.registrations()
+        if registered:
+            # Kernels of torch's own ops run under every provider in the process (a fallthrough for the Python key
+            # crashed torch.compile's baseline: fake tensors reached the CUDA kernel), so the bench stops here.
+            from mcp_server.engine.runner.child import Refused
+
+            raise Refused(
+                FindingKind.evasion,
+                f"{who}'s code put kernels in place of PyTorch's own ops ({'; '.join(registered[:3])}): they run "
+                "below the count of the timed calls' torch work, and under every provider in the process; nothing "
+                'is timed. Register custom ops in a namespace of your own (torch.library.custom_op("mylib::name"))',
+            )

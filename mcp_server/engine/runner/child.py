@@ -44,6 +44,14 @@ class UsageProblem(Exception):
     """Raised inside a job when the caller's input is at fault (reported to the parent as a usage error)."""
 
 
+class Refused(Exception):
+    """Raised inside a job that stops because of what the candidate's code did: a finding of ``kind``."""
+
+    def __init__(self, kind: FindingKind, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
 class JobContext:
     def __init__(self, job_dir: str, user_files: list[str]):
         self.job_dir = Path(job_dir)
@@ -189,6 +197,8 @@ def classify_exception(exc: BaseException, user_files: set[str]) -> Failure:
         )
     if (kernel_line := _interpreted_kernel_location(exc, user_files)) is not None:
         where = kernel_line
+    if isinstance(exc, Refused):
+        return Failure(kind=exc.kind, message=str(exc)[:MESSAGE_LIMIT], where=None, raised=True)
     if isinstance(exc, CompilationError):
         where = _compile_error_location(exc) or where
         message = str(getattr(exc, "error_message", None) or exc)
