@@ -220,6 +220,14 @@ def test_serializing_internals_and_shared_memory_files_are_host_compute_errors(t
         # A wrapper's hidden state, where the judge's counting wrappers keep what they wrap.
         ('import torch\noriginal = torch.Tensor.tolist.__kwdefaults__["__original"]\n', "evasion"),
         ("def f(g):\n    return g.__closure__[0].cell_contents\n", "evasion"),
+        # Imports by computed names through any import function, the built-ins by name, modules by name.
+        ('import builtins\nm = builtins.__import__("ct" + "ypes")\n', "evasion"),
+        ('import importlib._bootstrap as b\nm = b._gcd_import("ct" + "ypes")\n', "evasion"),
+        ('import pkgutil\nm = pkgutil.resolve_name("ct" + "ypes")\n', "evasion"),
+        ('import builtins\nf = getattr(builtins, "__imp" + "ort__")\n', "evasion"),
+        ('m = __builtins__["__imp" + "ort__"]("ct" + "ypes")\n', "evasion"),
+        ('import sys\nm = sys.modules.get("ct" + "ypes")\n', "evasion"),
+        ("import numpy\ndef f(a):\n    return a.ctypes.data\n", "evasion"),
     ],
 )
 def test_aliases_of_torch_internals_and_raw_array_protocols_are_errors(tmp_path, source, kind):
@@ -254,9 +262,11 @@ def test_ops_run_below_the_dispatch_mode_and_ahead_of_time_code_are_evasion(tmp_
         'import torch\n@torch.library.impl("mylib::fma", "CPU")\ndef f(x):\n    return x\n',
         'import torch\n@torch.library.custom_op("mylib::fma", mutates_args=())\ndef f(x: torch.Tensor) -> '
         "torch.Tensor:\n    return x\n",
+        'import importlib\nm = importlib.import_module("math")\n',
+        'from pkgutil import resolve_name\nsqrt = resolve_name("math:sqrt")\n',
     ],
 )
-def test_registrations_in_a_namespace_of_the_candidates_own_are_not(tmp_path, source):
+def test_registrations_in_a_namespace_of_the_candidates_own_and_imports_by_literal_names_are_not(tmp_path, source):
     assert not _errors(_scan_source(tmp_path, source))
 
 
@@ -543,6 +553,8 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("kernel_override.py", {"evasion"}),
         # The C base type's tolist through super() of a computed type: no torch name, counted at the base type.
         ("base_type_super.py", {"host_round_trip"}),
+        # Raw pointers through the ctypes numpy re-exports: the scan's name, wherever in the dotted name ctypes is.
+        ("numpy_ctypeslib.py", {"evasion"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

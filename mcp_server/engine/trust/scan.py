@@ -99,7 +99,12 @@ NAME_RULES: tuple[Rule, ...] = (
         E,
         "reaches torch's C types, whose own methods read tensor data around the judge's count of what Python reads",
     ),
-    _rule(r"^(ctypes|_ctypes|cffi)\b", EV, E, "calls native code directly (ctypes/cffi)"),
+    _rule(
+        r"(^|\.)(ctypes|_ctypes|cffi|ctypeslib)(\.|$)",
+        EV,
+        E,
+        "calls native code directly or reads raw memory (ctypes/cffi, also as numpy.ctypeslib re-exports it)",
+    ),
     _rule(r"^torch\.(ops|classes)\.load_library$", EV, E, "loads a native library"),
     _rule(
         r"^torch\._C\._CUDAGraph\b|^torch\.cuda\.graphs\._CUDAGraph\b",
@@ -123,7 +128,7 @@ NAME_RULES: tuple[Rule, ...] = (
     # Ways to reach the judge's own objects in the process (bench times the candidate in the process it runs in).
     _rule(r"^gc\.get_(objects|referrers|referents)$", EV, E, "walks the interpreter's objects"),
     _rule(r"^(sys\._getframe|inspect\.(currentframe|stack|getouterframes))$", EV, E, "reads its caller's frames"),
-    _rule(r"^sys\.modules$", EV, E, "reaches loaded modules by name (the judge's own among them)"),
+    _rule(r"^sys\.modules\b", EV, E, "reaches loaded modules by name (the judge's own among them)"),
     _rule(r"^(runpy|importlib\.util\.spec_from_file_location|importlib\.machinery)\b", EV, W, "imports a file by path"),
     _rule(
         r"^(pickle|_pickle|dill|cloudpickle|marshal)\.(dumps?|Pickler)$|^torch\.(save|jit\.save|export\.save)$"
@@ -173,6 +178,10 @@ BELOW_DISPATCH = (
     E,
     "runs an op for a dispatch key below the Python one, where the op recorder does not see it; call the op itself",
 )
+# Functions that import a module by the name they are given (``builtins.__import__``, ``importlib``'s and
+# ``pkgutil``'s), and the modules that hold such functions.
+IMPORTERS = frozenset({"__import__", "import_module", "_gcd_import", "_find_and_load", "resolve_name", "find_spec"})
+IMPORT_MODULES = frozenset({"builtins", "importlib", "pkgutil", "_imp", "zipimport"})
 # torch.library's registrations, and the namespaces of PyTorch's own ops ("_": every namespace's fallbacks).
 TORCH_REGISTRARS = frozenset(
     f"torch.library.{n}"
@@ -414,7 +423,7 @@ class _Scanner(ast.NodeVisitor):
         if full is not None and full != node.id:
             self.check_name(node, full)
         if node.id == "__builtins__":
-            self.hit(node, EV, W, "`__builtins__` reaches the interpreter's built-ins")
+            self.hit(node, EV, E, "`__builtins__` reaches the interpreter's built-ins by name (its import among them)")
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and node.value in RAW_MEMORY_NAMES:  # a dict key, setattr, type(...)'s namespace
@@ -518,9 +527,12 @@ class _Scanner(ast.NodeVisitor):
             elif target.startswith(("torch._C", "triton._C")):
                 self.hit(node, EV, E, f"`{name}({target}, <computed name>)` reaches {target.split('.')[0]}'s C "
                          "internals by a name the scan cannot read")  # fmt: skip
+            elif target.split(".")[0] in IMPORT_MODULES:
+                self.hit(node, EV, E, f"`{name}({target}, <computed name>)` reaches an import machinery's function by "
+                         "a name the scan cannot read")  # fmt: skip
             elif target.startswith(("torch", "triton", "os", "sys", "signal")):
                 self.hit(node, EV, W, f"`{name}({target}, <computed name>)` hides which attribute it reaches")
-        if name in ("importlib.import_module", "__import__") and node.args:
+        if (name.rpartition(".")[2] in IMPORTERS or name in IMPORTERS) and node.args:
             arg = node.args[0]
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 self.check_name(node, arg.value)
