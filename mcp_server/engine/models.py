@@ -48,8 +48,9 @@ def interpreter_caveats() -> list[str]:
         "host reads: tensor data handed to Python during a call is counted through torch.Tensor's .tolist(), "
         ".numpy(), __dlpack__ and DLPack exports, item access (.item(), a storage's items), torch.save, pickle and "
         "TorchScript's serializers, a storage's shared-memory file, and apply_/map_/map2_, wherever the method is "
-        "defined (the C tensor and storage types too); a read around them (raw memory through ctypes, a counting "
-        "wrapper's own state) is found only by the source scan, and the job's own "
+        "defined (the C tensor and storage types too), and raw memory reached through ctypes' cast, string_at, "
+        "memmove or a ctypes type's from_address; a read around them (other ctypes routes, a counting wrapper's own "
+        "state) is found only by the source scan, and the job's own "
         "memory file is hidden only where the sandbox has a private /proc, where a GPU's CUDA trace sees every "
         "device→host copy",
         "GPU compilation: each launched kernel, with the arguments it was launched with, goes through the GPU "

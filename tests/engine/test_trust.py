@@ -304,6 +304,28 @@ def test_ops_run_below_the_python_key_count_once_however_they_were_reached():
         assert {op: int(use[0]) for op, use in record.ops.items()} == {name: 1}, (name, record.ops)
 
 
+def test_raw_memory_through_ctypes_during_a_call_is_noted_and_torchs_own_use_is_not():
+    import ctypes
+    import os
+
+    from mcp_server.engine.jobs import recorder
+
+    recorder.install_launch_hooks()
+    t = torch.arange(4, dtype=torch.float32)
+    with recorder.recording() as record:
+        values = list((ctypes.c_float * 4).from_address(t.data_ptr()))
+        raw = ctypes.string_at(t.data_ptr(), 16)
+    assert values == [0.0, 1.0, 2.0, 3.0] and len(raw) == 16
+    assert [n.split(" from ")[0] for n in record.raw_memory] == ["a ctypes type's from_address", "ctypes.string_at"]
+    # Twin: the same call made by torch's own code (a function whose file is in torch's folder) is not noted.
+    space: dict = {}
+    code = "import ctypes\ndef read(p):\n    return ctypes.string_at(p, 16)\n"
+    exec(compile(code, os.path.join(os.path.dirname(torch.__file__), "_ptt_twin.py"), "exec"), space)
+    with recorder.recording() as record:
+        assert space["read"](t.data_ptr()) == raw
+    assert record.raw_memory == []
+
+
 def test_kernels_registered_for_torch_ops_are_named_and_torchs_own_imports_are_not():
     from mcp_server.engine.jobs import recorder
 
@@ -555,6 +577,8 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("base_type_super.py", {"host_round_trip"}),
         # Raw pointers through the ctypes numpy re-exports: the scan's name, wherever in the dotted name ctypes is.
         ("numpy_ctypeslib.py", {"evasion"}),
+        # …and by names the scan cannot read: the recorder notes ctypes' cast during the call.
+        ("raw_memory_hidden.py", {"host_compute"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

@@ -361,6 +361,7 @@ def install_launch_hooks() -> None:
     _watch_dispatch_switches()
     _follow_below_dispatch()
     _watch_registrations()
+    _follow_raw_memory()
     from triton.runtime import autotuner, jit
 
     classes: list[Any] = [jit.JITFunction]
@@ -470,6 +471,9 @@ class Record:
     processes: list[str] = field(default_factory=list)
     # The switches of torch's dispatch (``DISPATCH_SWITCHES``) code other than torch's own used during the call.
     dispatch_off: list[str] = field(default_factory=list)
+    # ctypes' ways from an address to memory Python can read (``RAW_MEMORY``) used during the call by code other than
+    # torch's or Triton's.
+    raw_memory: list[str] = field(default_factory=list)
 
     @property
     def torch_work(self) -> float:
@@ -483,6 +487,7 @@ class Record:
             "host_reads_unhooked": self.host_reads_unhooked,
             "processes": self.processes,
             "dispatch_off": self.dispatch_off,
+            "raw_memory": self.raw_memory,
         }
 
 
@@ -1125,6 +1130,63 @@ def _watch_registrations() -> None:
         return raw(kind, namespace, *args, **kwargs)
 
     torch._C._dispatch_library = _dispatch_library
+
+
+# ctypes' ways from an address (a tensor's ``data_ptr()``) to memory Python reads or writes: functions of the module,
+# and the ``from_address`` of every ctypes type (``(c_float * n).from_address(p)``), which its metatypes hold.
+RAW_MEMORY = ("cast", "string_at", "wstring_at", "memmove", "memset")
+
+
+def _own_library_use() -> bool:
+    """Whether the code calling (past the standard library, ctypes included) is torch's or Triton's."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name == _HERE or name.startswith((_STDLIB_DIR, "<frozen"))):
+            return name.startswith((_TORCH_DIR, _triton_root()))
+        frame = frame.f_back
+    return False
+
+
+def _note_raw_memory(label: str) -> None:
+    active = _active
+    if active is None or _own_library_use():
+        return
+    entry = f"{label} from {os.path.basename(_caller_file()) or 'native code'}"
+    with _thread_lock:
+        if entry not in active.record.raw_memory:
+            active.record.raw_memory.append(entry)
+
+
+def _follow_raw_memory() -> None:
+    """Wrap ``RAW_MEMORY`` to note, in the recording in progress, a use by code other than torch's or Triton's: under
+    the interpreter a tensor's memory read this way is outside every count of what Python reads (the scan names
+    ctypes wherever it can read the name; numpy re-exports it)."""
+    import ctypes
+
+    _triton_root()
+    for name in RAW_MEMORY:
+        original = getattr(ctypes, name, None)
+        if original is None:
+            continue
+
+        def raw(*args: Any, __original: Any = original, __label: str = f"ctypes.{name}", **kwargs: Any) -> Any:
+            _note_raw_memory(__label)
+            return __original(*args, **kwargs)
+
+        raw.__name__ = raw.__qualname__ = name
+        setattr(ctypes, name, raw)
+    for meta in {type(ctypes.c_int), type(ctypes.c_int * 1), type(ctypes.POINTER(ctypes.c_int)),
+                 type(ctypes.Structure), type(ctypes.Union)}:  # fmt: skip
+        original = meta.__dict__.get("from_address")
+        if original is None:
+            continue
+
+        def from_address(cls: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            _note_raw_memory("a ctypes type's from_address")
+            return __original(cls, *args, **kwargs)
+
+        _set_class_attr(meta, "from_address", from_address)
 
 
 def _note_process(how: str) -> None:
