@@ -428,11 +428,38 @@ class _Judge:
     ) -> None:
         self.findings.append(Finding(kind=kind, severity=severity, message=message, case=case, seed=seed, where=where))
 
+    def merged_findings(self) -> list[Finding]:
+        """The findings, each said once: findings that differ only in their case ("base: …", "derived 4096→4095: …")
+        become the first of them, naming every case it holds."""
+        merged: list[Finding] = []
+        cases: dict[tuple[Any, ...], list[str]] = {}
+        first: dict[tuple[Any, ...], int] = {}
+        for f in self.findings:
+            prefix = f"{f.case}: " if f.case else ""
+            if not prefix or not f.message.startswith(prefix):
+                merged.append(f)
+                continue
+            key = (f.kind, f.severity, f.message[len(prefix) :], str(f.where))
+            if key in first:
+                cases[key].append(f.case)  # type: ignore[arg-type]
+                continue
+            first[key], cases[key] = len(merged), [f.case]  # type: ignore[list-item]
+            merged.append(f)
+        for key, index in first.items():
+            if len(cases[key]) > 1:
+                counts: dict[str, int] = {}
+                for case in cases[key]:  # a case of several seeds: once, with its count
+                    counts[case] = counts.get(case, 0) + 1
+                named = [f"{case} ({n} seeds)" if n > 1 else case for case, n in counts.items()]
+                shown = ", ".join(named[:4]) + (f" and {len(named) - 4} more cases" if len(named) > 4 else "")
+                merged[index] = merged[index].model_copy(update={"message": f"{shown}: {key[2]}"})
+        return merged
+
     def capped_findings(self) -> list[Finding]:
         seen: dict[tuple[FindingKind, Severity], int] = {}
         out: list[Finding] = []
         dropped: dict[tuple[FindingKind, Severity], int] = {}
-        for f in sorted(self.findings, key=lambda f: ["error", "warning", "info"].index(f.severity.value)):
+        for f in sorted(self.merged_findings(), key=lambda f: ["error", "warning", "info"].index(f.severity.value)):
             key = (f.kind, f.severity)
             seen[key] = seen.get(key, 0) + 1
             if seen[key] <= MAX_FINDINGS_PER_KIND:

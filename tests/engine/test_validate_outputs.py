@@ -63,3 +63,29 @@ def test_a_reference_whose_output_holds_no_values_is_a_usage_error_naming_the_fi
         validate(fx("odd_references.py", name), fx("add_good.py", "candidate"), runner=runner, seeds=1)
     text = str(info.value)
     assert says in text and "dense strided tensor" in text and "Traceback" not in text, text
+
+
+def test_findings_that_differ_only_in_their_case_are_said_once_naming_every_case():
+    # Must merge: the same finding for every case (three seeds of base, two derived sizes). Twins stay apart: a
+    # message with different figures, another kind, a finding without a case.
+    from mcp_server.engine.device import DeviceInfo
+    from mcp_server.engine.models import Finding, FindingKind, Severity
+    from mcp_server.engine.validate import _Judge
+
+    device = DeviceInfo(device="cpu", interpreter=True, torch="t", triton="t", python="p")
+    judge = _Judge({}, {}, {}, None, None, (), device)
+    same = "torch compute ops did the kernel's work (100%)"
+    for case, seed in (("base", 1), ("base", 2), ("derived 8→7", 1), ("base", 3), ("derived 8→9", 1)):
+        judge.add(FindingKind.torch_compute, f"{case}: {same}", case, seed)
+    half = "derived 8→17: torch compute ops did the kernel's work (50%)"
+    judge.add(FindingKind.torch_compute, half, "derived 8→17", 1)
+    judge.add(FindingKind.mismatch, f"derived 8→9: {same}", "derived 8→9", 1)
+    judge.add(FindingKind.evasion, "a call used the dispatch switch", severity=Severity.error)
+    found = [(f.kind, f.message) for f in judge.merged_findings()]
+    assert found == [
+        (FindingKind.torch_compute, f"base (3 seeds), derived 8→7, derived 8→9: {same}"),
+        (FindingKind.torch_compute, half),
+        (FindingKind.mismatch, f"derived 8→9: {same}"),
+        (FindingKind.evasion, "a call used the dispatch switch"),
+    ]
+    assert all(isinstance(f, Finding) for f in judge.capped_findings())
