@@ -257,6 +257,19 @@ class OpUse(BaseModel):
     work: float = Field(description="elements touched, or FLOPs for matrix products")
 
 
+class PrecisionCause(BaseModel):
+    """Why float64 could not be the truth for the reference (``ValidateResult.reference_precision``'s parts)."""
+
+    float64_ran: bool = Field(
+        description="true: the float64 run ran and is far from the run in the reference's own dtype; false: it "
+        "could not run (raised, or kept a lower dtype)"
+    )
+    cause: str
+    estimate: str = Field(description="what PyTorch's own error was estimated from")
+    output: int | None = Field(None, description="the output the float64 run is far on (float64_ran)")
+    rel_norm: float | None = Field(None, description="how far, in relative norm (float64_ran)")
+
+
 class ValidateResult(ToolResult):
     reference: str
     candidate: str
@@ -272,6 +285,7 @@ class ValidateResult(ToolResult):
         "one call (bench allows its timed calls this much plus a margin)",
     )
     reference_precision: str = "float64"
+    reference_precision_cause: PrecisionCause | None = None
     weights: str | None = Field(None, description="KernelBench: how the candidate's weights were set")
     backward_checked: bool = False
     interpreter: bool = False

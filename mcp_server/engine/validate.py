@@ -38,7 +38,6 @@ from mcp_server.engine.jobs.cases import NO_INPUTS
 from mcp_server.engine.jobs.recorder import TORCH_WORK_ERROR, TORCH_WORK_WARNING, op_label
 from mcp_server.engine.jobs.trees import same_bits
 from mcp_server.engine.models import (
-    FLOAT64_DIFFERS,
     BadElement,
     CaseReport,
     ComparisonRow,
@@ -47,6 +46,7 @@ from mcp_server.engine.models import (
     FindingKind,
     Location,
     OpUse,
+    PrecisionCause,
     Severity,
     ValidateResult,
 )
@@ -313,6 +313,7 @@ def validate(
         torch_ops=[OpUse(op=k, calls=int(v[0]), work=v[1]) for k, v in sorted(judge.torch_ops.items())],
         torch_share=judge.torch_share,
         reference_precision=ref_meta.get("precision", "float64"),
+        reference_precision_cause=_precision_cause(ref_meta),
         weights=(cand_out.result or {}).get("weights") if ref_meta.get("kernelbench") else None,
         backward_checked=backward,
         interpreter=device.interpreter,
@@ -832,11 +833,11 @@ class _Judge:
                     )
 
     def judge_reference_precision(self) -> None:
-        cause = self.ref_meta.get("precision_cause")
-        if not cause:
+        precision = _precision_cause(self.ref_meta)
+        if precision is None:
             return
-        how = self.ref_meta.get("precision_estimate") or "nothing"
-        if cause.startswith(FLOAT64_DIFFERS):
+        cause, how = precision.cause, precision.estimate
+        if precision.float64_ran:
             message = (
                 f"The reference ran in float64, but its run in its own dtype is far from that result ({cause}): at "
                 "these inputs its dtype loses the answer (an intermediate overflows or underflows), or it computes "
@@ -1001,6 +1002,20 @@ class _Judge:
                 "the candidate launched no @triton.jit kernel on any case: its result came from elsewhere "
                 "(PyTorch, a library, or a cache)",
             )
+
+
+def _precision_cause(ref_meta: dict[str, Any]) -> PrecisionCause | None:
+    """Why float64 could not be the truth for the reference, as its job said (None: float64 was the truth)."""
+    cause = ref_meta.get("precision_cause")
+    if not cause:
+        return None
+    return PrecisionCause(
+        float64_ran=bool(ref_meta.get("precision_float64_ran")),
+        cause=cause,
+        estimate=ref_meta.get("precision_estimate") or "nothing",
+        output=ref_meta.get("precision_output"),
+        rel_norm=ref_meta.get("precision_rel_norm"),
+    )
 
 
 def _size_notes(ref_meta: dict[str, Any]) -> list[str]:

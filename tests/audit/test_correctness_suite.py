@@ -245,6 +245,9 @@ def test_no_verdict_on_a_stress_input_is_the_references_limit_not_the_candidates
 
 def _precision_warning(cause: str) -> list:
     """The suite's findings for a near_overflow run whose reference could not be judged against float64."""
+    from mcp_server.engine.jobs.validate_jobs import precision_fields
+    from mcp_server.engine.validate import _precision_cause
+
     result = _result(
         Finding(
             kind=FindingKind.reference_precision,
@@ -255,6 +258,7 @@ def _precision_warning(cause: str) -> list:
         update={
             "ok": True,
             "reference_precision": NATIVE_PRECISION.format(cause=cause, how="the reference on nudged inputs"),
+            "reference_precision_cause": _precision_cause(precision_fields(cause, "the reference on nudged inputs")),
             "rows": [
                 ComparisonRow(case="c", seed=1, output="out", shape=[8], dtype="float32", ok=True, numel=8),
             ],

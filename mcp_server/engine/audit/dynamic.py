@@ -16,7 +16,6 @@ nan; 1 seed). Derived shapes are reported as their own row ("size variations").
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -28,8 +27,6 @@ from mcp_server.engine.audit.static_models import AuditFinding, Category
 from mcp_server.engine.device import DeviceInfo, probe
 from mcp_server.engine.errors import EnvironmentUnavailable, UsageError
 from mcp_server.engine.models import (
-    FLOAT64_DIFFERS,
-    NATIVE_PRECISION,
     BenchResult,
     Finding,
     FindingKind,
@@ -432,25 +429,26 @@ def _reference_precision(finding: Finding, result: ValidateResult) -> tuple[Find
     """The warning that the reference's float64 run could not be the truth, said from what happened: float64
     failed (raised, or kept a lower dtype), or it ran and the run in the reference's own dtype is far from it
     (at stress inputs, usually an intermediate that overflows or underflows in that dtype); with its fix."""
-    opening, between = NATIVE_PRECISION.split("{cause}")
-    head, _, rest = result.reference_precision.partition(opening)
-    cause, _, how = rest.rpartition(between.removesuffix("{how}"))
-    if head or not cause:
+    precision = result.reference_precision_cause
+    if precision is None:
         return finding, None
     dtypes = sorted({r.dtype for r in result.rows})
     own = dtypes[0] if len(dtypes) == 1 else "its own dtype"
-    if not cause.startswith(FLOAT64_DIFFERS):
+    if not precision.float64_ran:
         message = (
-            f"The reference could not run in float64 ({cause}). The outputs were judged against its run in {own}, "
-            f"PyTorch's own error estimated from {how}."
+            f"The reference could not run in float64 ({precision.cause}). The outputs were judged against its run "
+            f"in {own}, PyTorch's own error estimated from {precision.estimate}."
         )
         fix = (
             "Make the reference reach all its modules as registered attributes (so .double() converts them) and "
             "avoid hard-coded dtypes, so that it runs in float64."
         )
         return finding.model_copy(update={"message": message}), fix
-    far = re.search(r"on (output \d+) \(relative norm ([^,]+),", cause)
-    gap = f" on {far[1]} (relative norm error {far[2]})" if far else ""
+    gap = (
+        f" on output {precision.output} (relative norm error {precision.rel_norm:.3g})"
+        if precision.output is not None and precision.rel_norm is not None
+        else ""
+    )
     message = (
         f"The reference ran in float64, but its run in {own} is far from that result{gap}: at these inputs {own} "
         "loses the answer (an intermediate overflows or underflows), or the reference computes something else in "

@@ -65,6 +65,28 @@ def _upcast(tree: Any) -> Any:
     return common.map_tensors(tree, lambda t: t.detach().double() if t.is_floating_point() else t.detach())
 
 
+class Disagreement(str):
+    """The float64 run of the reference ran and is far from its run in its own dtype: the text (opening with
+    ``FLOAT64_DIFFERS``), with the output and how far apart, in relative norm."""
+
+    def __new__(cls, text: str, output: int, rel_norm: float) -> Disagreement:
+        made = super().__new__(cls, text)
+        made.output, made.rel_norm = output, rel_norm
+        return made
+
+
+def precision_fields(cause: str, how: str) -> dict[str, Any]:
+    """The reference job's account of why float64 could not be the truth (validate's ``PrecisionCause``)."""
+    ran = isinstance(cause, Disagreement)
+    return {
+        "precision_cause": str(cause),
+        "precision_estimate": how,
+        "precision_float64_ran": ran,
+        "precision_output": cause.output if ran else None,
+        "precision_rel_norm": cause.rel_norm if ran else None,
+    }
+
+
 def _disagreement(out: list[Any], out64: list[Any], limit: float = compare.TRUSTED_TORCH_ERROR) -> str:
     """Why the float64 outputs cannot be the truth for ``out`` (the reference in its own dtype), or "": an
     output whose float64 run is further from it, in relative norm over the elements finite in both, than any
@@ -97,11 +119,13 @@ def _disagreement(out: list[Any], out64: list[Any], limit: float = compare.TRUST
                 gap += float((((a - b)[both] / peak) ** 2).sum())
         far = math.sqrt(gap / norm) if norm > 0 else (math.inf if gap > 0 else 0.0)
         if far > limit or lost > max(1, own.numel() // 100):
-            return (
+            return Disagreement(
                 f"{FLOAT64_DIFFERS} on output {i} (relative norm "
                 f"{far:.3g}, {lost} values finite only in its own dtype), more than rounding explains: it "
                 "computes something else in float64, or its own dtype loses the answer (an intermediate that "
-                "overflows)"
+                "overflows)",
+                i,
+                far,
             )
     return ""
 
@@ -226,7 +250,7 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         saved["state"] = {k: v.detach().to("cpu") for k, v in base_model.state_dict().items()}
     report: list[dict[str, Any]] = []
     precision = "float64"
-    precision_causes: dict[str, str] = {}
+    precision_causes: dict[str, Any] = {}
     skip: dict[str, str] = dict(params.get("skip") or {})
 
     def run_case(
@@ -318,8 +342,8 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 other, how = _second_opinion(call, kernelbench, pre, out, device, seed)
             out64 = other
             precision = NATIVE_PRECISION.format(cause=cause, how=how)
-            precision_causes.setdefault("cause", cause)
-            precision_causes.setdefault("how", how)
+            if not precision_causes:
+                precision_causes.update(precision_fields(cause, how))
         entry.update(
             status="ok",
             outputs=[
@@ -435,8 +459,7 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         "device": device,
         "derivable": derivable,
         "sizes": sizes,
-        "precision_cause": precision_causes.get("cause"),
-        "precision_estimate": precision_causes.get("how"),
+        **precision_causes,
     }
 
 
