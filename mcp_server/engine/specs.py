@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mcp_server.engine.errors import UsageError
-from mcp_server.engine.pyast import parse_python
+from mcp_server.engine.pyast import jit_decorated, parse_python
 
 SPEC_FORM = "path/to/file.py:name"
 
@@ -183,14 +183,7 @@ def read_python(path: Path, role: str) -> tuple[str, ast.Module]:
 def jit_kernels(tree: ast.Module) -> list[str]:
     """The file's top-level functions under a ``jit`` decorator (``@triton.jit``, ``@gluon.jit``, ``@jit``), read
     from its source."""
-
-    def jit(node: ast.expr) -> bool:
-        node = node.func if isinstance(node, ast.Call) else node
-        return (isinstance(node, ast.Attribute) and node.attr == "jit") or (
-            isinstance(node, ast.Name) and node.id == "jit"
-        )
-
-    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and any(jit(d) for d in n.decorator_list)]
+    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and jit_decorated(n)]
 
 
 def parse_spec(

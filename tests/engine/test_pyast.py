@@ -75,3 +75,17 @@ def test_parses_from_many_threads_with_collections_running_all_succeed():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_decorators_are_named_as_the_source_spells_them_and_jit_is_found_under_any_module():
+    from mcp_server.engine.pyast import dotted_name, jit_decorated
+
+    tree = parse_python(
+        "@triton.autotune(configs=[], key=[])\n@triton.jit\ndef a(x): pass\n"
+        "@gluon.jit\ndef b(x): pass\n@jit(do_not_specialize=[0])\ndef c(x): pass\n"
+        "@functools.cache\ndef d(x): pass\n@registry['k']\ndef e(x): pass\n"
+    )
+    fns = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    assert [dotted_name(d) for d in fns["a"].decorator_list] == ["triton.autotune", "triton.jit"]
+    assert dotted_name(fns["e"].decorator_list[0]) == ""
+    assert [n for n, f in fns.items() if jit_decorated(f)] == ["a", "b", "c"]

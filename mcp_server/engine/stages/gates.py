@@ -44,7 +44,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from mcp_server.engine.models import INTERPRETER_DEVICE, BenchResult, BenchRow, ValidateResult
-from mcp_server.engine.pyast import parse_python
+from mcp_server.engine.pyast import dotted_name, jit_decorated, parse_python
 from mcp_server.engine.stages.models import (
     AuditSummary,
     AutotuneInfo,
@@ -477,26 +477,12 @@ def evaluate(stage: int, ev: GateEvidence) -> GateVerdict:
 # --- static autotune check ----------------------------------------------------------------------------------
 
 
-def _decorator_name(node: ast.expr) -> str:
-    """'triton.autotune' for @triton.autotune(...), 'jit' for @jit, '' when not a plain name."""
-    if isinstance(node, ast.Call):
-        node = node.func
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return ""
-
-
 _SIZE_WORDS = ("next_power_of_2", "shape", "numel", "size", "stride", "cdiv", "len")
 
 
 def _is_constexpr(arg: ast.arg) -> bool:
     ann = arg.annotation
-    return ann is not None and _decorator_name(ann).rsplit(".", 1)[-1] == "constexpr"
+    return ann is not None and dotted_name(ann).rsplit(".", 1)[-1] == "constexpr"
 
 
 def _size_derived(expr: ast.expr | None, derived: set[str]) -> bool:
@@ -509,7 +495,7 @@ def _size_derived(expr: ast.expr | None, derived: set[str]) -> bool:
             return True
         if isinstance(node, ast.Attribute) and node.attr in _SIZE_WORDS:
             return True
-        if isinstance(node, ast.Call) and _decorator_name(node.func).rsplit(".", 1)[-1] in _SIZE_WORDS:
+        if isinstance(node, ast.Call) and dotted_name(node.func).rsplit(".", 1)[-1] in _SIZE_WORDS:
             return True
     return False
 
@@ -640,11 +626,9 @@ def autotune_info(source: str, filename: str = "<candidate>") -> AutotuneInfo:
     kernels: dict[str, bool] = {}
     bodies: dict[str, ast.FunctionDef] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef):
-            names = [_decorator_name(d).rsplit(".", 1)[-1] for d in node.decorator_list]
-            if "jit" in names:
-                kernels[node.name] = "autotune" in names
-                bodies[node.name] = node
+        if isinstance(node, ast.FunctionDef) and jit_decorated(node):
+            kernels[node.name] = any(dotted_name(d).rsplit(".", 1)[-1] == "autotune" for d in node.decorator_list)
+            bodies[node.name] = node
     calls = _launches(tree, set(kernels))
     launched: list[str] = list(dict.fromkeys(c.kernel for c in calls))
     if launched:
