@@ -284,10 +284,7 @@ def validate(
         if failure is not None:
             judge.whole_job_failed(failure, progress)
         else:
-            judge.run()
-            trust_findings += evidence.run_findings(
-                cand_spec.path, ref_meta, ref_data, cand_out.result or {}, judge.launches
-            )
+            trust_findings += _judged(judge, cand_spec.path, ref_meta, ref_data, cand_out.result or {})
         judge.findings.extend(trust_findings)
         _explain_unmatched_weights(judge.findings, (cand_out.result or {}).get("weights_unmatched"))
         judge.judge_reference_precision()
@@ -1002,6 +999,29 @@ class _Judge:
                 "the candidate launched no @triton.jit kernel on any case: its result came from elsewhere "
                 "(PyTorch, a library, or a cache)",
             )
+
+
+def _judged(
+    judge: _Judge, candidate: Path, ref_meta: dict[str, Any], ref_data: dict[str, Any], result: dict[str, Any]
+) -> list[Finding]:
+    """Run ``judge`` over the candidate's child's result; return the run's trust findings. A result in no shape
+    that child writes (code in its process changed it) is an ``evasion`` error, never an error of the judge."""
+    try:
+        judge.run()
+        return evidence.run_findings(candidate, ref_meta, ref_data, result, judge.launches)
+    except Exception as exc:
+        judge.findings.append(
+            Finding(
+                kind=FindingKind.evasion,
+                severity=Severity.error,
+                message=(
+                    "the candidate's process returned a result the judge cannot read "
+                    f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}): code in that process "
+                    "changed what the judge's child wrote. Leave the judge's code alone"
+                ),
+            )
+        )
+        return []
 
 
 def _precision_cause(ref_meta: dict[str, Any]) -> PrecisionCause | None:

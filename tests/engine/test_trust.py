@@ -579,6 +579,8 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("numpy_ctypeslib.py", {"evasion"}),
         # …and by names the scan cannot read: the recorder notes ctypes' cast during the call.
         ("raw_memory_hidden.py", {"host_compute"}),
+        # The child's report rewritten on its way out (json.dumps patched): the guard puts it back and refuses it.
+        ("forges_result.py", {"evasion"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):
@@ -714,3 +716,22 @@ def test_profiler_annotations_are_fine_but_stopping_the_profiler_is_evasion(tmp_
     assert scan.scan(tmp_path / "note.py") == []
     assert "evasion" in _errors(scan.scan(tmp_path / "stop.py"))
     assert "evasion" in _errors(scan.scan(tmp_path / "own.py"))
+
+
+def test_a_result_in_no_shape_the_candidates_child_writes_is_evasion_not_an_error_of_the_judge(tmp_path):
+    # Must fail as a finding, not a crash of the judge: a record that is a string, a result nested past any
+    # decoder's depth. (Every honest fixture's result is judged as before: the twins above.)
+    from mcp_server.engine.device import DeviceInfo
+    from mcp_server.engine.runner.parent import _read_result
+    from mcp_server.engine.validate import _Judge, _judged
+
+    deep = tmp_path / "result.json"
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    assert _read_result(deep) is None
+    device = DeviceInfo(device="cpu", interpreter=True, torch="t", triton="t", python="p")
+    ref_meta = {"cases": [{"key": "base#1", "name": "base", "seed": 1, "status": "ok", "record": {"ops": {}}}]}
+    broken = {"cases": [{"key": "base#1", "status": "ok", "record": "boom"}]}
+    judge = _Judge(ref_meta, {"cases": {}}, broken, {}, None, (), device)
+    assert _judged(judge, PROBLEM, ref_meta, {"cases": {}}, broken) == []
+    assert [f.kind for f in judge.findings if f.severity is Severity.error] == [FindingKind.evasion]
+    assert "cannot read" in judge.findings[-1].message

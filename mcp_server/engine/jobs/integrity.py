@@ -28,6 +28,8 @@ LIBRARY_MODULES = (
     "statistics",
     "secrets",
     "json",
+    "json.encoder",
+    "_json",
     "os",
     "pathlib",
     "torch.cuda",

@@ -21,7 +21,17 @@ import torch
 from mcp_server.engine import compare
 from mcp_server.engine.interp import configs as autotune_configs
 from mcp_server.engine.interp import races as interp_races
-from mcp_server.engine.jobs import calls, common, derive, grad_calls, launch_specs, recorder, timed_check, trace
+from mcp_server.engine.jobs import (
+    calls,
+    common,
+    derive,
+    grad_calls,
+    integrity,
+    launch_specs,
+    recorder,
+    timed_check,
+    trace,
+)
 from mcp_server.engine.models import FLOAT64_DIFFERS, NATIVE_PRECISION
 from mcp_server.engine.runner.child import (
     JobContext,
@@ -598,6 +608,8 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         launch_specs.record_interpreted()
         launch_specs.take()
     bundle = torch.load(params["cases_file"], weights_only=True)
+    autotune_configs.start_case()  # (its hook on the autotuner goes in before the guard looks)
+    ctx.guard = integrity.Guard()  # the judge's code as it is before the candidate's is imported
     module, target = _load_target(params["candidate"], ctx)
     kernelbench = params.get("kernelbench", False)
     weights = "n/a"

@@ -56,6 +56,10 @@ class JobContext:
     def __init__(self, job_dir: str, user_files: list[str]):
         self.job_dir = Path(job_dir)
         self.user_files = {os.path.realpath(f) for f in user_files}
+        # Set by a job before it imports submitted code (jobs.integrity.Guard): looked at when the job ends, and a
+        # result written after the judge's own code, or a library function its result goes through, was replaced
+        # is not trusted.
+        self.guard: Any = None
 
     def path(self, name: str) -> Path:
         return self.job_dir / name
@@ -363,6 +367,18 @@ def main(job_dir: str) -> int:
     except BaseException as exc:
         traceback.print_exc()
         payload = {"failure": classify_exception(exc, ctx.user_files).model_dump(mode="json")}
+    guard = ctx.guard
+    if guard is not None:
+        replaced = guard.check()  # each one put back, so what writes the result below is the judge's own
+        if replaced:
+            listed = ", ".join(replaced[:6]) + (f" and {len(replaced) - 6} more" if len(replaced) > 6 else "")
+            message = (
+                f"the judge's own code, or a library function its result goes through, was replaced while user "
+                f"code ran ({listed}); the job's result is not trusted. Leave them alone"
+            )
+            payload = {
+                "failure": Failure(kind=FindingKind.evasion, message=message, raised=True).model_dump(mode="json")
+            }
     _flush()
     tmp = Path(job_dir, "result.json.tmp")
     tmp.write_text(json.dumps(payload, default=str))

@@ -591,7 +591,13 @@ class Runner:
             outcome.usage_error = str(payload["usage_error"])
             return outcome
         if payload.get("failure"):
-            failure = Failure.model_validate(payload["failure"])
+            try:
+                failure = Failure.model_validate(payload["failure"])
+            except ValueError:
+                failure = Failure(
+                    kind=FindingKind.crash,
+                    message="the process reported a failure the judge cannot read (its own code changed it)",
+                )
             if not failure.stderr_tail:
                 failure.stderr_tail = stderr_tail
             outcome.failure = failure
@@ -629,7 +635,7 @@ def _read_result(path: Path) -> dict[str, Any] | None:
         if path.stat().st_size > MAX_RESULT_BYTES:
             return None
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # (a hostile child's nesting too deep to decode)
         return None
     return data if isinstance(data, dict) else None
 
