@@ -49,8 +49,8 @@ def interpreter_caveats() -> list[str]:
         ".numpy(), __dlpack__ and DLPack exports, item access (.item(), a storage's items), torch.save, pickle and "
         "TorchScript's serializers, a storage's shared-memory file, and apply_/map_/map2_, wherever the method is "
         "defined (the C tensor and storage types too), and raw memory reached through ctypes' cast, string_at, "
-        "memmove or a ctypes type's from_address; a read around them (other ctypes routes, a counting wrapper's own "
-        "state) is found only by the source scan, and the job's own "
+        "memmove or a ctypes type's from_address, or the interpreter's own loads and stores; a read around them "
+        "(other ctypes routes, a counting wrapper's own state) is found only by the source scan, and the job's own "
         "memory file is hidden only where the sandbox has a private /proc, where a GPU's CUDA trace sees every "
         "device→host copy",
         "GPU compilation: each launched kernel, with the arguments it was launched with, goes through the GPU "

@@ -228,6 +228,7 @@ def test_serializing_internals_and_shared_memory_files_are_host_compute_errors(t
         ('m = __builtins__["__imp" + "ort__"]("ct" + "ypes")\n', "evasion"),
         ('import sys\nm = sys.modules.get("ct" + "ypes")\n', "evasion"),
         ("import numpy\ndef f(a):\n    return a.ctypes.data\n", "evasion"),
+        ("from triton._C.libtriton import interpreter\n", "evasion"),
     ],
 )
 def test_aliases_of_torch_internals_and_raw_array_protocols_are_errors(tmp_path, source, kind):
@@ -581,6 +582,8 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("raw_memory_hidden.py", {"host_compute"}),
         # The child's report rewritten on its way out (json.dumps patched): the guard puts it back and refuses it.
         ("forges_result.py", {"evasion"}),
+        # The Triton interpreter's raw loads and stores, reached through its Python module: noted at run time.
+        ("interp_raw_memory.py", {"host_compute"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

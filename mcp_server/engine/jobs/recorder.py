@@ -1138,14 +1138,17 @@ RAW_MEMORY = ("cast", "string_at", "wstring_at", "memmove", "memset")
 
 
 def _own_library_use() -> bool:
-    """Whether the code calling (past the standard library, ctypes included) is torch's or Triton's."""
+    """Whether the code calling (past the standard library, ctypes included) is torch's, Triton's or the judge's."""
     frame = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_filename
         if not (name == _HERE or name.startswith((_STDLIB_DIR, "<frozen"))):
-            return name.startswith((_TORCH_DIR, _triton_root()))
+            return name.startswith((_TORCH_DIR, _triton_root(), _JUDGE_DIR))
         frame = frame.f_back
     return False
+
+
+_JUDGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(_HERE))) + os.sep  # mcp_server/
 
 
 def _note_raw_memory(label: str) -> None:
@@ -1187,6 +1190,22 @@ def _follow_raw_memory() -> None:
             return __original(cls, *args, **kwargs)
 
         _set_class_attr(meta, "from_address", from_address)
+    # The Triton interpreter's own loads and stores read and write memory at any address they are given.
+    try:
+        from triton._C.libtriton import interpreter as raw_interpreter
+    except ImportError:  # pragma: no cover
+        return
+    for name in ("load", "store", "atomic_rmw", "atomic_cas"):
+        original = getattr(raw_interpreter, name, None)
+        if original is None:
+            continue
+
+        def interpreted(*args: Any, __original: Any = original, __label: str = name, **kwargs: Any) -> Any:
+            _note_raw_memory(f"triton._C.libtriton.interpreter.{__label}")
+            return __original(*args, **kwargs)
+
+        interpreted.__name__ = interpreted.__qualname__ = name
+        setattr(raw_interpreter, name, interpreted)
 
 
 def _note_process(how: str) -> None:

@@ -93,8 +93,8 @@ def run_findings(
             "raw_memory",
             FindingKind.host_compute,
             lambda names: (
-                f"a call reached memory by its address through ctypes ({'; '.join(names[:3])}): a tensor's data read "
-                "or written that way is outside the judge's count of what Python reads. Compute in the Triton kernel"
+                f"a call reached memory by its address ({'; '.join(names[:3])}): a tensor's data read or written "
+                "that way is outside the judge's count of what Python reads. Compute in the Triton kernel"
             ),
         ),
         (

@@ -125,6 +125,12 @@ NAME_RULES: tuple[Rule, ...] = (
         "calls would time that library)",
     ),
     _rule(r"^mcp_server\b", EV, E, "imports the judge's own package"),
+    _rule(
+        r"^triton\._C\.libtriton\.interpreter\b",
+        EV,
+        E,
+        "reaches the Triton interpreter's C loads and stores, which read and write any address",
+    ),
     # Ways to reach the judge's own objects in the process (bench times the candidate in the process it runs in).
     _rule(r"^gc\.get_(objects|referrers|referents)$", EV, E, "walks the interpreter's objects"),
     _rule(r"^(sys\._getframe|inspect\.(currentframe|stack|getouterframes))$", EV, E, "reads its caller's frames"),
