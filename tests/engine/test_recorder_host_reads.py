@@ -150,3 +150,30 @@ def test_what_the_interpreter_reads_inside_a_launch_is_not_the_calls():
         _double[(4,)](x, out, x.numel(), BLOCK=256)
     assert record.host_read_bytes == 0 and record.launches
     torch.testing.assert_close(out, 2 * x)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.from_numpy(np.zeros(1000, np.float32)),
+        lambda: torch.frombuffer(bytearray(4000), dtype=torch.float32),
+        lambda: torch.as_tensor(np.zeros(1000, np.float32)),
+        lambda: torch.from_dlpack(np.zeros(1000, np.float32)),
+    ],
+)
+def test_data_written_into_memory_a_python_object_holds_counts_as_read_and_a_fresh_tensor_does_not(make):
+    # Must count: a copy into a tensor over a numpy array's (or a buffer's) memory, and that tensor handed to a Triton
+    # kernel (which may write it). Twins: the same copy into a tensor torch made, a view of the shared tensor, and
+    # a read of the shared tensor into a fresh one count nothing.
+    shared, x = make(), torch.randn(1000)
+    with recorder.recording() as record:
+        shared.copy_(x)
+    assert record.host_read_bytes == 4000
+    with recorder.recording() as record:
+        _double[(4,)](x, shared, x.numel(), BLOCK=256)
+    assert record.host_read_bytes == 4000
+    with recorder.recording() as record:
+        torch.empty(1000).copy_(x)
+        shared[:10].reshape(2, 5)
+        shared.clone()
+    assert record.host_read_bytes == 0

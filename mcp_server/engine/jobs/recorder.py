@@ -154,6 +154,45 @@ MOVEMENT_OPS = ALLOC_OPS | {
     "_pin_memory",
     "set_data",
 }
+# Ops whose output is a view of an input: nothing is written.
+VIEW_OPS = frozenset(
+    {
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "_reshape_alias",
+        "as_strided",
+        "expand",
+        "expand_as",
+        "view_as",
+        "permute",
+        "transpose",
+        "t",
+        "squeeze",
+        "unsqueeze",
+        "select",
+        "slice",
+        "narrow",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "unbind",
+        "alias",
+        "detach",
+        "lift_fresh",
+        "view_as_real",
+        "view_as_complex",
+        "_conj",
+        "_neg_view",
+        "flatten",
+        "unflatten",
+        "movedim",
+        "diagonal",
+        "unfold",
+        "real",
+        "imag",
+    }
+)
 # The candidate's counted torch work in one call, as a share of the reference's own: validate's error and warning
 # levels (bench allows its timed calls the validation's share plus the warning level, jobs.timed_ops).
 TORCH_WORK_ERROR = 0.5
@@ -362,6 +401,7 @@ def install_launch_hooks() -> None:
     _follow_below_dispatch()
     _watch_registrations()
     _follow_raw_memory()
+    _follow_shared_memory()
     from triton.runtime import autotuner, jit
 
     classes: list[Any] = [jit.JITFunction]
@@ -382,6 +422,11 @@ def install_launch_hooks() -> None:
                     _note_thread_work()
             if (_launch_recording or _captures) and not kwargs.get("warmup", False) and not _in_triton():
                 _launches.append(_kernel_name(self))
+                if _shared_spans and _active is not None:
+                    read = _shared_bytes(iter_tensors((args, kwargs)))
+                    if read:
+                        with _thread_lock:
+                            _active.record.host_read_bytes += read
             with _triton_scope():  # the stream hook's own torch calls are not the candidate's ops
                 if LAUNCH_STREAMS is not None and not kwargs.get("warmup", False):
                     LAUNCH_STREAMS.launched()
@@ -533,6 +578,8 @@ class _Recorder(TorchDispatchMode):
             return
         if _in_triton() and _triton_own(name, args):
             return
+        if _shared_spans and name not in VIEW_OPS:
+            self.record.host_read_bytes += _shared_bytes(out if isinstance(out, torch.Tensor) else iter_tensors(out))
         base = name[:-1] if name.endswith("_") and name not in MOVEMENT_OPS else name
         if name == "_local_scalar_dense" and not getattr(_tls, "host_read_depth", 0):
             self.record.host_read_bytes += args[0].element_size()  # .item(), float(t), int(t), bool(t)
@@ -1206,6 +1253,79 @@ def _follow_raw_memory() -> None:
 
         interpreted.__name__ = interpreted.__qualname__ = name
         setattr(raw_interpreter, name, interpreted)
+
+
+# Tensors over memory a Python object holds (a numpy array, a buffer, a mapped file), made by code other than torch's
+# or the judge's: data torch or a Triton kernel writes there reaches Python with no read the counts see (numpy
+# computes in place and torch copies the answer back: attacks/from_numpy_shared.py). Their storages are held, so their
+# memory is never another tensor's; what a recorded call writes there, or hands a Triton kernel there, counts as read.
+SHARED_MAKERS = (
+    ("torch", "from_numpy"),
+    ("torch", "frombuffer"),
+    ("torch", "as_tensor"),
+    ("torch", "asarray"),
+    ("torch", "from_dlpack"),
+    ("torch", "from_file"),
+    ("torch.utils.dlpack", "from_dlpack"),
+)
+_shared: list[Any] = []
+_shared_spans: list[tuple[int, int]] = []
+
+
+def _note_shared(made: Any) -> None:
+    """Hold the storage of each CPU tensor (or storage) in ``made`` whose memory torch does not own (not
+    resizable: a numpy array's, a buffer's, a mapped file's)."""
+    storages = [made] if isinstance(made, torch.UntypedStorage) else [t.untyped_storage() for t in iter_tensors(made)]
+    for storage in storages:
+        if storage.device.type == "cpu" and storage.nbytes() and not storage.resizable():
+            start = storage.data_ptr()
+            if (start, start + storage.nbytes()) not in _shared_spans:
+                _shared.append(storage)
+                _shared_spans.append((start, start + storage.nbytes()))
+
+
+def _shared_bytes(tensors: Any) -> int:
+    """Bytes of the CPU tensors among ``tensors`` that lie in memory a Python object holds (``_note_shared``)."""
+    total = 0
+    for t in [tensors] if isinstance(tensors, torch.Tensor) else tensors:
+        if isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.numel():
+            start = t.data_ptr()
+            if any(lo <= start < hi for lo, hi in _shared_spans):
+                total += t.numel() * t.element_size()
+    return total
+
+
+def _follow_shared_memory() -> None:
+    """Wrap ``SHARED_MAKERS`` and the storage's own makers (``from_buffer``, ``from_file``) to note what they make
+    for code other than torch's or the judge's."""
+    import importlib
+
+    for module_name, name in SHARED_MAKERS:
+        module = importlib.import_module(module_name)
+        original = getattr(module, name, None)
+        if original is None:
+            continue
+
+        def make(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            made = __original(*args, **kwargs)
+            if not _own_library_use():
+                _note_shared(made)
+            return made
+
+        make.__name__ = make.__qualname__ = name
+        setattr(module, name, make)
+    for name in ("from_buffer", "from_file"):
+        original = getattr(torch.UntypedStorage, name, None)
+        if original is None:
+            continue
+
+        def make_storage(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            made = __original(*args, **kwargs)
+            if not _own_library_use():
+                _note_shared(made)
+            return made
+
+        setattr(torch.UntypedStorage, name, staticmethod(make_storage))
 
 
 def _note_process(how: str) -> None:
