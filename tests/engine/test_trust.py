@@ -229,6 +229,10 @@ def test_serializing_internals_and_shared_memory_files_are_host_compute_errors(t
         ('import sys\nm = sys.modules.get("ct" + "ypes")\n', "evasion"),
         ("import numpy\ndef f(a):\n    return a.ctypes.data\n", "evasion"),
         ("from triton._C.libtriton import interpreter\n", "evasion"),
+        # The process's own output captured (where a kernel's tl.device_print writes what it loaded).
+        ("import contextlib, io\nwith contextlib.redirect_stdout(io.StringIO()):\n    pass\n", "evasion"),
+        ("import os\nos.dup2(3, 1)\n", "evasion"),
+        ("import io, sys\nsys.stdout = io.StringIO()\n", "evasion"),
     ],
 )
 def test_aliases_of_torch_internals_and_raw_array_protocols_are_errors(tmp_path, source, kind):
@@ -586,6 +590,8 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("interp_raw_memory.py", {"host_compute"}),
         # Tensors over numpy arrays' memory made at import: the inputs copied in are data handed to Python.
         ("shared_memory_numpy.py", {"host_round_trip"}),
+        # The inputs printed by a kernel's tl.device_print and read back from the call's own output.
+        ("device_print_leak.py", {"host_round_trip"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):
@@ -675,6 +681,7 @@ def test_the_twins_pass(runner):
         "custom_op_inplace_good.py",
         "subclass_good.py",
         "shared_memory_good.py",
+        "device_print_good.py",
     )
     for twin in twins:
         result = _validate(runner, twin)

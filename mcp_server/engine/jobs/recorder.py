@@ -402,6 +402,7 @@ def install_launch_hooks() -> None:
     _watch_registrations()
     _follow_raw_memory()
     _follow_shared_memory()
+    _follow_prints()
     from triton.runtime import autotuner, jit
 
     classes: list[Any] = [jit.JITFunction]
@@ -1326,6 +1327,28 @@ def _follow_shared_memory() -> None:
             return made
 
         setattr(torch.UntypedStorage, name, staticmethod(make_storage))
+
+
+def _follow_prints() -> None:
+    """Under the interpreter ``tl.device_print`` is Python's print of the block's values, which the call can read
+    back from its own output: the bytes printed during a recorded call count as read by Python."""
+    try:
+        from triton.runtime.interpreter import InterpreterBuilder
+    except ImportError:  # pragma: no cover
+        return
+    import numpy as np
+
+    original = InterpreterBuilder.create_print
+
+    def create_print(self: Any, prefix: Any, hex: Any, values: Any, *args: Any, **kwargs: Any) -> Any:
+        active = _active
+        if active is not None:
+            printed = sum(np.asarray(getattr(v, "data", v)).nbytes for v in values)
+            with _thread_lock:
+                active.record.host_read_bytes += printed
+        return original(self, prefix, hex, values, *args, **kwargs)
+
+    InterpreterBuilder.create_print = create_print
 
 
 def _note_process(how: str) -> None:

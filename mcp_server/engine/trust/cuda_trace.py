@@ -116,7 +116,7 @@ def host_read_finding(read: int, io_bytes: int, case: str, seed: int | None) -> 
         message=(
             f"{case}: the call handed {read} bytes of tensor data to Python (.tolist(), .numpy(), .item(), "
             "serialization, DLPack, apply_/map_, a tensor over a numpy array's memory written or given to a kernel, "
-            "…: the routes the interpreter's caveats list)"
+            "tl.device_print, …: the routes the interpreter's caveats list)"
             + (
                 f", as much as an input or output tensor ({io_bytes} bytes): the answer was worked out on the host, "
                 "not by the kernel"

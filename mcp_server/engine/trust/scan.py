@@ -133,6 +133,12 @@ NAME_RULES: tuple[Rule, ...] = (
     ),
     # Ways to reach the judge's own objects in the process (bench times the candidate in the process it runs in).
     _rule(r"^gc\.get_(objects|referrers|referents)$", EV, E, "walks the interpreter's objects"),
+    _rule(
+        r"^contextlib\.redirect_(stdout|stderr)$|^os\.(dup|dup2|dup3)$|^sys\.(stdout|stderr|__stdout__|__stderr__)\.fileno$",
+        EV,
+        E,
+        "captures the process's own output, where a kernel's tl.device_print writes the values it loaded",
+    ),
     _rule(r"^(sys\._getframe|inspect\.(currentframe|stack|getouterframes))$", EV, E, "reads its caller's frames"),
     _rule(r"^sys\.modules\b", EV, E, "reaches loaded modules by name (the judge's own among them)"),
     _rule(r"^(runpy|importlib\.util\.spec_from_file_location|importlib\.machinery)\b", EV, W, "imports a file by path"),
@@ -265,6 +271,7 @@ STRING_RULES: tuple[Rule, ...] = (
 # timing and statistics use.
 PATCH_ERROR = re.compile(
     r"^(triton\.(runtime|compiler|language|testing)|torch|time|statistics|math|secrets|builtins|threading|_thread)\b"
+    r"|^sys\.(stdout|stderr)$"
 )
 PATCH_WARN = re.compile(r"^(torch|triton|builtins|numpy|sys)\b")
 PATCH_OK = re.compile(r"^torch\.(backends|_dynamo\.config|_inductor\.config)\b")
