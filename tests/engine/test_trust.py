@@ -233,6 +233,12 @@ def test_serializing_internals_and_shared_memory_files_are_host_compute_errors(t
         ("import contextlib, io\nwith contextlib.redirect_stdout(io.StringIO()):\n    pass\n", "evasion"),
         ("import os\nos.dup2(3, 1)\n", "evasion"),
         ("import io, sys\nsys.stdout = io.StringIO()\n", "evasion"),
+        # Names built from literals: concatenated, joined, sliced backwards, in an f-string, bound to a name.
+        ('K = "__array_" + "interface__"\nR = type("R", (), {K: {}})\n', "host_compute"),
+        ('R = type("R", (), {"".join(["__array_", "struct__"]): {}})\n', "host_compute"),
+        ('def f(g):\n    return getattr(g, "__kw" + "defaults__")\n', "evasion"),
+        ('p = "fles/corp/"[::-1]\n', "evasion"),
+        ('part = "oc"\np = f"/pr{part}/self/mem"\n', "evasion"),
     ],
 )
 def test_aliases_of_torch_internals_and_raw_array_protocols_are_errors(tmp_path, source, kind):
@@ -269,6 +275,8 @@ def test_ops_run_below_the_dispatch_mode_and_ahead_of_time_code_are_evasion(tmp_
         "torch.Tensor:\n    return x\n",
         'import importlib\nm = importlib.import_module("math")\n',
         'from pkgutil import resolve_name\nsqrt = resolve_name("math:sqrt")\n',
+        # Strings built from harmless pieces.
+        'import torch\nname = "float" + "32"\ndtype = getattr(torch, name)\nlabel = f"{name}-{1}"\n',
     ],
 )
 def test_registrations_in_a_namespace_of_the_candidates_own_and_imports_by_literal_names_are_not(tmp_path, source):
@@ -592,6 +600,8 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("shared_memory_numpy.py", {"host_round_trip"}),
         # The inputs printed by a kernel's tl.device_print and read back from the call's own output.
         ("device_print_leak.py", {"host_round_trip"}),
+        # An array protocol's name built from pieces: the scan folds strings built from literals.
+        ("array_interface_built.py", {"host_compute"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

@@ -125,6 +125,7 @@ NAME_RULES: tuple[Rule, ...] = (
         "calls would time that library)",
     ),
     _rule(r"^mcp_server\b", EV, E, "imports the judge's own package"),
+    _rule(r"^(builtins|importlib)\.__import__$", EV, E, "reaches the interpreter's import function itself"),
     _rule(
         r"^triton\._C\.libtriton\.interpreter\b",
         EV,
@@ -349,6 +350,16 @@ def _resolve_local(name: str, level: int, importer: Path, cand_dir: Path, root: 
     return found
 
 
+def _int_literal(node: ast.AST | None) -> int | type[Ellipsis] | None:
+    """A slice bound written as a literal (``-1`` too), None where there is none; ``...`` where it is not one."""
+    if node is None:
+        return None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _int_literal(node.operand)
+        return -inner if isinstance(inner, int) else ...
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, int) else ...
+
+
 class _Scanner(ast.NodeVisitor):
     def __init__(self, path: Path, lines: list[str], reference: Path | None, ref_modules: set[str]):
         self.path = path
@@ -356,6 +367,8 @@ class _Scanner(ast.NodeVisitor):
         self.reference = reference
         self.ref_modules = ref_modules
         self.aliases: dict[str, str] = {}
+        # Names bound to strings built from literals (``_K = "__array_" + "interface__"``), file-wide.
+        self.constants: dict[str, str] = {}
         self.findings: list[Finding] = []
 
     # -- reporting ---------------------------------------------------------------------------------
@@ -439,15 +452,72 @@ class _Scanner(ast.NodeVisitor):
             self.hit(node, EV, E, "`__builtins__` reaches the interpreter's built-ins by name (its import among them)")
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and node.value in RAW_MEMORY_NAMES:  # a dict key, setattr, type(...)'s namespace
-            self.check_attr(node, node.value)
-        if isinstance(node.value, str) and len(node.value) < 4096:
+        if isinstance(node.value, str):
+            self._check_string(node, node.value)
+
+    def _check_string(self, node: ast.AST, value: str) -> None:
+        """A string the code holds, written or built from literals: a protocol name (a dict key, setattr, a
+        ``type(...)`` namespace), a path of the runner's, the reference's name."""
+        if value in RAW_MEMORY_NAMES or (value in ATTR_RULES and not isinstance(node, ast.Constant)):
+            self.check_attr(node, value)
+        if len(value) < 4096:
             for rule in STRING_RULES:
-                if rule.pattern.search(node.value):
-                    self.hit(node, rule.kind, rule.severity, f"{node.value!r} {rule.why}")
+                if rule.pattern.search(value):
+                    self.hit(node, rule.kind, rule.severity, f"{value!r} {rule.why}")
                     break
-            if self.reference is not None and node.value.endswith(self.reference.name):
-                self.hit(node, REF, E, f"{node.value!r} names the reference's file or module")
+            if self.reference is not None and value.endswith(self.reference.name):
+                self.hit(node, REF, E, f"{value!r} names the reference's file or module")
+
+    def fold(self, node: ast.AST) -> str | None:
+        """The string an expression builds from literals alone (concatenation, an f-string, ``sep.join`` of a list,
+        a slice such as ``[::-1]``, ``chr(n)``, a name bound to one), or None."""
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, str) else None
+        if isinstance(node, ast.Name):
+            return self.constants.get(node.id)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.fold(node.left), self.fold(node.right)
+            return left + right if left is not None and right is not None else None
+        if isinstance(node, ast.JoinedStr):
+            parts = [
+                self.fold(v.value if isinstance(v, ast.FormattedValue) and v.format_spec is None else v)
+                for v in node.values
+            ]
+            return "".join(parts) if all(p is not None for p in parts) else None  # type: ignore[arg-type]
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+            base = self.fold(node.value)
+            bounds = [_int_literal(b) for b in (node.slice.lower, node.slice.upper, node.slice.step)]
+            if base is not None and all(b is None or isinstance(b, int) for b in bounds):
+                return base[slice(*bounds)]
+            return None
+        if isinstance(node, ast.Call) and not node.keywords:
+            func = node.func
+            if isinstance(func, ast.Name) and func.id == "chr" and len(node.args) == 1:
+                arg = node.args[0]
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, int) and 0 <= arg.value < 0x110000:
+                    return chr(arg.value)
+            if isinstance(func, ast.Attribute) and func.attr == "join" and len(node.args) == 1:
+                sep, items = self.fold(func.value), node.args[0]
+                if sep is not None and isinstance(items, ast.List | ast.Tuple):
+                    parts = [self.fold(e) for e in items.elts]
+                    if all(p is not None for p in parts):
+                        return sep.join(parts)  # type: ignore[arg-type]
+        return None
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        self._visit_built(node)
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        self._visit_built(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        self._visit_built(node)
+
+    def _visit_built(self, node: ast.AST) -> None:
+        folded = self.fold(node)
+        if folded is not None:
+            self._check_string(node, folded)
+        self.generic_visit(node)
 
     # -- assignments (monkeypatching) --------------------------------------------------------------
     def _check_patch(self, target: ast.AST) -> None:
@@ -464,6 +534,11 @@ class _Scanner(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._check_patch(target)
+        folded = self.fold(node.value)
+        if folded is not None:
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.constants[target.id] = folded
         # ``C = torch._C`` (or ``getattr(torch, "_C")``): later uses of C are read as torch._C.
         bound = self._bound_name(node.value)
         if bound is not None:
@@ -515,9 +590,11 @@ class _Scanner(ast.NodeVisitor):
         func = node.func
         dotted = self.dotted(func) if isinstance(func, ast.Attribute | ast.Name) else None
         name = dotted or ""
-        literal = bool(node.args) and isinstance(node.args[0], ast.Constant)
+        built = self.fold(node)  # "".join([...]), chr(n)
+        if built is not None:
+            self._check_string(node, built)
         if isinstance(func, ast.Name) and func.id in ("exec", "eval", "compile"):
-            code = node.args[0].value if literal else None  # type: ignore[union-attr]
+            code = self.fold(node.args[0]) if node.args else None
             if not isinstance(code, str):
                 self.hit(node, EV, W, f"`{func.id}()` runs code the scan cannot read")
             else:
@@ -531,25 +608,28 @@ class _Scanner(ast.NodeVisitor):
             )  # fmt: skip
         if name in ("getattr", "setattr", "delattr") and len(node.args) >= 2:
             target = self.dotted(node.args[0]) or ""
-            attr = node.args[1]
-            if isinstance(attr, ast.Constant) and isinstance(attr.value, str):
-                self.check_name(node, f"{target}.{attr.value}")
-                self.check_attr(node, attr.value)
+            attr = self.fold(node.args[1])
+            if attr is not None:  # a literal, or a name built from literals
+                self.check_name(node, f"{target}.{attr}")
+                self.check_attr(node, attr)
                 if name != "getattr" and target:
-                    self._check_patch(ast.Attribute(value=node.args[0], attr=attr.value, lineno=node.lineno))
+                    self._check_patch(ast.Attribute(value=node.args[0], attr=attr, lineno=node.lineno))
+            # A name built at run time (folded or not): hiding it is the point.
+            if isinstance(node.args[1], ast.Constant):
+                pass
             elif target.startswith(("torch._C", "triton._C")):
                 self.hit(node, EV, E, f"`{name}({target}, <computed name>)` reaches {target.split('.')[0]}'s C "
-                         "internals by a name the scan cannot read")  # fmt: skip
+                         "internals by a name built at run time")  # fmt: skip
             elif target.split(".")[0] in IMPORT_MODULES:
                 self.hit(node, EV, E, f"`{name}({target}, <computed name>)` reaches an import machinery's function by "
-                         "a name the scan cannot read")  # fmt: skip
-            elif target.startswith(("torch", "triton", "os", "sys", "signal")):
+                         "a name built at run time")  # fmt: skip
+            elif attr is None and target.startswith(("torch", "triton", "os", "sys", "signal")):
                 self.hit(node, EV, W, f"`{name}({target}, <computed name>)` hides which attribute it reaches")
         if (name.rpartition(".")[2] in IMPORTERS or name in IMPORTERS) and node.args:
-            arg = node.args[0]
-            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                self.check_name(node, arg.value)
-                self.check_reference_import(node, arg.value, 0)
+            module_name = self.fold(node.args[0])
+            if module_name is not None:
+                self.check_name(node, module_name)
+                self.check_reference_import(node, module_name, 0)
             else:
                 self.hit(node, EV, E, "imports a module whose name is computed (the judge's own could be one)")
         reads = name in OPEN_CALLS or (isinstance(func, ast.Attribute) and func.attr in READ_METHODS)
