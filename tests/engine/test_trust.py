@@ -339,6 +339,48 @@ def test_raw_memory_through_ctypes_during_a_call_is_noted_and_torchs_own_use_is_
     assert record.raw_memory == []
 
 
+def test_native_code_loaded_from_outside_the_installed_packages_is_named_and_torchs_own_loads_are_not(tmp_path):
+    # Must be named: a shared library ctypes loads for the test's code, an extension module imported from a folder of
+    # its own. Twins: the same ctypes load made by torch's code (a function whose file is in torch's folder), and an
+    # extension module imported from the installed Python, are not.
+    import ctypes
+    import importlib.util
+    import os
+    import shutil
+
+    import triton
+
+    from mcp_server.engine.jobs import recorder
+
+    recorder.install_launch_hooks()
+    before = list(recorder._native)
+    try:
+        ctypes.CDLL("libm.so.6")
+        assert recorder.native_loads()[len(before) :] == ["a shared library libm.so.6"]
+        space: dict = {}
+        code = "import ctypes\ndef load():\n    return ctypes.CDLL('libm.so.6')\n"
+        exec(compile(code, os.path.join(os.path.dirname(torch.__file__), "_ptt_twin.py"), "exec"), space)
+        space["load"]()
+        assert len(recorder.native_loads()) == len(before) + 1
+        import _bisect
+
+        bisect = _bisect.__file__  # an extension module of the installed Python's
+        spec = importlib.util.spec_from_file_location("_bisect", bisect)
+        importlib.util.module_from_spec(spec)  # from the installed Python: not named
+        assert len(recorder.native_loads()) == len(before) + 1
+        copy = shutil.copy(bisect, tmp_path)
+        # Triton's code loading its compiled launcher from its cache (a function whose file is in Triton's folder).
+        code = "import importlib.util\ndef load(p):\n    s = importlib.util.spec_from_file_location('_bisect', p)\n"
+        code += "    return importlib.util.module_from_spec(s)\n"
+        exec(compile(code, os.path.join(os.path.dirname(triton.__file__), "_ptt_twin.py"), "exec"), space)
+        space["load"](copy)
+        assert len(recorder.native_loads()) == len(before) + 1
+        importlib.util.module_from_spec(importlib.util.spec_from_file_location("_bisect", copy))
+        assert recorder.native_loads()[-1] == f"a native extension module {os.path.basename(copy)} from {tmp_path}"
+    finally:
+        del recorder._native[len(before) :]
+
+
 def test_kernels_registered_for_torch_ops_are_named_and_torchs_own_imports_are_not():
     from mcp_server.engine.jobs import recorder
 
@@ -602,6 +644,14 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("device_print_leak.py", {"host_round_trip"}),
         # An array protocol's name built from pieces: the scan folds strings built from literals.
         ("array_interface_built.py", {"host_compute"}),
+        # numpy on the tensors' memory inside a heuristic Triton calls back during a launch.
+        ("heuristic_numpy.py", {"host_round_trip"}),
+        # Tensors over numpy memory made by torch's own helpers, and by the unwrapped maker.
+        ("shared_via_torch_helper.py", {"host_round_trip"}),
+        # .tolist() inside another counted read's Python callback.
+        ("nested_host_read.py", {"host_round_trip"}),
+        # torch's tensor-expression evaluator (NNC), which dispatches no op: the scan names it.
+        ("tensor_expressions.py", {"evasion"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

@@ -824,7 +824,7 @@ def run(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         del sets
         torch.cuda.empty_cache()
     notes_out = sorted(notes) + _state_notes(switch)
-    replaced = switch.guard.replaced + recorder.replaced_kernels()
+    replaced = switch.guard.replaced + recorder.replaced_kernels() + recorder.native_loads()
     if replaced:
         _refuse_all(rows, checked, replaced)
     _refuse_interfering(rows, recorder.interference())

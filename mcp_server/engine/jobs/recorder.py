@@ -58,6 +58,9 @@ _thread_owners: dict[int, str] = {}
 _interference: dict[str, int] = {}
 # Libraries for torch's own namespaces made by code other than torch's (``_watch_registrations``).
 _replaced: list[str] = []
+# Native code loaded by code other than Triton's or the judge's from outside the installed packages
+# (``_follow_native_loads``).
+_native: list[str] = []
 # The containers above, whose identity never changes: the guard (jobs.integrity) watches this tuple, and
 # ``handback_problems`` compares the module's names with it.
 _CONTAINERS = (
@@ -68,6 +71,7 @@ _CONTAINERS = (
     ("_thread_owners", _thread_owners),
     ("_interference", _interference),
     ("_replaced", _replaced),
+    ("_native", _native),
 )
 
 # Frozen: in bench the candidate shares the process, and the guard (jobs.integrity) watches only what cannot change
@@ -311,7 +315,7 @@ def _caller_file() -> str:
     frame = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
-        if not (name.startswith((_TORCH_DIR, _STDLIB_DIR)) or name == _HERE):
+        if not (name.startswith((_TORCH_DIR, _STDLIB_DIR, "<frozen")) or name == _HERE):
             return os.path.abspath(name)
         frame = frame.f_back
     return ""
@@ -403,6 +407,7 @@ def install_launch_hooks() -> None:
     _follow_raw_memory()
     _follow_shared_memory()
     _follow_prints()
+    _follow_native_loads()
     from triton.runtime import autotuner, jit
 
     classes: list[Any] = [jit.JITFunction]
@@ -857,6 +862,19 @@ def _set_class_attr(cls: Any, name: str, value: Any) -> None:
     ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
 
 
+def _read_counts(depth: int) -> bool:
+    """Whether a host read being made counts: not one torch makes inside another (``__array__`` calls ``numpy``),
+    where a read made from inside another by user code (a callback of ``apply_``) does; and inside a Triton launch
+    only one made by code Triton calls back (a heuristic, a hook), not Triton's own copies."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename == _HERE:
+        frame = frame.f_back
+    immediate = frame.f_code.co_filename if frame is not None else ""
+    if depth and immediate.startswith(_TORCH_DIR):
+        return False
+    return not _in_triton() or not _caller_file().startswith((_triton_root(), _JUDGE_DIR))
+
+
 def _wrap_host_read(owner: Any, label: str, name: str, original: Any, count: Any) -> None:
     def read(*args: Any, __original: Any = original, __count: Any = count, **kwargs: Any) -> Any:
         depth = getattr(_tls, "host_read_depth", 0)
@@ -866,7 +884,7 @@ def _wrap_host_read(owner: Any, label: str, name: str, original: Any, count: Any
         finally:
             _tls.host_read_depth = depth
         active = _active
-        if active is not None and depth == 0 and not _in_triton():
+        if active is not None and _read_counts(depth):
             with _thread_lock:
                 active.record.host_read_bytes += __count(args, result)
         return result
@@ -1296,6 +1314,20 @@ def _shared_bytes(tensors: Any) -> int:
     return total
 
 
+def _shared_maker(original: Any, name: str) -> Any:
+    """``original`` noting what it makes over memory a Python object holds, unless Triton's or the judge's code made
+    it (torch's own helpers around it, a DataLoader's ``default_convert``, are the caller's)."""
+
+    def make(*args: Any, **kwargs: Any) -> Any:
+        made = original(*args, **kwargs)
+        if not _caller_file().startswith((_triton_root(), _JUDGE_DIR)):
+            _note_shared(made)
+        return made
+
+    make.__name__ = make.__qualname__ = name
+    return make
+
+
 def _follow_shared_memory() -> None:
     """Wrap ``SHARED_MAKERS`` and the storage's own makers (``from_buffer``, ``from_file``) to note what they make
     for code other than torch's or the judge's."""
@@ -1307,26 +1339,74 @@ def _follow_shared_memory() -> None:
         if original is None:
             continue
 
-        def make(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
-            made = __original(*args, **kwargs)
-            if not _own_library_use():
-                _note_shared(made)
-            return made
-
-        make.__name__ = make.__qualname__ = name
+        make = _shared_maker(original, name)
         setattr(module, name, make)
+        # The class torch's own functions are static methods of (torch._C._VariableFunctions.from_numpy).
+        functions = getattr(torch._C, "_VariableFunctionsClass", None)
+        if module is torch and functions is not None and isinstance(functions.__dict__.get(name), staticmethod):
+            _set_class_attr(functions, name, staticmethod(_shared_maker(functions.__dict__[name].__func__, name)))
     for name in ("from_buffer", "from_file"):
         original = getattr(torch.UntypedStorage, name, None)
         if original is None:
             continue
 
-        def make_storage(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
-            made = __original(*args, **kwargs)
-            if not _own_library_use():
-                _note_shared(made)
-            return made
+        setattr(torch.UntypedStorage, name, staticmethod(_shared_maker(original, name)))
 
-        setattr(torch.UntypedStorage, name, staticmethod(make_storage))
+
+def _installed_roots() -> tuple[str, ...]:
+    """The folders of the installed Python and its packages (torch's, Triton's and numpy's included, wherever their
+    site folder is)."""
+    import site
+
+    roots = {p for p in sysconfig.get_paths().values() if p}
+    roots.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+    roots.update([sys.prefix, sys.base_prefix, os.path.dirname(_TORCH_DIR.rstrip(os.sep))])
+    roots.add(os.path.dirname(_triton_root().rstrip(os.sep)))
+    return tuple(os.path.abspath(r) + os.sep for r in roots)
+
+
+def native_loads() -> list[str]:
+    """Native code loaded so far by code other than Triton's or the judge's from outside the installed packages."""
+    return list(_native)
+
+
+def _note_native(what: str, path: str) -> None:
+    note = f"{what} {os.path.basename(path) or path}" + (f" from {os.path.dirname(path)}" if os.sep in path else "")
+    if note not in _native:
+        _native.append(note)
+
+
+def _follow_native_loads() -> None:
+    """Note every native extension module loaded from outside the installed packages (``_imp.create_dynamic``,
+    behind every import of one) and every shared library ctypes loads, by code other than Triton's or the judge's, at
+    any time (an import's, or a call's): its code computes on a tensor's memory outside the op recorder and every
+    count of what Python reads (a candidate's own ``.so``, C++ compiled through torch._inductor's code cache, libc's
+    ``memcpy``)."""
+    import _imp
+    import ctypes
+
+    roots = _installed_roots()
+    create_dynamic = _imp.create_dynamic
+
+    def created(spec: Any, *args: Any, **kwargs: Any) -> Any:
+        origin = os.path.abspath(getattr(spec, "origin", None) or "")
+        # Torch's code loading it counts as its caller's (C++ compiled through torch._inductor's code cache); Triton's
+        # compiled launchers, loaded from its cache, are Triton's.
+        if origin and not origin.startswith(roots) and not _caller_file().startswith((_triton_root(), _JUDGE_DIR)):
+            _note_native("a native extension module", origin)
+        return create_dynamic(spec, *args, **kwargs)
+
+    _imp.create_dynamic = created
+    init = ctypes.CDLL.__init__
+
+    def __init__(self: Any, name: Any, *args: Any, **kwargs: Any) -> None:
+        # Any library, a system one too (libc's memcpy takes a tensor's address as an int), unless torch, Triton or
+        # the judge loads it (torch's CUDA libraries, on first use).
+        if not _own_library_use():
+            _note_native("a shared library", str(name))
+        init(self, name, *args, **kwargs)
+
+    ctypes.CDLL.__init__ = __init__
 
 
 def _follow_prints() -> None:

@@ -797,4 +797,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     replaced = recorder.replaced_kernels()
     if replaced:
         result["kernels_replaced"] = replaced
+    native = recorder.native_loads()
+    if native:
+        result["native_code"] = native
     return result

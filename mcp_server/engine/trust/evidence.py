@@ -122,6 +122,19 @@ def run_findings(
                 ),
             )
         )
+    native = [str(n) for n in cand_meta.get("native_code") or []]
+    if native:
+        findings.append(
+            Finding(
+                kind=FindingKind.evasion,
+                severity=Severity.error,
+                message=(
+                    f"the candidate's code loaded native code ({'; '.join(native[:3])}): what it computes on a "
+                    "tensor's memory is outside the judge's count of torch work and of data read by Python. Write "
+                    "the computation as a Triton kernel"
+                ),
+            )
+        )
     for key, kind, message in noted:
         names: list[str] = []
         for case in cand_meta.get("cases") or []:

@@ -125,6 +125,14 @@ NAME_RULES: tuple[Rule, ...] = (
         "calls would time that library)",
     ),
     _rule(r"^mcp_server\b", EV, E, "imports the judge's own package"),
+    _rule(
+        r"^torch\._C\._te\b|^torch\._inductor\.(codecache|cpp_builder|async_compile|compile_worker|runtime)\b"
+        r"|^_imp\b|^importlib\.machinery\.ExtensionFileLoader\b",
+        EV,
+        E,
+        "compiles or loads native code (torch's tensor-expression evaluator, the inductor's code cache, an extension "
+        "module by path), whose work the op recorder cannot see",
+    ),
     _rule(r"^(builtins|importlib)\.__import__$", EV, E, "reaches the interpreter's import function itself"),
     _rule(
         r"^triton\._C\.libtriton\.interpreter\b",
