@@ -107,34 +107,31 @@ def run_findings(
             ),
         ),
     )
-    replaced = [str(n) for n in cand_meta.get("kernels_replaced") or []]
-    if replaced:
-        findings.append(
-            Finding(
-                kind=FindingKind.evasion,
-                severity=Severity.error,
-                message=(
-                    f"the candidate put kernels in place of PyTorch's own ops ({'; '.join(replaced[:3])}"
-                    f"{f'; and {len(replaced) - 3} more' if len(replaced) > 3 else ''}): an op's kernel runs below "
-                    "the judge's count of torch work, and a fallthrough for the Python key hides the op from it. "
-                    'Register custom ops in a namespace of your own (torch.library.custom_op("mylib::name")) and '
-                    "leave aten's and prims' kernels as they are"
-                ),
-            )
-        )
-    native = [str(n) for n in cand_meta.get("native_code") or []]
-    if native:
-        findings.append(
-            Finding(
-                kind=FindingKind.evasion,
-                severity=Severity.error,
-                message=(
-                    f"the candidate's code loaded native code ({'; '.join(native[:3])}): what it computes on a "
-                    "tensor's memory is outside the judge's count of torch work and of data read by Python. Write "
-                    "the computation as a Triton kernel"
-                ),
-            )
-        )
+    # What the candidate's child noted once for the whole job (at its imports too): (result key, message).
+    job_noted = (
+        (
+            "kernels_replaced",
+            lambda names: (
+                f"the candidate put kernels in place of PyTorch's own ops ({'; '.join(names[:3])}"
+                f"{f'; and {len(names) - 3} more' if len(names) > 3 else ''}): an op's kernel runs below the judge's "
+                "count of torch work, and a fallthrough for the Python key hides the op from it. Register custom ops "
+                "in a namespace of your own (torch.library.custom_op(\"mylib::name\")) and leave aten's and prims' "
+                "kernels as they are"
+            ),
+        ),
+        (
+            "native_code",
+            lambda names: (
+                f"the candidate's code loaded native code ({'; '.join(names[:3])}): what it computes on a tensor's "
+                "memory is outside the judge's count of torch work and of data read by Python. Write the "
+                "computation as a Triton kernel"
+            ),
+        ),
+    )
+    for key, said in job_noted:
+        listed = [str(n) for n in cand_meta.get(key) or []]
+        if listed:
+            findings.append(Finding(kind=FindingKind.evasion, severity=Severity.error, message=said(listed)))
     for key, kind, message in noted:
         names: list[str] = []
         for case in cand_meta.get("cases") or []:
