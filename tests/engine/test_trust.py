@@ -401,6 +401,36 @@ def test_kernels_registered_for_torch_ops_are_named_and_torchs_own_imports_are_n
         del recorder._replaced[len(before) :]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("attack", "problem"),
+    [
+        ("matmul_bilinear.py", "matmul_problem.py"),  # a matrix product as one aten._trilinear: its FLOPs count
+        ("scale_list_op.py", "scale_problem.py"),  # the tensors of a list argument count, whatever the op
+    ],
+)
+def test_one_torch_op_doing_the_work_counts_as_the_work_it_does(runner, attack, problem):
+    result = _validate(runner, attack, ATTACKS / problem)
+    assert not result.ok and "torch_compute" in _errors(result.findings), result.findings
+
+
+def test_heavy_ops_count_their_flops_and_any_op_the_tensors_of_its_lists():
+    # Must count as what they do: _trilinear (F.bilinear) standing for a matrix product, a pairwise distance, an
+    # inverse, an op over a list of tensors. Twin: an elementwise op still counts its elements.
+    from mcp_server.engine.jobs.recorder import op_work
+
+    a, b = torch.ones(64, 64), torch.ones(64, 64)
+    trilinear = (a, b.t().unsqueeze(-1), torch.ones(64, 1), [1, 3], [0], [1, 2], [2, 3])
+    assert op_work("_trilinear", trilinear, torch.ones(64, 64)) == 2 * 64**3
+    assert (
+        op_work("_cdist_forward", (torch.ones(10, 3), torch.ones(20, 3), 2.0, None), torch.ones(10, 20)) == 3 * 200 * 3
+    )
+    assert op_work("linalg_inv", (torch.ones(4, 8, 8),), torch.ones(4, 8, 8)) == 2 * 4 * 8**3
+    unscale = ([torch.ones(4096)], torch.zeros(1), torch.ones(1))
+    assert op_work("_amp_foreach_non_finite_check_and_unscale", unscale, None) == 4096
+    assert op_work("mul", (a, b), a) == 64 * 64
+
+
 def test_matmul_variants_count_their_flops_and_foreach_ops_their_lists():
     from mcp_server.engine.jobs.recorder import op_work
 
@@ -652,6 +682,8 @@ def _validate(runner, candidate: str, reference: Path = PROBLEM):
         ("nested_host_read.py", {"host_round_trip"}),
         # torch's tensor-expression evaluator (NNC), which dispatches no op: the scan names it.
         ("tensor_expressions.py", {"evasion"}),
+        # A storage made in shared memory at import, mapped by numpy through its descriptor's path.
+        ("shared_memory_fd.py", {"host_round_trip"}),
     ],
 )
 def test_forging_attacks_fail(runner, attack, kinds):

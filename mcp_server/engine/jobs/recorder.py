@@ -15,6 +15,7 @@ capture, whenever that is, and a replay inside a recorded call counts it again a
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import sysconfig
@@ -194,6 +195,43 @@ MATMUL_OPS = frozenset(
         "_addmm_activation",
         "_scaled_mm",
         "_int_mm",
+    }
+)
+# Pairwise distances: three operations per output element per feature.
+DISTANCE_OPS = frozenset({"_cdist_forward", "_pdist_forward", "_euclidean_dist", "cdist"})
+# Solves, inverses and factorizations of (batches of) n×n matrices: about 2n³ each.
+CUBIC_OPS = frozenset(
+    {
+        "linalg_solve",
+        "_linalg_solve_ex",
+        "linalg_solve_ex",
+        "linalg_inv",
+        "linalg_inv_ex",
+        "inverse",
+        "triangular_solve",
+        "linalg_solve_triangular",
+        "cholesky",
+        "linalg_cholesky_ex",
+        "cholesky_solve",
+        "cholesky_inverse",
+        "linalg_lu",
+        "linalg_lu_factor_ex",
+        "lu_solve",
+        "linalg_lu_solve",
+        "linalg_qr",
+        "geqrf",
+        "_linalg_svd",
+        "linalg_eig",
+        "_linalg_eigh",
+        "linalg_eigvals",
+        "linalg_matrix_exp",
+        "_linalg_det",
+        "linalg_det",
+        "_linalg_slogdet",
+        "logdet",
+        "linalg_pinv",
+        "linalg_lstsq",
+        "matrix_power",
     }
 )
 # Fused ops count as the elementwise operations they stand for, per element: about the operations PyTorch's own
@@ -468,6 +506,15 @@ def op_work(name: str, args: tuple[Any, ...], out: Any) -> float:
     lists = [found for a in args if isinstance(a, list | tuple) and (found := list(iter_tensors(a)))]
     if lists and name.startswith(("_foreach_", "_fused_")):
         return float(sum(_numel(t) for t in lists[0])) * _fused_work(name)
+    if name == "_trilinear" and len(tensors_in) == 3:
+        return 2.0 * _trilinear_points(args)
+    if name in DISTANCE_OPS and len(tensors_in) >= 1:
+        depth = tensors_in[0].shape[-1] if tensors_in[0].dim() >= 1 else 1
+        return 3.0 * max(sum(_numel(t) for t in tensors_out), 1) * depth
+    if name in CUBIC_OPS and tensors_in and tensors_in[0].dim() >= 2:
+        a = tensors_in[0]
+        n = max(a.shape[-1], a.shape[-2])
+        return 2.0 * (a.numel() // max(a.shape[-1] * a.shape[-2], 1)) * n**3 + sum(_numel(t) for t in tensors_in[1:])
     if name in MATMUL_OPS and tensors_in:
         dims = [t.shape for t in tensors_in if t.dim() >= 1]
         out_numel = max(sum(_numel(t) for t in tensors_out), 1)
@@ -480,7 +527,25 @@ def op_work(name: str, args: tuple[Any, ...], out: Any) -> float:
     if "attention" in name and len(tensors_in) >= 3:
         q, k = tensors_in[0], tensors_in[1]
         return 4.0 * q.numel() * (k.shape[-2] if k.dim() >= 2 else 1)
-    return float(max([_numel(t) for t in tensors_in + tensors_out] or [0])) * _fused_work(name)
+    # Elements touched, a list's tensors together (an op over a list of tensors scales every one of them).
+    touched = [_numel(t) for t in tensors_in + tensors_out] + [sum(_numel(t) for t in found) for found in lists]
+    return float(max(touched or [0])) * _fused_work(name)
+
+
+def _trilinear_points(args: tuple[Any, ...]) -> int:
+    """The points of ``_trilinear``'s product (``F.bilinear`` decomposes into it): its three inputs, each unsqueezed at
+    its ``expand`` dims, broadcast together; a matrix product's multiply-adds when it stands for one."""
+    try:
+        shapes = []
+        for tensor, expand in zip(args[:3], args[3:6], strict=True):
+            shape = list(tensor.shape)
+            for dim in sorted(expand):
+                shape.insert(dim, 1)
+            shapes.append(shape)
+        full = [max(sizes) for sizes in zip(*shapes, strict=True)]
+        return math.prod(full)
+    except (TypeError, ValueError, IndexError):
+        return max(_numel(t) for t in args[:3] if isinstance(t, torch.Tensor))
 
 
 @dataclass
@@ -859,6 +924,8 @@ def _wrap_host_read(owner: Any, label: str, name: str, original: Any, count: Any
             result = __original(*args, **kwargs)
         finally:
             _tls.host_read_depth = depth
+        if name in SHARES and args:  # at an import too: its memory can be mapped from its descriptor later
+            _note_shared(args[0], shared=True)
         active = _active
         if active is not None and _read_counts(depth):
             with _thread_lock:
@@ -1263,16 +1330,26 @@ SHARED_MAKERS = (
     ("torch", "from_file"),
     ("torch.utils.dlpack", "from_dlpack"),
 )
+SHARED_STORAGE_MAKERS = (
+    "_new_shared_fd_cpu",
+    "_new_shared_filename_cpu",
+    "_new_using_fd_cpu",
+    "_new_using_filename_cpu",
+    "_new_with_file",
+)
+# Host-read points that put existing memory in shared memory.
+SHARES = ("share_memory_", "_share_fd_cpu_", "_share_filename_cpu_")
 _shared: list[Any] = []
 _shared_spans: list[tuple[int, int]] = []
 
 
-def _note_shared(made: Any) -> None:
+def _note_shared(made: Any, shared: bool = False) -> None:
     """Hold the storage of each CPU tensor (or storage) in ``made`` whose memory torch does not own (not
-    resizable: a numpy array's, a buffer's, a mapped file's)."""
+    resizable: a numpy array's, a buffer's, a mapped file's), or, ``shared``, that was put in shared memory (a file
+    descriptor any code in the process can map)."""
     storages = [made] if isinstance(made, torch.UntypedStorage) else [t.untyped_storage() for t in iter_tensors(made)]
     for storage in storages:
-        if storage.device.type == "cpu" and storage.nbytes() and not storage.resizable():
+        if storage.device.type == "cpu" and storage.nbytes() and (shared or not storage.resizable()):
             start = storage.data_ptr()
             if (start, start + storage.nbytes()) not in _shared_spans:
                 _shared.append(storage)
@@ -1325,8 +1402,13 @@ def _follow_shared_memory() -> None:
         original = getattr(torch.UntypedStorage, name, None)
         if original is None:
             continue
-
         setattr(torch.UntypedStorage, name, staticmethod(_shared_maker(original, name)))
+    # Storages made in shared memory (``_new_shared`` goes through these): a descriptor any code can map.
+    base = torch._C.StorageBase
+    for name in SHARED_STORAGE_MAKERS:
+        held = base.__dict__.get(name)
+        if isinstance(held, staticmethod):
+            _set_class_attr(base, name, staticmethod(_shared_maker(held.__func__, name)))
 
 
 def _installed_roots() -> tuple[str, ...]:

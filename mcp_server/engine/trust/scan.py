@@ -125,6 +125,7 @@ NAME_RULES: tuple[Rule, ...] = (
         "calls would time that library)",
     ),
     _rule(r"^mcp_server\b", EV, E, "imports the judge's own package"),
+    _rule(r"^mmap\b", EV, E, "maps memory (shared memory a tensor lives in, by its descriptor) into Python"),
     _rule(
         r"^torch\._C\._te\b|^torch\._inductor\.(codecache|cpp_builder|async_compile|compile_worker|runtime)\b"
         r"|^_imp\b|^importlib\.machinery\.ExtensionFileLoader\b",
@@ -245,8 +246,11 @@ ATTR_RULES: dict[str, tuple[FindingKind, Severity, str]] = {
             "_share_fd_cpu_",
             "_share_filename_cpu_",
             "_get_shared_fd",
+            "_new_shared",
             "_new_shared_fd_cpu",
             "_new_shared_filename_cpu",
+            "_new_using_fd_cpu",
+            "_new_using_filename_cpu",
         ),
         (HOST, E, "hands a tensor's or storage's bytes to Python (serialized, or as a shared-memory file)"),
     ),
