@@ -233,6 +233,8 @@ def test_serializing_internals_and_shared_memory_files_are_host_compute_errors(t
         ("import contextlib, io\nwith contextlib.redirect_stdout(io.StringIO()):\n    pass\n", "evasion"),
         ("import os\nos.dup2(3, 1)\n", "evasion"),
         ("import io, sys\nsys.stdout = io.StringIO()\n", "evasion"),
+        # Code imported from outside the candidate's folder, which nothing reads.
+        ('import sys\nsys.path.insert(0, "/elsewhere")\n', "evasion"),
         # Names built from literals: concatenated, joined, sliced backwards, in an f-string, bound to a name.
         ('K = "__array_" + "interface__"\nR = type("R", (), {K: {}})\n', "host_compute"),
         ('R = type("R", (), {"".join(["__array_", "struct__"]): {}})\n', "host_compute"),
@@ -407,6 +409,14 @@ def test_kernels_registered_for_torch_ops_are_named_and_torchs_own_imports_are_n
     [
         ("matmul_bilinear.py", "matmul_problem.py"),  # a matrix product as one aten._trilinear: its FLOPs count
         ("scale_list_op.py", "scale_problem.py"),  # the tensors of a list argument count, whatever the op
+        # A C++ kernel of another torch namespace whose body dispatched only its own allocation (counted as nothing).
+        pytest.param(
+            "matmul_mkldnn.py",
+            "matmul_problem.py",
+            marks=pytest.mark.skipif(
+                not hasattr(torch.ops.mkldnn, "_linear_pointwise"), reason="this torch has no mkldnn linear"
+            ),
+        ),
     ],
 )
 def test_one_torch_op_doing_the_work_counts_as_the_work_it_does(runner, attack, problem):
@@ -429,6 +439,17 @@ def test_heavy_ops_count_their_flops_and_any_op_the_tensors_of_its_lists():
     unscale = ([torch.ones(4096)], torch.zeros(1), torch.ones(1))
     assert op_work("_amp_foreach_non_finite_check_and_unscale", unscale, None) == 4096
     assert op_work("mul", (a, b), a) == 64 * 64
+    # A one-element first list broadcast over the others; convolutions by other names; addbmm's batch; LDL; FFT;
+    # a C++ kernel of another namespace taking two matrices.
+    lists = ([torch.ones(1)], [torch.ones(4096)], [torch.ones(4096)])
+    assert op_work("_foreach_addcmul", lists, [torch.ones(4096)]) == 4096 * 3
+    tbc = (torch.ones(64, 1, 32), torch.ones(1, 32, 16), torch.zeros(16), 0)
+    assert op_work("conv_tbc", tbc, torch.ones(64, 1, 16)) == 2 * 64 * 16 * 32
+    batches = (torch.zeros(4, 4), torch.ones(1000, 4, 1), torch.ones(1000, 1, 4))
+    assert op_work("addbmm", batches, torch.ones(4, 4)) == 2 * 1000 * 4 * 4
+    assert op_work("linalg_ldl_factor_ex", (torch.ones(8, 8),), torch.ones(8, 8)) >= 2 * 8**3
+    assert op_work("_fft_r2c", (torch.ones(1024),), torch.ones(513)) == 5 * 1024 * 10
+    assert op_work("_linear_pointwise", (a, b), a, foreign=True) == 2 * 64**3
 
 
 def test_matmul_variants_count_their_flops_and_foreach_ops_their_lists():
@@ -510,6 +531,15 @@ def test_a_copy_is_copy_only_and_arithmetic_on_loads_is_not():
         ("tl.store(o + i, +(tl.load(x + i) - 0.0))", True),
         ("tl.store(o + i, tl.load(x + i) * 2.0)", False),
         ("tl.store(o + i, tl.load(x + i) - 0.5)", False),
+        # …and calls that leave it as it is (the same value twice, a reflexive comparison, fma by 1 and 0); twins
+        # with another value.
+        ("v = tl.load(x + i)\n    tl.store(o + i, tl.maximum(v, v))", True),
+        ("v = tl.load(x + i)\n    tl.store(o + i, tl.where(v == v, v, 0.0))", True),
+        ("v = tl.load(x + i)\n    tl.store(o + i, tl.where(v > 0, v, v))", True),
+        ("v = tl.load(x + i)\n    tl.store(o + i, tl.fma(v, 1, 0))", True),
+        ("v = tl.load(x + i)\n    tl.store(o + i, tl.maximum(v, 0.0))", False),
+        ("v = tl.load(x + i)\n    tl.store(o + i, tl.where(v > 0, v, 0.0))", False),
+        ("v = tl.load(x + i)\n    tl.store(o + i, tl.fma(v, 2, 0))", False),
     ],
 )
 def test_the_kernel_data_flow(body, copy):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import sys
 import sysconfig
 import threading
@@ -195,8 +196,16 @@ MATMUL_OPS = frozenset(
         "_addmm_activation",
         "_scaled_mm",
         "_int_mm",
+        "_linear_pointwise",
+        "mkldnn_linear",
     }
 )
+# Convolutions by any name (conv_tbc, _slow_conv2d_forward, mkldnn's), not conversions.
+CONVOLUTION = re.compile(r"conv(?!ert)")
+# FFTs: about 5 n log2 n operations over n points.
+FFT_OPS = frozenset({"_fft_r2c", "_fft_c2r", "_fft_c2c", "fft_fft", "fft_rfft", "fft_irfft", "fft_ifft"})
+# linalg_ ops that work element by element (everything else linalg_ is a factorization, solve or product: 2n³).
+LINALG_ELEMENTWISE = frozenset({"linalg_vector_norm", "linalg_cross", "linalg_diagonal", "linalg_vecdot"})
 # Pairwise distances: three operations per output element per feature.
 DISTANCE_OPS = frozenset({"_cdist_forward", "_pdist_forward", "_euclidean_dist", "cdist"})
 # Solves, inverses and factorizations of (batches of) n×n matrices: about 2n³ each.
@@ -232,6 +241,9 @@ CUBIC_OPS = frozenset(
         "linalg_pinv",
         "linalg_lstsq",
         "matrix_power",
+        "ormqr",
+        "lu_unpack",
+        "cholesky_ex",
     }
 )
 # Fused ops count as the elementwise operations they stand for, per element: about the operations PyTorch's own
@@ -438,6 +450,7 @@ def install_launch_hooks() -> None:
         def run(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
             if not kwargs.get("warmup", False):  # (a compile ahead of time launches nothing)
                 _tls.events = getattr(_tls, "events", 0) + 1
+                _tls.work = getattr(_tls, "work", 0) + 1
                 if _thread_owners:
                     _note_thread_work()
             if (_launch_recording or _captures) and not kwargs.get("warmup", False) and not _in_triton():
@@ -496,22 +509,42 @@ def _fused_work(name: str) -> int:
     return FUSED_WORK["_softmax"] if "softmax" in name else 1
 
 
-def op_work(name: str, args: tuple[Any, ...], out: Any) -> float:
-    """A rough measure of an op's work: FLOPs for matrix products, else elements touched (times the elementwise
-    operations a fused op stands for, ``FUSED_WORK``)."""
+def op_work(name: str, args: tuple[Any, ...], out: Any, foreign: bool = False) -> float:
+    """A rough measure of an op's work: FLOPs for matrix products, convolutions, attention, linear algebra and
+    FFTs, else elements touched (times the elementwise operations a fused op stands for, ``FUSED_WORK``).
+    ``foreign``: an op of another namespace (a C++ kernel of mkldnn's, say), whose name says nothing: two matrices
+    among its tensors count as their product."""
     tensors_in = [a for a in args if isinstance(a, torch.Tensor)]
     tensors_out = list(iter_tensors(out)) if not isinstance(out, torch.Tensor) else [out]
     # Ops over lists of tensors (``_foreach_``, the fused optimizers; in place, they return none): every element of
-    # the first list. (``_fused_rms_norm`` takes a list of ints, and is counted as any other op below.)
+    # the largest list, the result's included (a one-element list broadcasts against the others).
+    # (``_fused_rms_norm`` takes a list of ints, and is counted as any other op below.)
     lists = [found for a in args if isinstance(a, list | tuple) and (found := list(iter_tensors(a)))]
     if lists and name.startswith(("_foreach_", "_fused_")):
-        return float(sum(_numel(t) for t in lists[0])) * _fused_work(name)
+        widest = max(sum(_numel(t) for t in found) for found in [*lists, tensors_out])
+        return float(widest) * _fused_work(name)
+    matrices = [t for t in tensors_in if t.dim() >= 2]
+    if foreign and len(matrices) >= 2:
+        a, b = matrices[0], matrices[1]
+        return 2.0 * a.numel() * max(b.shape[-1], b.shape[-2])
+    if name in FFT_OPS and tensors_in:
+        x = tensors_in[0]
+        size = max(x.shape[-1] if x.dim() else 1, 2)
+        return 5.0 * max([_numel(t) for t in tensors_in + tensors_out]) * math.log2(size)
+    if CONVOLUTION.search(name) and len(tensors_in) >= 2 and tensors_in[1].dim() >= 2:
+        w = tensors_in[1]  # [out, in, k…] (conv_tbc's: [k, in, out]): what one output element sums
+        per_out = w.numel() // max(w.shape[-1] if name == "conv_tbc" else w.shape[0], 1)
+        return 2.0 * sum(_numel(t) for t in tensors_out) * per_out
     if name == "_trilinear" and len(tensors_in) == 3:
         return 2.0 * _trilinear_points(args)
     if name in DISTANCE_OPS and len(tensors_in) >= 1:
         depth = tensors_in[0].shape[-1] if tensors_in[0].dim() >= 1 else 1
         return 3.0 * max(sum(_numel(t) for t in tensors_out), 1) * depth
-    if name in CUBIC_OPS and tensors_in and tensors_in[0].dim() >= 2:
+    if (
+        (name in CUBIC_OPS or (name.startswith("linalg_") and name not in LINALG_ELEMENTWISE))
+        and tensors_in
+        and (tensors_in[0].dim() >= 2)
+    ):
         a = tensors_in[0]
         n = max(a.shape[-1], a.shape[-2])
         return 2.0 * (a.numel() // max(a.shape[-1] * a.shape[-2], 1)) * n**3 + sum(_numel(t) for t in tensors_in[1:])
@@ -519,11 +552,15 @@ def op_work(name: str, args: tuple[Any, ...], out: Any) -> float:
         dims = [t.shape for t in tensors_in if t.dim() >= 1]
         out_numel = max(sum(_numel(t) for t in tensors_out), 1)
         inner = max((s[-1] for s in dims if len(s) >= 2), default=0) or max((s[-1] for s in dims), default=1)
-        return 2.0 * out_numel * inner
-    if "convolution" in name and len(tensors_in) >= 2:
-        w = tensors_in[1]
-        per_out = w[0].numel() if w.dim() >= 1 else 1
-        return 2.0 * sum(_numel(t) for t in tensors_out) * per_out
+        # The product's own operands (past a bias), each multiply-add of them: addbmm sums over a batch its output
+        # does not have.
+        pair = tensors_in[1:3] if name.startswith(("add", "baddbmm", "_addmm")) else tensors_in[:2]
+        if name in ("linear", "_linear_pointwise", "mkldnn_linear") and len(tensors_in) >= 2:
+            pair = [tensors_in[0], tensors_in[1].t() if tensors_in[1].dim() == 2 else tensors_in[1]]
+        products = 0.0
+        if len(pair) == 2 and pair[0].dim() >= 1:
+            products = 2.0 * pair[0].numel() * (pair[1].shape[-1] if pair[1].dim() >= 2 else 1)
+        return max(2.0 * out_numel * inner, products)
     if "attention" in name and len(tensors_in) >= 3:
         q, k = tensors_in[0], tensors_in[1]
         return 4.0 * q.numel() * (k.shape[-2] if k.dim() >= 2 else 1)
@@ -621,7 +658,8 @@ class _Recorder(TorchDispatchMode):
             # A custom op whose body showed nothing (a C++ kernel): its work counts, whatever its name.
             entry = self.record.ops.setdefault(f"{namespace}::{name}", [0, 0.0])
             entry[0] += 1
-            entry[1] += op_work(name, args, out)
+            entry[1] += op_work(name, args, out, foreign=True)
+            _tls.work = getattr(_tls, "work", 0) + 1
             return
         if _in_triton() and _triton_own(name, args):
             return
@@ -641,6 +679,7 @@ class _Recorder(TorchDispatchMode):
         entry = self.record.ops.setdefault(base, [0, 0.0])
         entry[0] += 1
         entry[1] += op_work(base, args, out)
+        _tls.work = getattr(_tls, "work", 0) + 1
 
 
 _AFTER_PYTHON = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.Python)
@@ -686,7 +725,9 @@ def _opaque(
         out = func(*args, **kwargs)
         seen = False
     else:
-        before = getattr(_tls, "events", 0)
+        # Seen: the body ran a Triton kernel or counted torch work (its allocations alone show nothing: a C++
+        # kernel's own empty() dispatches too).
+        before = getattr(_tls, "work", 0)
         out = NotImplemented
         _push_mode(mode)
         try:
@@ -701,7 +742,7 @@ def _opaque(
             _pop_mode()
         if out is NotImplemented:  # every handler declined: torch's own error, with the mode off as torch raises it
             out = func(*args, **kwargs)
-        seen = getattr(_tls, "events", 0) > before
+        seen = getattr(_tls, "work", 0) > before
     if not seen:
         recorder = recorder if recorder is not None else _active
         if recorder is not None:

@@ -230,11 +230,31 @@ def _is_number(node: ast.AST, value: int) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, int | float) and node.value == value
 
 
+def _same(a: ast.AST | None, b: ast.AST | None) -> bool:
+    return a is not None and b is not None and ast.dump(a) == ast.dump(b)
+
+
 def _identity_operand(node: ast.AST) -> ast.expr | None:
     """The operand an operation leaves as it is, if it is one (``x * 1.0``, ``1 * x``, ``x / 1``, ``x + 0``,
-    ``0 + x``, ``x - 0``, ``x ** 1``, ``+x``): a copy dressed as arithmetic stays a copy."""
+    ``0 + x``, ``x - 0``, ``x ** 1``, ``+x``, ``tl.maximum(x, x)``, ``tl.where(c, x, x)``, ``tl.where(x == x, x, k)``,
+    ``tl.fma(x, 1, 0)``): a copy dressed as arithmetic stays a copy."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.UAdd):
         return node.operand
+    if isinstance(node, ast.Call) and not node.keywords:
+        name, args = _callee(node), node.args
+        if name in ("maximum", "minimum") and len(args) == 2 and _same(args[0], args[1]):
+            return args[0]
+        if name == "where" and len(args) == 3:
+            cond = args[0]
+            if _same(args[1], args[2]):
+                return args[1]
+            reflexive = isinstance(cond, ast.Compare) and len(cond.ops) == 1
+            reflexive = reflexive and isinstance(cond.ops[0], ast.Eq | ast.GtE | ast.LtE)  # type: ignore[attr-defined]
+            if reflexive and _same(cond.left, cond.comparators[0]) and _same(cond.left, args[1]):  # type: ignore[attr-defined]
+                return args[1]  # x == x holds wherever x is a number
+        if name == "fma" and len(args) == 3 and _is_number(args[1], 1) and _is_number(args[2], 0):
+            return args[0]
+        return None
     if not isinstance(node, ast.BinOp):
         return None
     left, right, op = node.left, node.right, node.op

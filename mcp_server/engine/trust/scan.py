@@ -127,6 +127,13 @@ NAME_RULES: tuple[Rule, ...] = (
     _rule(r"^mcp_server\b", EV, E, "imports the judge's own package"),
     _rule(r"^mmap\b", EV, E, "maps memory (shared memory a tensor lives in, by its descriptor) into Python"),
     _rule(
+        r"^sys\.path\.(insert|append|extend)$|^site\.addsitedir$",
+        EV,
+        E,
+        "imports code from outside the candidate's folder, which the scan and the copy-only check do not read; put "
+        "the modules it imports beside it (or in its package)",
+    ),
+    _rule(
         r"^torch\._C\._te\b|^torch\._inductor\.(codecache|cpp_builder|async_compile|compile_worker|runtime)\b"
         r"|^_imp\b|^importlib\.machinery\.ExtensionFileLoader\b",
         EV,
