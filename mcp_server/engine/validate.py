@@ -708,7 +708,17 @@ class _Judge:
             kind = cmp.problem
             if output.startswith("grad") and kind is FindingKind.mismatch:
                 kind = FindingKind.backward_mismatch
-            self.add(kind, compare.describe(cmp.problem, cmp, label) + neither, name, seed)
+            hint = ""
+            if (
+                kind in (FindingKind.mismatch, FindingKind.backward_mismatch)
+                and self.cand_meta.get("tf32_dots")
+                and (c.dtype == torch.float32)
+            ):
+                hint = (
+                    ". Its fp32 tl.dot ran as TF32 (Triton's default input_precision, 10 mantissa bits, as on the "
+                    'GPU): pass input_precision="ieee" to tl.dot for fp32 accuracy'
+                )
+            self.add(kind, compare.describe(cmp.problem, cmp, label) + neither + hint, name, seed)
         elif cmp.bitwise_diff:
             self.add(
                 FindingKind.nondeterministic,

@@ -80,6 +80,9 @@ def test_a_default_precision_fp32_matmul_fails_as_it_does_on_the_gpu(runner):
     assert not result.ok
     assert FindingKind.mismatch in {f.kind for f in errors(result)}
     assert any("TF32" in c for c in result.interpreter_caveats)
+    # The mismatch itself says why and names the fix (its twins below pass, with nothing to say).
+    said = [f.message for f in errors(result) if f.kind is FindingKind.mismatch and not f.message.startswith("…")]
+    assert said and all('input_precision="ieee"' in m for m in said), said
 
 
 @pytest.mark.slow

@@ -55,6 +55,7 @@ def install() -> None:
             import triton.language as tl
 
             if precision in ("tf32", "tf32x3") and a.dtype == tl.float32 and b.dtype == tl.float32:
+                tf32.USED[0] = tf32.USED[0] or precision == "tf32"
                 data = tf32.dot(a.data, b.data, d.data, precision)
                 return interp.TensorHandle(data.astype(d.data.dtype, copy=False), d.dtype.scalar)
             return original_dot(self, a, b, d, input_precision, max_num_imprecise_acc)

@@ -22,6 +22,9 @@ import numpy as np
 # ("trunc"; measured, see above). "rna" is PTX cvt.rna.tf32.f32 (round to nearest, ties away from zero),
 # which Triton applies to tf32x3's big part; "rne" rounds ties to even.
 ROUNDING = "trunc"
+# Set once an fp32 tl.dot of the process ran as TF32 (Triton's default input_precision): validate names it beside
+# an fp32 mismatch.
+USED = [False]
 
 _LOW = np.uint32(0x1FFF)
 _KEEP = np.uint32(0xFFFFE000)

@@ -800,4 +800,8 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     native = recorder.native_loads()
     if native:
         result["native_code"] = native
+    if interpreted:
+        from mcp_server.engine.interp import tf32
+
+        result["tf32_dots"] = tf32.USED[0]
     return result
