@@ -316,6 +316,16 @@ def test_kernelbench_files_are_accepted_as_they_are(runner, fx):
     assert not any("weights of its own" in f.message for f in good.findings + wrong.findings)
 
 
+@pytest.mark.slow
+def test_a_kernelbench_kernel_that_never_reads_the_weights_fails_and_one_that_reads_them_passes(runner, fx):
+    # The models' parameters are moved off their initial values: a LayerNorm kernel assuming a weight of ones and a
+    # bias of zeros (right while they held them) fails; its twin, reading them, passes.
+    wrong = validate(fx("kb_layernorm_problem.py"), fx("kb_layernorm_ignores_weights.py"), runner=runner)
+    assert not wrong.ok and FindingKind.mismatch in kinds(wrong), wrong.findings
+    good = validate(fx("kb_layernorm_problem.py"), fx("kb_layernorm_good.py"), runner=runner)
+    assert good.ok and good.weights == "copied from the reference", good.findings
+
+
 def test_a_module_whose_weights_are_not_the_references_is_told_why_its_values_differ(runner, fx):
     renamed = validate(fx("kb_problem.py"), fx("kb_renamed.py"), runner=runner)
     assert not renamed.ok and renamed.weights == "seeded construction"

@@ -66,8 +66,18 @@ def _init_inputs(module: Any) -> list[Any]:
 
 
 def _instantiate(cls: type, init: list[Any], seed: int, device: str) -> torch.nn.Module:
+    """The model built from ``seed``, its floating parameters then moved off their initial values (each by about a
+    tenth of its size, and off zero): a LayerNorm's weight of ones and bias of zeros would let a kernel that never
+    reads them pass, and a kernel that keeps a copy of the weights it was built with, and ignores those it is
+    given, would read the same values."""
     torch.manual_seed(seed)
     model = cls(*init)
+    moved = torch.Generator().manual_seed(seed + 104729)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.is_floating_point() and param.numel():
+                noise = torch.randn(param.shape, generator=moved).to(param.dtype)
+                param.add_(0.1 * (param.abs() + 0.1) * noise.to(param.device))
     return model.to(device)
 
 
