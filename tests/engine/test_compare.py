@@ -372,3 +372,20 @@ def test_user_tolerances_override_the_defaults():
     cand = (g * 1.001).float()
     assert not compare_tensor(cand, g.float(), g, tolerance_for(torch.float32)).ok
     assert compare_tensor(cand, g.float(), g, tolerance_for(torch.float32, {"float32": (1e-5, 2e-3)})).ok
+
+
+def test_small_values_wrong_beside_large_ones_fail_on_their_mean_error_for_their_size():
+    # exp of 6·randn spans e^-24..e^24: PyTorch's largest error (at the largest values) widened every element's
+    # bound past the small values themselves, and the norm is the large values'. Zeroing the values under e^-6 (a
+    # sixth of them) passed both; it fails now. Twins: PyTorch's own result, and one a unit in the last place off at
+    # every value, pass.
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(3), dtype=torch.float64) * 6
+    g = x.float().double().exp()
+    r = g.float()
+    tol = tolerance_for(torch.float32)
+    wrong = torch.where(x.float() > -6.0, r, torch.zeros_like(r))
+    result = compare_tensor(wrong, r, g, tol)
+    assert result.problem is FindingKind.mismatch and result.mismatches == 0, result
+    assert "relative to each value" in (result.note or "")
+    assert compare_tensor(r, r, g, tol).ok
+    assert compare_tensor(torch.nextafter(r, torch.full_like(r, float("inf"))), r, g, tol).ok

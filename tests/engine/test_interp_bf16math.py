@@ -156,15 +156,15 @@ def test_kernels_computing_in_bf16_pass_validate_and_their_wrong_twins_fail(runn
 def test_a_row_sum_added_in_bf16_fails_where_the_row_cancels_and_the_fp32_sum_passes(runner):
     # Seed 483044086's derived K = 1 case: rows of 32 products that cancel (0.90 from terms up to ~3). Their bf16
     # values added in bf16 are off by up to 0.097 (rel-norm 0.075 against PyTorch's own 0.0013); the same kernel
-    # adding the fp32 product passes there.
+    # adding the fp32 product passes there. Adding in bf16 is also off for its size at the rows of 33 and 65 products
+    # (their mean error relative to each value past bf16's rtol), where PyTorch's largest error widened every bound.
     reference = f"{FIXTURES / 'bf16_matmul_problem.py'}:reference"
     module = FIXTURES / "bf16_math.py"
     passed = validate(reference, f"{module}:matmul_rowsum", seed=483044086, runner=runner)
     assert passed.ok, passed.findings
     failed = validate(reference, f"{module}:matmul_rowsum_bf16_adds", seed=483044086, runner=runner)
-    assert {(f.kind, f.case) for f in failed.findings if f.severity is Severity.error} == {
-        (FindingKind.mismatch, "derived 64→1")
-    }
+    wrong = {(f.kind, f.case) for f in failed.findings if f.severity is Severity.error}
+    assert (FindingKind.mismatch, "derived 64→1") in wrong and {kind for kind, _ in wrong} == {FindingKind.mismatch}
 
 
 @pytest.mark.gpu
