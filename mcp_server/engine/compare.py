@@ -308,20 +308,20 @@ def compare_tensor(
         bound = tol.atol + tol.rtol * g.abs() + slack
         value_bad = fin & (err > bound)
         result.mismatches += int(value_bad.sum())
+        ulp = _ulp(g, cand.dtype) if cand.is_floating_point() else None
         if fin.any():
             result.max_abs_err = max(result.max_abs_err, float(err.max()))
             rel = err / (g.abs() + tol.atol)
             result.max_rel_err = max(result.max_rel_err, float(rel[fin].max()))
             clean = fin & torch.isfinite(r) & ((r - g).abs() <= tol.atol + tol.rtol * g.abs())
-            if cand.is_floating_point():  # one unit in the last place of the output is rounding, never an error
-                beyond = (err - _ulp(g, cand.dtype)).clamp_min(0.0) / (g.abs() + tol.atol)
+            if ulp is not None:  # one unit in the last place of the output is rounding, never an error
+                beyond = (err - ulp).clamp_min(0.0) / (g.abs() + tol.atol)
                 cand_rel_sum += float(beyond[clean].sum())
             else:
                 cand_rel_sum += float(rel[clean].sum())
         sq_err += float((err * err).sum())
-        if cand.is_floating_point():
-            ulp = _ulp(g[fin], cand.dtype)
-            sq_ulp += float((ulp * ulp).sum())
+        if ulp is not None:
+            sq_ulp += float((ulp[fin] * ulp[fin]).sum())
         any_bad = value_bad | nan_bad | inf_bad | unwritten
         if len(bad) < MAX_BAD_SHOWN and any_bad.any():
             for idx in torch.nonzero(any_bad).flatten()[: MAX_BAD_SHOWN - len(bad)].tolist():
