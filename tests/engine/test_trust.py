@@ -277,6 +277,8 @@ def test_ops_run_below_the_dispatch_mode_and_ahead_of_time_code_are_evasion(tmp_
         "torch.Tensor:\n    return x\n",
         'import importlib\nm = importlib.import_module("math")\n',
         'from pkgutil import resolve_name\nsqrt = resolve_name("math:sqrt")\n',
+        # Reading the import path (not adding to it).
+        "import sys\nsearched = list(sys.path)\n",
         # Strings built from harmless pieces.
         'import torch\nname = "float" + "32"\ndtype = getattr(torch, name)\nlabel = f"{name}-{1}"\n',
     ],

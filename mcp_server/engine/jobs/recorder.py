@@ -15,6 +15,7 @@ capture, whenever that is, and a replay inside a recorded call counts it again a
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import re
@@ -335,13 +336,14 @@ def _triton_root() -> str:
     return _triton_dir
 
 
-def _caller_file() -> str:
-    """The file of the innermost Python frame outside torch, the standard library and this module: whose code made
-    the op being dispatched."""
+def _caller_file(past_torch: bool = True) -> str:
+    """The file of the innermost Python frame outside torch (unless ``past_torch`` is false), the standard library
+    and this module: whose code made the op being dispatched."""
+    skipped = (_TORCH_DIR, _STDLIB_DIR, "<frozen") if past_torch else (_STDLIB_DIR, "<frozen")
     frame = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
-        if not (name.startswith((_TORCH_DIR, _STDLIB_DIR, "<frozen")) or name == _HERE):
+        if not (name.startswith(skipped) or name == _HERE):
             return os.path.abspath(name)
         frame = frame.f_back
     return ""
@@ -1289,13 +1291,7 @@ RAW_MEMORY = ("cast", "string_at", "wstring_at", "memmove", "memset")
 
 def _own_library_use() -> bool:
     """Whether the code calling (past the standard library, ctypes included) is torch's, Triton's or the judge's."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not (name == _HERE or name.startswith((_STDLIB_DIR, "<frozen"))):
-            return name.startswith((_TORCH_DIR, _triton_root(), _JUDGE_DIR))
-        frame = frame.f_back
-    return False
+    return _caller_file(past_torch=False).startswith((_TORCH_DIR, _triton_root(), _JUDGE_DIR))
 
 
 _JUDGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(_HERE))) + os.sep  # mcp_server/
@@ -1319,16 +1315,7 @@ def _follow_raw_memory() -> None:
 
     _triton_root()
     for name in RAW_MEMORY:
-        original = getattr(ctypes, name, None)
-        if original is None:
-            continue
-
-        def raw(*args: Any, __original: Any = original, __label: str = f"ctypes.{name}", **kwargs: Any) -> Any:
-            _note_raw_memory(__label)
-            return __original(*args, **kwargs)
-
-        raw.__name__ = raw.__qualname__ = name
-        setattr(ctypes, name, raw)
+        _noting(ctypes, name, functools.partial(_note_raw_memory, f"ctypes.{name}"))
     for meta in {type(ctypes.c_int), type(ctypes.c_int * 1), type(ctypes.POINTER(ctypes.c_int)),
                  type(ctypes.Structure), type(ctypes.Union)}:  # fmt: skip
         original = meta.__dict__.get("from_address")
@@ -1346,21 +1333,12 @@ def _follow_raw_memory() -> None:
     except ImportError:  # pragma: no cover
         return
     for name in ("load", "store", "atomic_rmw", "atomic_cas"):
-        original = getattr(raw_interpreter, name, None)
-        if original is None:
-            continue
-
-        def interpreted(*args: Any, __original: Any = original, __label: str = name, **kwargs: Any) -> Any:
-            _note_raw_memory(f"triton._C.libtriton.interpreter.{__label}")
-            return __original(*args, **kwargs)
-
-        interpreted.__name__ = interpreted.__qualname__ = name
-        setattr(raw_interpreter, name, interpreted)
+        _noting(raw_interpreter, name, functools.partial(_note_raw_memory, f"triton._C.libtriton.interpreter.{name}"))
 
 
 # Tensors over memory a Python object holds (a numpy array, a buffer, a mapped file), made by code other than torch's
 # or the judge's: data torch or a Triton kernel writes there reaches Python with no read the counts see (numpy
-# computes in place and torch copies the answer back: attacks/from_numpy_shared.py). Their storages are held, so their
+# computes in place and torch copies the answer back: attacks/shared_memory_numpy.py). Their storages are held, so their
 # memory is never another tensor's; what a recorded call writes there, or hands a Triton kernel there, counts as read.
 SHARED_MAKERS = (
     ("torch", "from_numpy"),
@@ -1380,8 +1358,8 @@ SHARED_STORAGE_MAKERS = (
 )
 # Host-read points that put existing memory in shared memory.
 SHARES = ("share_memory_", "_share_fd_cpu_", "_share_filename_cpu_")
-_shared: list[Any] = []
-_shared_spans: list[tuple[int, int]] = []
+# (first byte, past the last, the storage held) of each.
+_shared_spans: list[tuple[int, int, Any]] = []
 
 
 def _note_shared(made: Any, shared: bool = False) -> None:
@@ -1392,9 +1370,8 @@ def _note_shared(made: Any, shared: bool = False) -> None:
     for storage in storages:
         if storage.device.type == "cpu" and storage.nbytes() and (shared or not storage.resizable()):
             start = storage.data_ptr()
-            if (start, start + storage.nbytes()) not in _shared_spans:
-                _shared.append(storage)
-                _shared_spans.append((start, start + storage.nbytes()))
+            if not any(lo == start for lo, _, _ in _shared_spans):
+                _shared_spans.append((start, start + storage.nbytes(), storage))
 
 
 def _shared_bytes(tensors: Any) -> int:
@@ -1403,7 +1380,7 @@ def _shared_bytes(tensors: Any) -> int:
     for t in [tensors] if isinstance(tensors, torch.Tensor) else tensors:
         if isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.numel():
             start = t.data_ptr()
-            if any(lo <= start < hi for lo, hi in _shared_spans):
+            if any(lo <= start < hi for lo, hi, _ in _shared_spans):
                 total += t.numel() * t.element_size()
     return total
 
@@ -1530,6 +1507,20 @@ def _follow_prints() -> None:
     InterpreterBuilder.create_print = create_print
 
 
+def _noting(owner: Any, name: str, note: Any) -> None:
+    """Put in place of ``owner.name`` (where there is one) a function that calls ``note()`` and then it."""
+    original = getattr(owner, name, None)
+    if original is None:
+        return
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        note()
+        return original(*args, **kwargs)
+
+    noted.__name__ = noted.__qualname__ = name
+    setattr(owner, name, noted)
+
+
 def _note_process(how: str) -> None:
     active = _active
     if active is None:
@@ -1562,15 +1553,7 @@ def _follow_processes() -> None:
     if getattr(subprocess, "_fork_exec", None) is original:
         subprocess._fork_exec = fork_exec
     for name in ("posix_spawn", "posix_spawnp"):
-        spawn = getattr(os, name, None)
-        if spawn is None:
-            continue
-
-        def spawned(*args: Any, __spawn: Any = spawn, __name: str = name, **kwargs: Any) -> Any:
-            _note_process(f"os.{__name}")
-            return __spawn(*args, **kwargs)
-
-        setattr(os, name, spawned)
+        _noting(os, name, functools.partial(_note_process, f"os.{name}"))
 
 
 def _follow_threads() -> None:
