@@ -80,6 +80,7 @@ class FindingKind(str, Enum):
     device_mismatch = "device_mismatch"  # output on another device than the reference's
     input_mutated = "input_mutated"  # an input changed in a way the reference does not change it
     output_aliases_input = "output_aliases_input"  # an output shares storage with an input
+    outputs_overlap = "outputs_overlap"  # two outputs share elements' memory where the reference's do not
     no_triton_launch = "no_triton_launch"  # no @triton.jit kernel of the candidate was launched
     torch_compute = "torch_compute"  # torch compute ops did (part of) the kernel's work
     nondeterministic = "nondeterministic"  # a second identical call disagreed

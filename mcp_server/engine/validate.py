@@ -792,6 +792,16 @@ class _Judge:
                     name,
                     seed,
                 )
+        ref_overlaps = {tuple(p) for p in ref_case.get("overlaps") or []}
+        for i, j in cand_case.get("overlaps") or []:
+            if (i, j) not in ref_overlaps:
+                self.add(
+                    FindingKind.outputs_overlap,
+                    f"{name}: outputs {i} and {j} are the same memory (the reference returns them apart); "
+                    "a caller that writes to one would change the other",
+                    name,
+                    seed,
+                )
 
     def judge_mutation(self, ref: dict, ref_case: dict, cand: dict, cand_case: dict, name: str, seed: int) -> None:
         pre = ref["inputs"]

@@ -13,9 +13,9 @@ from mcp_server.tools._common import READ_ONLY, Placement, call_engine, callable
 DOC = """Judge a candidate (usually a Triton launcher) against a PyTorch reference. Both run in isolated processes;
     the candidate never sees expected values. Checks: values vs a float64 reference with a tolerance bounded by
     PyTorch's own error (all-zero outputs cannot pass), NaN/Inf positions, shape/dtype/device, input mutation,
-    outputs aliasing inputs, unwritten output elements (allocations are poisoned), a repeat call (determinism),
-    results cached across calls, at least one Triton launch, and torch ops doing the kernel's work. Accepts
-    KernelBench files as they are (problem with Model/get_inputs/get_init_inputs, solution with ModelNew).
+    outputs aliasing inputs or each other, unwritten output elements (allocations are poisoned), a repeat call
+    (determinism), results cached across calls, at least one Triton launch, and torch ops doing the kernel's work.
+    Accepts KernelBench files as they are (problem with Model/get_inputs/get_init_inputs, solution with ModelNew).
     ok=false with findings means the kernel is wrong: read each finding's kind and message, fix, call again."""
 
 

@@ -89,3 +89,51 @@ def test_findings_that_differ_only_in_their_case_are_said_once_naming_every_case
         (FindingKind.evasion, "a call used the dispatch switch"),
     ]
     assert all(isinstance(f, Finding) for f in judge.capped_findings())
+
+
+def test_outputs_overlap_only_where_some_element_is_the_same_memory():
+    import torch
+
+    from mcp_server.engine.jobs.trees import elements_overlap, overlapping_outputs
+
+    buf = torch.zeros(64, 2)
+    flat = torch.zeros(128)
+    assert overlapping_outputs([flat, flat]) == [(0, 1)]
+    assert overlapping_outputs([flat, 3, flat.view(8, 16)]) == [(0, 2)]
+    # Interleaved columns and halves of one allocation: no element in common.
+    assert not elements_overlap(buf[:, 0], buf[:, 1])
+    assert not elements_overlap(flat[:64], flat[64:])
+    # One element in common, in views that are neither dense nor the same shape.
+    assert elements_overlap(buf[:, 0], buf.view(-1)[1:].as_strided((1,), (1,), 126))
+    assert elements_overlap(flat[::2], flat[62:64])
+    assert not elements_overlap(flat[::2], flat[63:64])
+    # A view in other dtype over the same bytes, and one reaching one byte into an element.
+    assert elements_overlap(flat.view(torch.int32)[5:6], flat[5:6])
+    assert elements_overlap(flat.view(torch.uint8)[23:24], flat[5:6])
+    assert not elements_overlap(flat.view(torch.uint8)[24:25], flat[5:6])
+    assert not elements_overlap(flat.view(torch.uint8)[0:4][::2], flat[1:2])
+    # Empty tensors and separate allocations never do.
+    assert overlapping_outputs([flat[:0], flat[:0], torch.zeros(3)]) == []
+    assert not elements_overlap(torch.zeros(4), torch.zeros(4))
+
+
+@pytest.mark.parametrize(
+    ("reference", "candidate", "fails"),
+    [
+        ("reference", "same_buffer", True),
+        ("reference", "view_beside", True),
+        ("reference", "halves", False),
+        ("reference", "interleaved", False),
+        ("reference_shared", "same_buffer", False),
+    ],
+)
+def test_two_outputs_in_the_same_memory_fail_where_the_reference_returns_them_apart(
+    runner, fx, reference, candidate, fails
+):
+    result = validate(fx("twin_problem.py", reference), fx("twin_outputs.py", candidate), runner=runner, seeds=1)
+    overlap = [f for f in errors(result) if f.kind is FindingKind.outputs_overlap]
+    if fails:
+        assert not result.ok and overlap, result.findings
+        assert "outputs 0 and 1 are the same memory (the reference returns them apart)" in overlap[0].message
+    else:
+        assert result.ok and not overlap, [f"{f.kind.value}: {f.message}" for f in result.findings]

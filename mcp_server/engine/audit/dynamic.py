@@ -82,6 +82,8 @@ FIXES: dict[FindingKind, str] = {
     FindingKind.device_mismatch: "Allocate outputs on the input's device.",
     FindingKind.input_mutated: "Write to a fresh output tensor, not into an input.",
     FindingKind.output_aliases_input: "Return a new tensor, not an input or a view of one.",
+    FindingKind.outputs_overlap: "Give each output its own memory: allocate one per output (views of one buffer "
+    "are fine where their elements do not overlap).",
     FindingKind.no_triton_launch: "Launch the Triton kernel on every supported call; raise ValueError otherwise.",
     FindingKind.torch_compute: "Move the torch compute into the kernel (allocation and views are fine).",
     FindingKind.nondeterministic: "One writer per output element; replace float atomics by a two-phase reduction.",

@@ -185,6 +185,62 @@ def aliases(outputs: list[Any], inputs: list[Any]) -> list[tuple[int, int]]:
     return pairs
 
 
+def _element_bytes(t: torch.Tensor) -> tuple[int, int]:
+    """The first and one past the last byte any element of ``t`` covers (torch's strides are never negative)."""
+    start = t.data_ptr()
+    last = sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
+    return start, start + (last + 1) * t.element_size()
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Whether the elements of ``t`` fill their byte range once each (contiguous in some order of its dims)."""
+    expected = 1
+    for stride, size in sorted((st, s) for s, st in zip(t.shape, t.stride(), strict=True) if s > 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _element_starts(t: torch.Tensor) -> torch.Tensor:
+    """The byte address of every element of ``t``, sorted."""
+    offsets = torch.zeros((), dtype=torch.int64, device=t.device)
+    for n, s in zip(t.shape, t.stride(), strict=True):
+        offsets = offsets.unsqueeze(-1) + torch.arange(n, dtype=torch.int64, device=t.device) * s
+    return (offsets.flatten() * t.element_size() + t.data_ptr()).sort().values
+
+
+def elements_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether some byte is part of an element of both: a write through one would change the other.
+
+    Views of one buffer that interleave without touching (the real and imaginary columns of one allocation, the
+    halves of a split) do not overlap."""
+    if a.numel() == 0 or b.numel() == 0 or a.device != b.device:
+        return False
+    a0, a1 = _element_bytes(a)
+    b0, b1 = _element_bytes(b)
+    if a1 <= b0 or b1 <= a0:
+        return False
+    if _dense(a) and _dense(b):
+        return True  # each covers its whole byte range
+    starts_a, size_a, size_b = _element_starts(a), a.element_size(), b.element_size()
+    for chunk in _element_starts(b).split(1 << 22):
+        # For each element of b, the last element of a that starts before b's element ends.
+        last = torch.searchsorted(starts_a, chunk + size_b) - 1
+        hit = (last >= 0) & (starts_a[last.clamp(min=0)] + size_a > chunk)
+        if bool(hit.any()):
+            return True
+    return False
+
+
+def overlapping_outputs(outputs: list[Any]) -> list[tuple[int, int]]:
+    """(i, j) pairs, i < j, of output tensors some of whose elements are the same memory."""
+    tensors = [
+        (i, t) for i, t in enumerate(outputs) if isinstance(t, torch.Tensor) and not foreign_tensor(t) and t.numel()
+    ]
+    return [(i, j) for k, (i, a) in enumerate(tensors) for j, b in tensors[k + 1 :] if elements_overlap(a, b)]
+
+
 def sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()

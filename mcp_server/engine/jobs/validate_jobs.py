@@ -371,6 +371,7 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 for o in out
             ],
             aliases=common.aliases(out, post),
+            overlaps=common.overlapping_outputs(out),
             **common.nesting_fields(out),
             record=record.as_json(),
             torch_work=record.torch_work,
@@ -774,6 +775,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 for o in first
             ],
             aliases=common.aliases(first, first_args),
+            overlaps=common.overlapping_outputs(first),
             **common.nesting_fields(first),
             record=first_record.as_json(),
             torch_work=first_record.torch_work,
