@@ -81,6 +81,7 @@ class FindingKind(str, Enum):
     input_mutated = "input_mutated"  # an input changed in a way the reference does not change it
     output_aliases_input = "output_aliases_input"  # an output shares storage with an input
     outputs_overlap = "outputs_overlap"  # two outputs share elements' memory where the reference's do not
+    buffer_mismatch = "buffer_mismatch"  # a module buffer the reference's forward updates is not updated alike
     no_triton_launch = "no_triton_launch"  # no @triton.jit kernel of the candidate was launched
     torch_compute = "torch_compute"  # torch compute ops did (part of) the kernel's work
     nondeterministic = "nondeterministic"  # a second identical call disagreed

@@ -20,6 +20,7 @@ The method (each step has a test with a kernel that must fail it and one that mu
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import time
@@ -113,6 +114,17 @@ def _kind_of(failure: dict[str, Any]) -> FindingKind:
         return FindingKind.exception
 
 
+def _model_seeds(first: int) -> dict[str, int]:
+    """A KernelBench model's construction seed and the seed that moves its weights, drawn from the run's seed
+    through a hash: a replay (``seed``) rebuilds the same model, and neither tells the candidate's code the input
+    seeds or the other."""
+    digest = hashlib.sha256(f"ptt model seeds {first}".encode()).digest()
+    return {
+        "build_seed": int.from_bytes(digest[:4], "big") >> 1,
+        "weights_seed": int.from_bytes(digest[4:8], "big") >> 1,
+    }
+
+
 def validate(
     reference: str,
     candidate: str,
@@ -166,6 +178,7 @@ def validate(
     env = {**device.job_env(), **dims_env(overrides)}
     first = secrets.randbelow(SEED_RANGE) if seed is None else seed
     seed_list = [first + i for i in range(seeds)]
+    model_seeds = _model_seeds(first)
     user_files = [str(ref_spec.path), str(cand_spec.path), *input_files]
     workdir = str(cwd or Path.cwd())
 
@@ -173,6 +186,7 @@ def validate(
         "reference": _spec_dict(ref_spec),
         "inputs": inputs_spec,
         "seeds": seed_list,
+        **model_seeds,
         "derive": derive_shapes and not transform,
         "max_derived": max_derived,
         "backward": backward,
@@ -220,10 +234,13 @@ def validate(
                 "key": c["key"],
                 "name": c["name"] if c.get("derived") is None else None,
                 "layout": c.get("layout"),
+                "mode": ref_data["cases"][c["key"]].get("mode"),
                 "inputs": ref_data["cases"][c["key"]]["inputs"],
                 "grad_out": ref_data["cases"][c["key"]]["grad_out"],
                 "init": ref_data["cases"][c["key"]].get("init"),
                 "state": ref_data["cases"][c["key"]].get("state"),
+                # What the reference's buffers held before its call (not after: that is the expected update).
+                "buffers": {n: b["before"] for n, b in (ref_data["cases"][c["key"]].get("buffers") or {}).items()},
             }
             for c in ok_cases
         ],
@@ -240,7 +257,7 @@ def validate(
             "candidate": _spec_dict(cand_spec),
             "cases_file": str(job_dir / "cases.pt"),
             "kernelbench": ref_meta.get("kernelbench", False),
-            "seeds": seed_list,
+            **model_seeds,
             "backward": backward,
             "determinism": determinism,
             "device": device.torch_device,
@@ -331,7 +348,7 @@ def _explain_unmatched_weights(findings: list[Finding], unmatched: dict[str, lis
         ("candidate_only", "only the candidate has"),
         ("reshaped", "shaped otherwise:"),
     )
-    parts = [f"{words} {', '.join(unmatched[key])}" for key, words in said if unmatched.get(key)]
+    parts = [f"{words} {', '.join(map(str, unmatched[key]))}" for key, words in said if unmatched.get(key)]
     for f in findings:
         if f.kind in _VALUE_FINDINGS:
             f.message += (
@@ -636,6 +653,7 @@ class _Judge:
         judge_configs(self, ref_case, cand_case, ref, cand)  # every other autotune config, run once each
         self.judge_aliasing(ref_case, cand_case, name, seed)
         self.judge_mutation(ref, ref_case, cand, cand_case, name, seed)
+        self.judge_buffers(ref, cand, cand_case, name, seed)
         self.judge_streams(cand_case, name, seed, len(ref_out))
         self.judge_program_races(cand_case, name, seed)
         self.judge_same_address(ref, cand, cand_case, name, seed, previous)
@@ -802,6 +820,47 @@ class _Judge:
                     name,
                     seed,
                 )
+
+    def judge_buffers(self, ref: dict, cand: dict, cand_case: dict, name: str, seed: int) -> None:
+        """The module buffers the reference's forward updates (BatchNorm's running statistics in training mode),
+        each started from the reference's value before the call, against the reference's update."""
+        updated: dict[str, dict[str, Any]] = ref.get("buffers") or {}
+        for n in cand_case.get("buffers_changed") or []:
+            self.add(
+                FindingKind.buffer_mismatch,
+                f"{name}: the candidate's forward changes buffer {n}, which the reference's leaves as it was (a "
+                "BatchNorm in eval mode, say, uses its running statistics and does not update them)",
+                name,
+                seed,
+            )
+        if not updated:
+            return
+        missing = cand_case.get("buffers_missing") or []
+        if missing:
+            self.add(
+                FindingKind.buffer_mismatch,
+                f"{name}: the reference's forward updates its buffers {', '.join(missing)}; the candidate's module "
+                "has none of those names, shapes and dtypes, so whether it keeps them up to date was not checked",
+                name,
+                seed,
+                severity=Severity.warning,
+            )
+        after: dict[str, torch.Tensor] = cand.get("buffers") or {}
+        for n, values in updated.items():
+            if n in missing or n not in after:
+                continue
+            if same_bits(after[n], values["before"]):
+                self.add(
+                    FindingKind.buffer_mismatch,
+                    f"{name}: the reference's forward updates buffer {n}; the candidate's leaves it as it was (a "
+                    "BatchNorm in training mode updates its running statistics and batch count on every call)",
+                    name,
+                    seed,
+                )
+                continue
+            self.compare_one(
+                f"{name} buffer {n}", name, seed, f"buffer {n}", after[n], values["after"], values.get("after64"), None
+            )
 
     def judge_mutation(self, ref: dict, ref_case: dict, cand: dict, cand_case: dict, name: str, seed: int) -> None:
         pre = ref["inputs"]

@@ -471,3 +471,95 @@ def test_layernorms_gradients_pass_with_the_one_column_case_whose_truth_is_round
     result = validate(f"{path}:reference_layernorm", f"{path}:layernorm_stage3", runner=runner, backward=True, seeds=1)
     assert result.ok, result.findings
     assert any(c.case.startswith("one column") and c.status == "passed" for c in result.cases)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("problem", "candidate", "says"),
+    [
+        ("kb_batchnorm_problem.py", "kb_batchnorm_wrong.py:NoUpdate", "the candidate's leaves it as it was"),
+        ("kb_batchnorm_problem.py", "kb_batchnorm_wrong.py:BiasedVariance", "buffer bn.running_var"),
+        ("kb_batchnorm_eval_problem.py", "kb_batchnorm_wrong.py:UpdatesInEval", "which the reference's leaves"),
+        # Right in training mode; after model.eval() it still normalizes with the batch's statistics.
+        ("kb_batchnorm_problem.py", "kb_batchnorm_wrong.py:TrainingOnly", "mode: eval: 1024 of 1024 elements"),
+        ("kb_batchnorm_problem.py", "kb_batchnorm_good.py:ModelNew", None),
+        ("kb_batchnorm_eval_problem.py", "kb_batchnorm_wrong.py:InEval", None),
+    ],
+)
+def test_module_buffers_the_forward_updates_are_judged_like_outputs(runner, fx, problem, candidate, says):
+    # A training-mode BatchNorm updates its running statistics and batch count: a kernel with the right outputs
+    # that never updates them, or updates them wrongly, or updates them where the reference (in eval mode) does not,
+    # fails; the kernel that updates them as nn.BatchNorm1d does passes, in either mode.
+    path, name = candidate.split(":")
+    result = validate(fx(problem), fx(path, name), runner=runner, seeds=1)
+    found = [f.message for f in result.findings if f.severity is Severity.error]
+    if says is None:
+        assert result.ok, result.findings
+        assert not [f for f in result.findings if f.kind is FindingKind.buffer_mismatch]
+        if "eval" not in problem:
+            assert any(r.output == "buffer bn.running_var" and r.ok for r in result.rows)
+    else:
+        assert not result.ok and any(says in m for m in found), found
+
+
+def test_a_module_without_the_buffers_the_reference_updates_is_told_they_were_not_checked_and_fails_in_eval_mode(
+    runner, fx
+):
+    # Its training-mode outputs are right; its running statistics cannot be compared (it keeps none: a warning),
+    # and after model.eval() it still normalizes with the batch's statistics, where the reference uses its own.
+    result = validate(fx("kb_batchnorm_problem.py"), fx("kb_batchnorm_wrong.py", "Untracked"), runner=runner, seeds=1)
+    warned = [f for f in result.findings if f.kind is FindingKind.buffer_mismatch]
+    assert warned and all(f.severity is Severity.warning for f in warned)
+    assert "bn.running_mean, bn.running_var" in warned[0].message and "was not checked" in warned[0].message
+    assert not result.ok
+    assert {c.case for c in result.cases if c.status == "failed"} == {"mode: eval"}, result.findings
+
+
+@pytest.mark.parametrize(
+    ("problem", "candidate", "fails"),
+    [
+        # Before: a PASS. Its load_state_dict does nothing and it computes with a copy of the weights rebuilt from
+        # the seed the global generator showed at construction, moved as validate once moved the reference's.
+        ("kb_layernorm_problem.py", "kb_layernorm_private_weights.py:ModelNew", True),
+        # Before: a PASS. An eval-mode BatchNorm whose running statistics held a new module's zeros and ones.
+        ("kb_batchnorm_eval_problem.py", "kb_batchnorm_wrong.py:AssumesUnitStatistics", True),
+        # Before: the judge's internal error (a state_dict key that is not a string) — now the wrong kernel's FAIL.
+        ("kb_problem.py", "kb_odd_state.py:IntKeys", True),
+        # Before: a usage error (extra state is no tensor to copy) — now its right kernel's PASS.
+        ("kb_extra_state_problem.py", "kb_odd_state.py:Good", False),
+    ],
+)
+def test_kernelbench_weights_reach_the_candidate_only_through_what_it_is_given(runner, fx, problem, candidate, fails):
+    path, name = candidate.split(":")
+    result = validate(fx(problem), fx(path, name), runner=runner, seeds=1)
+    if fails:
+        assert not result.ok and FindingKind.mismatch in kinds(result), result.findings
+    else:
+        assert result.ok and result.weights == "copied from the reference", result.findings
+
+
+def test_a_kernelbench_model_is_built_from_a_seed_that_is_no_input_seed_and_leaves_the_generator_as_it_was():
+    import torch
+
+    from mcp_server.engine.jobs import validate_jobs
+    from mcp_server.engine.validate import _model_seeds
+
+    seen = []
+
+    class Probe(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            seen.append(torch.initial_seed())
+            self.bn = torch.nn.BatchNorm1d(4)
+
+    first = 123456789
+    seeds = _model_seeds(first)
+    assert seeds == _model_seeds(first) and seeds != _model_seeds(first + 1)  # a replay rebuilds the same model
+    assert not {seeds["build_seed"], seeds["weights_seed"]} & set(range(first - 20, first + 20))
+    torch.manual_seed(99)
+    built = validate_jobs._build(Probe, [], seeds)
+    assert seen == [seeds["build_seed"]] and torch.initial_seed() == 99
+    moved = validate_jobs._instantiate(Probe, [], seeds, "cpu")
+    # The running statistics are moved off a new module's zeros and ones (the variance stays positive).
+    assert not torch.equal(moved.bn.running_mean, built.bn.running_mean)
+    assert (moved.bn.running_var > 0).all() and not torch.equal(moved.bn.running_var, built.bn.running_var)

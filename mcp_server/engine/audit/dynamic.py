@@ -82,6 +82,8 @@ FIXES: dict[FindingKind, str] = {
     FindingKind.device_mismatch: "Allocate outputs on the input's device.",
     FindingKind.input_mutated: "Write to a fresh output tensor, not into an input.",
     FindingKind.output_aliases_input: "Return a new tensor, not an input or a view of one.",
+    FindingKind.buffer_mismatch: "Update the module's buffers as the reference's forward does (BatchNorm in "
+    "training mode: running_mean/var with the momentum, num_batches_tracked), in the kernel or after it.",
     FindingKind.outputs_overlap: "Give each output its own memory: allocate one per output (views of one buffer "
     "are fine where their elements do not overlap).",
     FindingKind.no_triton_launch: "Launch the Triton kernel on every supported call; raise ValueError otherwise.",

@@ -47,6 +47,8 @@ class ValidateReferenceParams(_Params):
     inputs: str | None = None
     inputs_from: str | None = None
     seeds: list[int]
+    build_seed: int = 0  # a KernelBench model's construction seed (validate._model_seeds)
+    weights_seed: int = 0  # the seed that moves its weights off their initial values
     derive: bool = True
     max_derived: int = 6
     backward: bool = False
@@ -58,7 +60,8 @@ class ValidateCandidateParams(_Params):
     candidate: CallableRef
     cases_file: str
     kernelbench: bool = False
-    seeds: list[int]
+    build_seed: int = 0
+    weights_seed: int = 0
     backward: bool = False
     determinism: bool = True
     device: str | None = None

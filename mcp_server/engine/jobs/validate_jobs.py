@@ -65,19 +65,65 @@ def _init_inputs(module: Any) -> list[Any]:
     return []
 
 
-def _instantiate(cls: type, init: list[Any], seed: int, device: str) -> torch.nn.Module:
-    """The model built from ``seed``, its floating parameters then moved off their initial values (each by about a
-    tenth of its size, and off zero): a LayerNorm's weight of ones and bias of zeros would let a kernel that never
-    reads them pass, and a kernel that keeps a copy of the weights it was built with, and ignores those it is
-    given, would read the same values."""
-    torch.manual_seed(seed)
-    model = cls(*init)
-    moved = torch.Generator().manual_seed(seed + 104729)
+def _build(cls: type, init: list[Any], params: dict[str, Any]) -> torch.nn.Module:
+    """The model as its constructor builds it from the run's construction seed. The seed is neither an input seed
+    nor the one that moves the weights (the parent draws both from the run's seed through a hash), and the global
+    generator's state is put back afterwards, so code run at construction learns neither the inputs nor the weights
+    the model will be given."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(params["build_seed"])
+        return cls(*init)
+
+
+def _move_weights(model: torch.nn.Module, params: dict[str, Any]) -> None:
+    """Move a model's floating parameters off their initial values (each by about a tenth of its size, and off
+    zero), and its running statistics (BatchNorm's mean and variance) off zero and one: a LayerNorm's weight of ones
+    and bias of zeros, or an eval-mode BatchNorm's statistics, would let a kernel that never reads them pass, and a
+    kernel that keeps a copy of the weights it was built with, and ignores those it is given, read the same values."""
+    moved = torch.Generator().manual_seed(params["weights_seed"])
     with torch.no_grad():
         for param in model.parameters():
             if param.is_floating_point() and param.numel():
                 noise = torch.randn(param.shape, generator=moved).to(param.dtype)
                 param.add_(0.1 * (param.abs() + 0.1) * noise.to(param.device))
+        for part in model.modules():
+            stats = [getattr(part, "running_mean", None), getattr(part, "running_var", None)]
+            if all(isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() for t in stats):
+                mean, var = stats
+                mean.add_(0.2 * torch.randn(mean.shape, generator=moved).to(mean))
+                var.mul_(torch.exp(0.2 * torch.randn(var.shape, generator=moved)).to(var))
+
+
+EVAL_CASE = "mode: eval"
+EVAL_WHY = (
+    "the model in eval mode (model.eval()), as for inference: BatchNorm normalizes with its running statistics and "
+    "leaves them, Dropout passes values through"
+)
+
+
+def _set_mode(
+    model: torch.nn.Module, mode: str | None, flags: dict[torch.nn.Module, bool] | None = None
+) -> dict[torch.nn.Module, bool]:
+    """Put back each submodule's own training flag (``flags``: as a previous call found them), then switch the whole
+    model to eval mode where ``mode`` says so. Returns the flags as they were."""
+    found = flags if flags is not None else {m: m.training for m in model.modules()}
+    for part, training in found.items():
+        part.training = training
+    if mode == "eval":
+        model.eval()
+    return found
+
+
+def _tensor_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A model's state_dict as the tensors it names (a module's extra state, or a key that is not a string, is not a
+    weight to copy)."""
+    return {k: v.detach() for k, v in model.state_dict().items() if isinstance(k, str) and isinstance(v, torch.Tensor)}
+
+
+def _instantiate(cls: type, init: list[Any], params: dict[str, Any], device: str) -> torch.nn.Module:
+    """The reference's model: built (``_build``), its weights moved (``_move_weights``), on ``device``."""
+    model = _build(cls, init, params)
+    _move_weights(model, params)
     return model.to(device)
 
 
@@ -155,17 +201,36 @@ def _disagreement(out: list[Any], out64: list[Any], limit: float = compare.TRUST
 STABLE = compare.TRUSTED_TORCH_ERROR / compare.TORCH_ERROR_FACTOR
 
 
+def _buffers(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A module's buffers by name (BatchNorm's running statistics and its batch count, say)."""
+    return {n: b for n, b in model.named_buffers() if isinstance(b, torch.Tensor)}
+
+
 def _float64_pass(
-    call: Any, kernelbench: bool, pre: list[Any], out: list[Any], device: str, grad_out: Any, backward: bool
+    call: Any,
+    kernelbench: bool,
+    pre: list[Any],
+    out: list[Any],
+    device: str,
+    grad_out: Any,
+    backward: bool,
+    buffers: dict[str, torch.Tensor],
 ) -> tuple[Any, Any, str, str]:
     """The reference in float64 (on the device, else the CPU): (outputs, grads, where, why not), where "why not"
-    comes with outputs when they are further from ``out`` (the own-dtype result) than rounding explains."""
+    comes with outputs when they are further from ``out`` (the own-dtype result) than rounding explains.
+
+    ``buffers``: the values the call found in the buffers it updated. The float64 copy starts from them, and
+    they are replaced by what the copy left there (the truth for the candidate's updates)."""
     causes: list[str] = []
     for where in dict.fromkeys((device, "cpu")):
         try:
             args64 = _upcast(common.to_device(pre, where))
             if kernelbench:
                 call64 = copy.deepcopy(call).to(where).double()
+                own = _buffers(call64)
+                with torch.no_grad():
+                    for n, b in buffers.items():
+                        own[n].copy_(b)
                 params64 = list(call64.parameters()) if backward else []
             else:
                 call64, params64 = call, []
@@ -197,7 +262,11 @@ def _float64_pass(
                 "copy of the model misses, or explicit casts)"
             )
             continue
+        if kernelbench:
+            own = _buffers(call64)
+            buffers.update({n: own[n].detach().to("cpu", copy=True) for n in buffers})
         return out64, grads64, where, _disagreement(out, out64)
+    buffers.clear()
     return None, None, device, "; ".join(causes)
 
 
@@ -260,14 +329,14 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         inputs_module = load_module(params["inputs_from"], ctx.user_files)
     seeds: list[int] = params["seeds"]
     init = _init_inputs(module) if kernelbench else []
-    base_model = _instantiate(target, init, seeds[0], device) if kernelbench else None
+    base_model = _instantiate(target, init, params, device) if kernelbench else None
 
     tolerances = timed_check.module_tolerances(module)
 
     saved: dict[str, Any] = {"cases": {}, "state": None, "init": init}
     model_inits: dict[int, list[Any]] = {}
     if base_model is not None:
-        saved["state"] = {k: v.detach().to("cpu") for k, v in base_model.state_dict().items()}
+        saved["state"] = {k: v.to("cpu") for k, v in _tensor_state(base_model).items()}
     report: list[dict[str, Any]] = []
     precision = "float64"
     precision_causes: dict[str, Any] = {}
@@ -300,6 +369,7 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             entry["layout"] = layout
         args = common.to_device(args, device)
         pre = common.clone(args)
+        found = {n: b.detach().clone() for n, b in _buffers(model).items()} if kernelbench else {}
         try:
             torch.manual_seed(seed + 7919)
             with common.recording() as record:
@@ -337,9 +407,20 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             return None
         if not params.get("backward"):
             grads = grad_out = None
+        left = _buffers(model) if kernelbench else {}
+        # The buffers the call updated: their values before it (the candidate starts from them too), after it, and
+        # after the float64 copy's call from the same values.
+        updated = {n: b for n, b in found.items() if n in left and not common.same_bits(left[n], b, on_device=True)}
+        buffers = {
+            n: {"before": b.to("cpu"), "after": left[n].detach().to("cpu", copy=True), "after64": None}
+            for n, b in updated.items()
+        }
+        truth = dict(updated)
         out64, grads64, where64, cause = _float64_pass(
-            call, kernelbench, pre, out, device, grad_out, bool(params.get("backward"))
+            call, kernelbench, pre, out, device, grad_out, bool(params.get("backward")), truth
         )
+        for n, b in truth.items():
+            buffers[n]["after64"] = b
         other = alt64 = alt_grads64 = None
         if out64 is not None and cause:
             # Far from its own-dtype run: either the float64 run computes something else (a .view() between
@@ -388,9 +469,12 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             "alt64": common.to_cpu(alt64) if alt64 is not None else None,
             "alt_grads64": common.to_cpu(alt_grads64) if alt_grads64 is not None else None,
         }
+        if buffers:
+            saved["cases"][key]["buffers"] = buffers
+            entry["buffers_updated"] = sorted(buffers)
         if model is not base_model:
             saved["cases"][key]["init"] = model_inits.get(id(model))
-            saved["cases"][key]["state"] = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
+            saved["cases"][key]["state"] = {k: v.to("cpu") for k, v in _tensor_state(model).items()}
         report.append(entry)
         return shapes
 
@@ -420,7 +504,7 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             init_v = derive.apply_variant(init, variant)
             if init_v != init:
                 try:
-                    model = _instantiate(target, init_v, seeds[0], device)
+                    model = _instantiate(target, init_v, params, device)
                 except Exception as exc:
                     if is_sticky_cuda_error(exc):
                         raise
@@ -471,6 +555,16 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                     f"layout {kind}#{seeds[0]}", f"layout: {kind}", seeds[0], base_args, why, None, base_shapes, kind
                 )
 
+    if kernelbench and base_args is not None and any(m.training for m in base_model.modules()):  # type: ignore[union-attr]
+        # A module in training mode is also used for inference: its eval mode computes otherwise (BatchNorm from
+        # its running statistics, Dropout as the identity), and a kernel written for one mode only is wrong there.
+        flags = _set_mode(base_model, "eval")  # type: ignore[arg-type]
+        try:
+            run_case(f"mode eval#{seeds[0]}", EVAL_CASE, seeds[0], base_args, EVAL_WHY, None, base_shapes)
+        finally:
+            _set_mode(base_model, None, flags)  # type: ignore[arg-type]
+        saved["cases"].get(f"mode eval#{seeds[0]}", {})["mode"] = "eval"
+
     torch.save(saved, ctx.path("reference.pt"))
     return {
         "cases": report,
@@ -486,6 +580,20 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
 
 # About 25 ms on a GPU at 2 GHz: far longer than it takes the host to return from the call and enqueue a read.
 SIDE_STREAM_DELAY_CYCLES = 50_000_000
+
+
+def _start_buffers(model: torch.nn.Module, start: dict[str, torch.Tensor], entry: dict[str, Any]) -> list[str]:
+    """Write the values the reference's buffers held before its call into the candidate's buffers of the same names,
+    shapes and dtypes; return those names. The others go in ``entry["buffers_missing"]``."""
+    own = _buffers(model)
+    kept = [n for n, t in start.items() if n in own and own[n].shape == t.shape and own[n].dtype == t.dtype]
+    with torch.no_grad():
+        for n in kept:
+            own[n].copy_(start[n])
+    missing = sorted(set(start) - set(kept))
+    if missing:
+        entry["buffers_missing"] = missing
+    return kept
 
 
 def _unmatched_weights(own: dict[str, Any], state: dict[str, Any], most: int = 6) -> dict[str, list[str]]:
@@ -641,20 +749,25 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         def model_for(init: list[Any], state: dict[str, Any] | None) -> tuple[torch.nn.Module, str]:
             key = repr(init)
             if key not in models:
-                model = _instantiate(target, init, params["seeds"][0], device)
-                own = model.state_dict()
+                model = _build(target, init, params)
+                own = _tensor_state(model)
                 how = "seeded construction"
                 if state and set(own) == set(state) and all(own[k].shape == state[k].shape for k in own):
-                    model.load_state_dict({k: v.to(device) for k, v in state.items()})
+                    model.load_state_dict({k: v.to(device) for k, v in state.items()}, strict=False)
                     how = "copied from the reference"
-                elif state and not unmatched:
-                    unmatched.update(_unmatched_weights(own, state))
+                else:
+                    # Its own weights, moved as the reference's were (from the same construction, the same values).
+                    _move_weights(model, params)
+                    if state and not unmatched:
+                        unmatched.update(_unmatched_weights(own, state))
+                model = model.to(device)
                 models[key] = model
                 model_how[key] = how
             return models[key], model_how[key]
 
         model_how: dict[str, str] = {}
         base_model, weights = model_for(bundle["init"], bundle.get("state"))
+        reference_state = set(bundle.get("state") or {})
         if first_inputs is not None:
             calls.check_candidate(base_model.forward, first_inputs, f"{label}.forward", module)
     else:
@@ -666,6 +779,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         if first_inputs is not None:
             calls.check_candidate(target, first_inputs, label, module)
         base_model = None
+        reference_state: set[str] = set()
 
     saved: dict[str, Any] = {}
     report: list[dict[str, Any]] = []
@@ -674,6 +788,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     held: dict[str, list[Any]] = {}
     same_done: set[str] = set()
     side = _SideStreams.install(device)
+    mode_flags: dict[int, dict[torch.nn.Module, bool]] = {}  # each model's training flags as it was built
     for case in bundle["cases"]:
         key = case["key"]
         entry: dict[str, Any] = {"key": key}
@@ -697,7 +812,18 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             model_params = list(model.parameters()) if params.get("backward") else []  # type: ignore[union-attr]
         else:
             call, model_params = target, []
+        if kernelbench:
+            mode_flags[id(model)] = _set_mode(model, case.get("mode"), mode_flags.get(id(model)))
         inputs = common.to_device(case["inputs"], device)
+        # The buffers the reference's call updated start where the reference's started; read after the first call.
+        kept = _start_buffers(model, case.get("buffers") or {}, entry) if kernelbench else []
+        # The candidate's buffers the reference also has, as they are before the call: whether it changes one the
+        # reference's call leaves alone.
+        found = {
+            n: b.detach().clone()
+            for n, b in (_buffers(model).items() if kernelbench else ())
+            if n in reference_state and n not in kept
+        }
         before = [common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in inputs]
         runs: list[list[Any]] = []
         returned: list[list[Any]] = []
@@ -729,6 +855,12 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                     after = [common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in args]
                     changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
                     post = {i: _copy(args[i]) for i in changed}
+                    if kept or found:
+                        now = _buffers(call)
+                        buffers_after = {n: _copy(now[n]) for n in kept if n in now}
+                        moved = [n for n, b in found.items() if n in now and not common.same_bits(now[n], b, True)]
+                        if moved:
+                            entry["buffers_changed"] = sorted(moved)
         except BaseException as exc:
             side.disarm()
             failure = classify_exception(exc, ctx.user_files)
@@ -797,6 +929,8 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             "same": same_out,
             "grads": first_grads,
         }
+        if kept:
+            saved[key]["buffers"] = buffers_after
         report.append(entry)
     torch.save(saved, ctx.path("candidate.pt"))
     result = {"cases": report, "weights": weights, "device": device, "autotune_notes": common.AUTOTUNE_NOTES}
