@@ -62,6 +62,21 @@ def test_each_size_gets_a_large_size_past_any_block_one_program_practically_cove
     assert "derived 4000→16385" in {v.label for v in over} and all(v.new < 16385 for v in plan)
 
 
+def test_sizes_only_a_models_constructor_sets_are_derived_beside_the_inputs_sizes():
+    args = [torch.zeros(16, 64)]
+    # Linear(64, 40): 40 is the output's width and no input's size; a kernel size of 3 or a group count of 8 is no
+    # output size (changing it changes the problem), and 64 is an input's.
+    assert derive.model_only_sizes([64, 40, 3, 8, True], args, [[16, 40]]) == [40]
+    assert derive.model_only_sizes([[64, 40], 1], args, [[16, 40], [40]]) == [40]
+    assert derive.model_only_sizes([64, 40], args, [[16, 64]]) == []
+    plan, _ = derive.plan_variants(args, 2, derive.budget_bytes(args, "cpu"), [40])
+    labels = [v.label for v in plan]
+    # Not counted against the limit: the inputs' two, their large sizes, then the model's two.
+    assert labels[:2] == ["derived 64→63", "derived 16→15"] and labels[-2:] == ["derived 40→39", "derived 40→65"]
+    assert all(v.ints for v in plan if v.old == 40)
+    assert derive.plan_variants(args, 0, derive.budget_bytes(args, "cpu"), [40]) == ([], [])
+
+
 def test_a_large_size_leaves_integer_arguments_as_they_are():
     # A KernelBench model rebuilt with 2^15 features would hold a 2^30-element weight: it keeps its base size.
     x, n = torch.randn(16, 200), 200
@@ -153,6 +168,31 @@ def test_a_block_fixed_in_the_code_fails_at_the_large_size_and_a_kernel_that_fol
     good = validate(fx(problem, "reference"), fx(right, "candidate"), runner=runner, seeds=1)
     assert good.ok, messages(good)
     assert any(c.case == case and c.status == "passed" for c in good.cases)
+
+
+@pytest.mark.parametrize(
+    ("problem", "candidate", "fails_at", "kind"),
+    [
+        # A width only the constructor sets, fixed in the code: right for the problem's 40 alone.
+        ("kb_linear_problem.py", "kb_linear_widths.py:FixedWidth", "derived 40→39", FindingKind.out_of_bounds),
+        ("kb_linear_problem.py", "kb_linear_widths.py:ModelNew", None, None),
+        # A row block of 1024 fixed in the code: the large size of LayerNorm's 256 features now rebuilds the model
+        # there (4097 features fit the budget), where the model built at 256 rejected it.
+        ("kb_layernorm_problem.py", "kb_layernorm_fixed_block.py:ModelNew", "derived 256→4097", None),
+        ("kb_layernorm_problem.py", "kb_layernorm_good.py:ModelNew", None, None),
+    ],
+)
+def test_kernelbench_sizes_the_constructor_sets_are_derived_too(runner, fx, problem, candidate, fails_at, kind):
+    path, name = candidate.split(":")
+    result = validate(fx(problem), fx(path, name), runner=runner, seeds=1)
+    if fails_at is None:
+        assert result.ok, messages(result)
+        assert any(c.case in ("derived 40→39", "derived 256→4097") and c.status == "passed" for c in result.cases)
+    else:
+        assert not result.ok and any(c.case == fails_at and c.status == "failed" for c in result.cases), result.cases
+        assert all(c.status == "passed" for c in result.cases if c.derived is None), result.cases
+        if kind is not None:
+            assert kind in kinds(result), messages(result)
 
 
 @pytest.mark.slow

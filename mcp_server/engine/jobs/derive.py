@@ -159,9 +159,39 @@ def sizes_of(args: list[Any]) -> list[int]:
     return sorted(sizes, reverse=True)
 
 
-def plan_variants(args: list[Any], limit: int, budget: int) -> tuple[list[Variant], list[Variant]]:
+# A size only a KernelBench model's constructor sets (an output width, say): its most telling variants, each run
+# beside the inputs' sizes (not counted against their limit).
+MODEL_SIZE_VARIANTS = 2
+MODEL_SIZES_MOST = 2
+
+
+def model_only_sizes(init: list[Any], args: list[Any], shapes: list[list[int]]) -> list[int]:
+    """The integers of a KernelBench model's constructor arguments that are no input's size but are sizes of its
+    outputs (Linear's ``out_features``): a kernel that fixes them in its code is right only at the problem's own
+    (at most ``MODEL_SIZES_MOST``, largest first). Constructor integers outside the outputs' shapes (a kernel size,
+    a group count) are left as they are: changing them changes the problem, not only its size."""
+    found: list[int] = []
+
+    def walk(tree: Any) -> None:
+        if isinstance(tree, bool):
+            return
+        if isinstance(tree, int) and tree > 1 and tree not in found:
+            found.append(tree)
+        elif isinstance(tree, list | tuple):
+            for x in tree:
+                walk(x)
+
+    walk(init)
+    inputs = set(sizes_of(args))
+    outputs = {d for shape in shapes for d in shape}
+    return sorted((n for n in found if n in outputs and n not in inputs), reverse=True)[:MODEL_SIZES_MOST]
+
+
+def plan_variants(
+    args: list[Any], limit: int, budget: int, model_sizes: list[int] | None = None
+) -> tuple[list[Variant], list[Variant]]:
     """Variants to run (round-robin over sizes, at most ``limit``, then each size's large one when ``limit`` is
-    not 0) and those over the memory budget."""
+    not 0, then ``MODEL_SIZE_VARIANTS`` of each of ``model_sizes``) and those over the memory budget."""
     per_size = [(s, substitutes(s)) for s in sizes_of(args)]
     plan: list[Variant] = []
     over: list[Variant] = []
@@ -184,6 +214,9 @@ def plan_variants(args: list[Any], limit: int, budget: int) -> tuple[list[Varian
                 over.append(Variant(f"derived {size}→{lowest}", size, lowest, "large", ints=False))
         elif all((v.old, v.new) != (size, large[0]) for v in plan):
             plan.append(Variant(f"derived {size}→{large[0]}", size, large[0], large[1], ints=False))
+    for size in (model_sizes or []) if limit > 0 else []:
+        for new, why in substitutes(size)[:MODEL_SIZE_VARIANTS]:
+            plan.append(Variant(f"derived {size}→{new}", size, new, f"{why} (a size the model's constructor sets)"))
     return plan, over
 
 

@@ -14,6 +14,7 @@ import copy
 import math
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -112,6 +113,18 @@ def _set_mode(
     if mode == "eval":
         model.eval()
     return found
+
+
+def _model_bytes(cls: type, init: list[Any]) -> float:
+    """The bytes of the parameters and buffers of the model ``cls(*init)`` would build, counted on the meta device
+    (no memory, no values); infinite where it cannot be built there."""
+    try:
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            model = cls(*init)
+        tensors = [*model.parameters(), *model.buffers()]
+        return float(sum(t.numel() * t.element_size() for t in tensors))
+    except Exception:
+        return math.inf
 
 
 def _tensor_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -501,7 +514,15 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         args = derive.apply_variant(base_args, variant)
         model = None
         if kernelbench:
-            init_v = derive.apply_variant(init, variant)
+            rebuilt = variant
+            if (
+                not variant.ints
+                and _model_bytes(target, derive.apply_variant(init, replace(variant, ints=True))) <= budget
+            ):
+                # A large size the model's constructor also takes, where the model at that size fits the budget
+                # (LayerNorm's 4097 features, not Linear's 2^20 × 4096 weight): rebuilt there, as at other sizes.
+                rebuilt = replace(variant, ints=True)
+            init_v = derive.apply_variant(init, rebuilt)
             if init_v != init:
                 try:
                     model = _instantiate(target, init_v, params, device)
@@ -529,7 +550,8 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     if derive_on and derivable:
         torch.manual_seed(seeds[0] + 1)
         budget = derive.budget_bytes(base_args, device)
-        plan, over = derive.plan_variants(base_args, int(params.get("max_derived", 6)), budget)
+        model_sizes = derive.model_only_sizes(init, base_args, base_shapes or []) if kernelbench else []
+        plan, over = derive.plan_variants(base_args, int(params.get("max_derived", 6)), budget, model_sizes)
         sizes["over_budget"] = [f"{v.old}→{v.new}" for v in over]
         sizes["budget_mib"] = [f"{budget / derive.MIB:.0f}"]
         accepted: dict[int, bool] = {}
