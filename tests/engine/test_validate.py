@@ -311,6 +311,8 @@ def test_kernelbench_files_are_accepted_as_they_are(runner, fx):
     good = validate(fx("kb_problem.py"), fx("kb_good.py"), runner=runner)
     assert good.ok, good.findings
     assert good.mode == "kernelbench" and good.weights == "copied from the reference"
+    # Nothing in this model depends on its training flag: no eval-mode case repeats the base one.
+    assert not any(c.case == "mode: eval" for c in good.cases)
     wrong = validate(fx("kb_problem.py"), fx("kb_wrong.py"), runner=runner)
     assert FindingKind.mismatch in kinds(wrong)
     assert not any("weights of its own" in f.message for f in good.findings + wrong.findings)
@@ -498,6 +500,7 @@ def test_module_buffers_the_forward_updates_are_judged_like_outputs(runner, fx, 
         assert not [f for f in result.findings if f.kind is FindingKind.buffer_mismatch]
         if "eval" not in problem:
             assert any(r.output == "buffer bn.running_var" and r.ok for r in result.rows)
+            assert any(c.case == "mode: eval" and c.status == "passed" for c in result.cases)
     else:
         assert not result.ok and any(says in m for m in found), found
 
