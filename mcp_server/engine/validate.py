@@ -239,8 +239,10 @@ def validate(
                 "grad_out": ref_data["cases"][c["key"]]["grad_out"],
                 "init": ref_data["cases"][c["key"]].get("init"),
                 "state": ref_data["cases"][c["key"]].get("state"),
-                # What the reference's buffers held before its call (not after: that is the expected update).
-                "buffers": {n: b["before"] for n, b in (ref_data["cases"][c["key"]].get("buffers") or {}).items()},
+                # What the reference's buffers held before its call, and which it updated (not their values after:
+                # those are the expected update).
+                "buffers": ref_data["cases"][c["key"]].get("buffers_before") or {},
+                "updated": sorted(ref_data["cases"][c["key"]].get("buffers") or {}),
             }
             for c in ok_cases
         ],

@@ -566,3 +566,14 @@ def test_a_kernelbench_model_is_built_from_a_seed_that_is_no_input_seed_and_leav
     # The running statistics are moved off a new module's zeros and ones (the variance stays positive).
     assert not torch.equal(moved.bn.running_mean, built.bn.running_mean)
     assert (moved.bn.running_var > 0).all() and not torch.equal(moved.bn.running_var, built.bn.running_var)
+
+
+def test_every_buffer_starts_each_case_where_the_references_did_whatever_calls_the_candidate_made_before(runner, fx):
+    # Without derived sizes the eval-mode case follows a base case the candidate ran twice (the determinism repeat
+    # updates a BatchNorm's running statistics again): the right kernel still passes, its statistics set to the
+    # reference's before the case.
+    result = validate(
+        fx("kb_batchnorm_problem.py"), fx("kb_batchnorm_good.py"), runner=runner, seeds=2, derive_shapes=False
+    )
+    assert result.ok, result.findings
+    assert [c.case for c in result.cases] == ["base", "base", "mode: eval"]

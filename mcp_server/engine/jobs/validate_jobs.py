@@ -494,6 +494,10 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             "alt64": common.to_cpu(alt64) if alt64 is not None else None,
             "alt_grads64": common.to_cpu(alt_grads64) if alt_grads64 is not None else None,
         }
+        if found:
+            # Every buffer as the call found it: the candidate's start from the same values, whatever calls it made
+            # before (a repeat for determinism updates a BatchNorm's statistics again).
+            saved["cases"][key]["buffers_before"] = {n: b.to("cpu") for n, b in found.items()}
         if buffers:
             saved["cases"][key]["buffers"] = buffers
             entry["buffers_updated"] = sorted(buffers)
@@ -623,15 +627,18 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
 SIDE_STREAM_DELAY_CYCLES = 50_000_000
 
 
-def _start_buffers(model: torch.nn.Module, start: dict[str, torch.Tensor], entry: dict[str, Any]) -> list[str]:
+def _start_buffers(
+    model: torch.nn.Module, start: dict[str, torch.Tensor], updated: list[str], entry: dict[str, Any]
+) -> list[str]:
     """Write the values the reference's buffers held before its call into the candidate's buffers of the same names,
-    shapes and dtypes; return those names. The others go in ``entry["buffers_missing"]``."""
+    shapes and dtypes; return those names. Those the reference's call ``updated`` that the candidate lacks go in
+    ``entry["buffers_missing"]``."""
     own = _buffers(model)
     kept = [n for n, t in start.items() if n in own and own[n].shape == t.shape and own[n].dtype == t.dtype]
     with torch.no_grad():
         for n in kept:
             own[n].copy_(start[n])
-    missing = sorted(set(start) - set(kept))
+    missing = sorted(set(updated) - set(kept))
     if missing:
         entry["buffers_missing"] = missing
     return kept
@@ -856,10 +863,11 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         if kernelbench:
             mode_flags[id(model)] = _set_mode(model, case.get("mode"), mode_flags.get(id(model)))
         inputs = common.to_device(case["inputs"], device)
-        # The buffers the reference's call updated start where the reference's started; read after the first call.
-        kept = _start_buffers(model, case.get("buffers") or {}, entry) if kernelbench else []
-        # The candidate's buffers the reference also has, as they are before the call: whether it changes one the
-        # reference's call leaves alone.
+        # The buffers start where the reference's started; those its call updated are read after the first call,
+        # the others the reference has are watched for a change it does not make.
+        updated = list(case.get("updated") or [])
+        started = _start_buffers(model, case.get("buffers") or {}, updated, entry) if kernelbench else []
+        kept = [n for n in started if n in updated]
         found = {
             n: b.detach().clone()
             for n, b in (_buffers(model).items() if kernelbench else ())
