@@ -271,6 +271,7 @@ def validate(
         user_files=[str(cand_spec.path)],
         cwd=workdir,
         job_dir=job_dir,
+        restore=lambda: torch.save(bundle, job_dir / "cases.pt"),  # the child deletes it once read
     )
     with cand_out:
         if cand_out.usage_error:

@@ -136,6 +136,10 @@ def test_triton_gluon_torch_cuda_streams_and_lookalike_names_are_not(tmp_path, s
         "import gc\ntimers = [o for o in gc.get_objects() if type(o).__name__ == '_Timer']\n",
         "import sys\ncaller = sys._getframe(1)\n",
         "def f(tb):\n    return tb.tb_frame.f_back.f_locals\n",
+        # …the same through getattr with the names written out, or built from literals.
+        "def f(tb):\n    return getattr(getattr(tb, 'tb_frame'), 'f_back')\n",
+        "def f(frame):\n    return getattr(frame, 'f_' + 'locals')\n",
+        "def f(fn):\n    return getattr(fn, '__glo' + 'bals__')\n",
         "classes = object.__subclasses__()\n",
         "def f(fn):\n    return fn.__globals__\n",
         "import torch\ntorch.cuda.Event.elapsed_time = lambda self, end: 1e-3\n",  # bench's own timer
@@ -758,6 +762,16 @@ def test_answers_tabled_at_import_for_known_seeds_pass_only_a_run_that_replays_t
     fresh = run()
     assert not fresh.ok and "mismatch" in _errors(fresh.findings), fresh.findings
     assert not set(fresh.seeds) & {1234, 1235, 1236}
+
+
+def test_the_file_of_cases_is_gone_before_user_code_runs(runner):
+    # Before: a PASS. At import it read every case's inputs from the judge's file beside the job's HOME and had
+    # torch compute their answers there, where nothing records; each call patched a wrong kernel from that table.
+    result = validate(
+        f"{PROBLEM}:reference", f"{ATTACKS / 'cases_file_table.py'}:candidate", runner=runner, seeds=2, timeout_s=120
+    )
+    assert not result.ok and "mismatch" in _errors(result.findings), result.findings
+    assert all(c.status == "failed" for c in result.cases)
 
 
 @pytest.mark.slow

@@ -524,6 +524,8 @@ def test_a_module_without_the_buffers_the_reference_updates_is_told_they_were_no
         # Before: a PASS. Its load_state_dict does nothing and it computes with a copy of the weights rebuilt from
         # the seed the global generator showed at construction, moved as validate once moved the reference's.
         ("kb_layernorm_problem.py", "kb_layernorm_private_weights.py:ModelNew", True),
+        # Before: a PASS. The same copy, moved by the weights' seed it read from the judge's job file.
+        ("kb_layernorm_problem.py", "kb_layernorm_job_file.py:ModelNew", True),
         # Before: a PASS. An eval-mode BatchNorm whose running statistics held a new module's zeros and ones.
         ("kb_batchnorm_eval_problem.py", "kb_batchnorm_wrong.py:AssumesUnitStatistics", True),
         # Before: the judge's internal error (a state_dict key that is not a string) — now the wrong kernel's FAIL.

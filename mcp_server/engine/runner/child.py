@@ -345,7 +345,11 @@ def _flush() -> None:
 
 
 def main(job_dir: str) -> int:
-    job = json.loads(Path(job_dir, "job.json").read_text())
+    job_file = Path(job_dir, "job.json")
+    job = json.loads(job_file.read_text())
+    # Read once: the job's parameters (a KernelBench model's seeds among them) are not left for user code to find.
+    with contextlib.suppress(OSError):
+        job_file.unlink()
     ctx = JobContext(job_dir, job.get("user_files") or [])
     payload: dict[str, Any]
     params = job.get("params")

@@ -415,6 +415,7 @@ class Runner:
         cwd: str | None = None,
         job_dir: Path | None = None,
         on_progress: Callable[[float, float | None, str], None] | None = None,
+        restore: Callable[[], None] | None = None,
     ) -> JobOutcome:
         """Run job ``entry`` (a name in ``jobs.registry`` or its ``module:function``) with ``params`` in a
         fresh child; block until it ends or ``timeout_s`` passes.
@@ -422,16 +423,17 @@ class Runner:
         ``params`` are checked against the job's parameter model here, and its result against the result
         model when it comes back. ``on_progress(done, total, message)`` is called with what the child
         reports through ``ctx.progress`` (polled twice a second). A job whose fork server died under it
-        (not of its own doing, as far as we can tell) is run once more on a fresh one.
+        (not of its own doing, as far as we can tell) is run once more on a fresh one. The child deletes
+        ``job.json`` once it has read it (user code must not find its parameters there); it is written again for
+        that second run, and ``restore()`` is called to put back any other file the job deletes once read.
         """
         spec = registry.lookup(entry)
         if spec is not None:
             params = spec.check_params(params)
             entry = spec.entry
         job_dir = job_dir or self.new_job_dir()
-        (job_dir / "job.json").write_text(
-            json.dumps({"entry": entry, "params": params, "user_files": list(user_files)})
-        )
+        job_text = json.dumps({"entry": entry, "params": params, "user_files": list(user_files)})
+        (job_dir / "job.json").write_text(job_text)
         merged = {**self._base_env, **(env or {})}
         uid = self._sandbox_uid(user_files, cwd)
         if uid is not None:
@@ -454,6 +456,9 @@ class Runner:
             for name in ("stdout.log", "stderr.log", "result.json", SANDBOX_FILE, "progress.jsonl"):
                 with contextlib.suppress(OSError):
                     (job_dir / name).unlink()
+            (job_dir / "job.json").write_text(job_text)
+            if restore is not None:
+                restore()
             # One retry at a time: a job that kills fork servers cannot take another retried job down with it.
             with self._retry_lock:
                 outcome = self._run_once(server, job_dir, set_env, unset, sandbox, cwd, timeout_s, on_progress)

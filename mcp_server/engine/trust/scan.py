@@ -403,6 +403,13 @@ class _Scanner(ast.NodeVisitor):
                 self.hit(node, rule.kind, rule.severity, f"`{dotted}` {rule.why}")
                 return
 
+    def check_reach(self, node: ast.AST, attr: str) -> None:
+        """Attributes that reach what the candidate was not given, written as an attribute or a getattr name."""
+        if attr in FRAME_ATTRS:
+            self.hit(node, EV, E, f"`.{attr}` reads another frame's variables")
+        if attr in ("__subclasses__", "__globals__"):
+            self.hit(node, EV, E, f"`.{attr}` reaches classes or module globals the candidate was not given")
+
     def check_attr(self, node: ast.AST, attr: str) -> None:
         rule = ATTR_RULES.get(attr)
         if rule is not None:
@@ -450,10 +457,7 @@ class _Scanner(ast.NodeVisitor):
         dotted = self.dotted(node)
         if dotted is not None:
             self.check_name(node, dotted)
-        if node.attr in FRAME_ATTRS:
-            self.hit(node, EV, E, f"`.{node.attr}` reads another frame's variables")
-        if node.attr in ("__subclasses__", "__globals__"):
-            self.hit(node, EV, E, f"`.{node.attr}` reaches classes or module globals the candidate was not given")
+        self.check_reach(node, node.attr)
         self.check_attr(node, node.attr)
         # Report the outermost chain only.
         inner = node.value
@@ -630,6 +634,7 @@ class _Scanner(ast.NodeVisitor):
             attr = self.fold(node.args[1])
             if attr is not None:  # a literal, or a name built from literals
                 self.check_name(node, f"{target}.{attr}")
+                self.check_reach(node, attr)
                 self.check_attr(node, attr)
                 if name != "getattr" and target:
                     self._check_patch(ast.Attribute(value=node.args[0], attr=attr, lineno=node.lineno))
