@@ -848,8 +848,24 @@ class _Judge:
                 seed,
                 severity=Severity.warning,
             )
+        for n in cand_case.get("buffers_lost") or []:
+            self.add(
+                FindingKind.buffer_mismatch,
+                f"{name}: the candidate's module no longer has buffer {n} after its forward (the reference's "
+                "updates it there)",
+                name,
+                seed,
+            )
         after: dict[str, torch.Tensor] = cand.get("buffers") or {}
+        twice: dict[str, torch.Tensor] = cand.get("buffers_twice") or {}
         for n, values in updated.items():
+            truth = values.get("after64_twice")
+            if n in twice and truth is not None and n in after:
+                # The repeat call on the same inputs updates the buffer once more, as the reference's second call.
+                self.compare_one(
+                    f"{name} buffer {n} after a second call", name, seed, f"buffer {n} (2nd call)", twice[n],
+                    truth.to(values["after"].dtype), truth, None,
+                )  # fmt: skip
             if n in missing or n not in after:
                 continue
             if same_bits(after[n], values["before"]):

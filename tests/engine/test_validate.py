@@ -483,7 +483,10 @@ def test_layernorms_gradients_pass_with_the_one_column_case_whose_truth_is_round
         ("kb_batchnorm_problem.py", "kb_batchnorm_wrong.py:BiasedVariance", "buffer bn.running_var"),
         ("kb_batchnorm_eval_problem.py", "kb_batchnorm_wrong.py:UpdatesInEval", "which the reference's leaves"),
         # Right in training mode; after model.eval() it still normalizes with the batch's statistics.
-        ("kb_batchnorm_problem.py", "kb_batchnorm_wrong.py:TrainingOnly", "mode: eval: 1024 of 1024 elements"),
+        ("kb_batchnorm_problem.py", "kb_batchnorm_wrong.py:TrainingOnly", "mode: eval: 10"),
+        # Right after the judge writes the start values, not on the repeat call; hidden from named_buffers().
+        ("kb_batchnorm_problem.py", "kb_batchnorm_wrong.py:FirstCallOnly", "running_mean after a second call"),
+        ("kb_batchnorm_problem.py", "kb_batchnorm_wrong.py:HiddenBuffers", "the candidate's leaves it as it was"),
         ("kb_batchnorm_problem.py", "kb_batchnorm_good.py:ModelNew", None),
         ("kb_batchnorm_eval_problem.py", "kb_batchnorm_wrong.py:InEval", None),
     ],
@@ -532,6 +535,10 @@ def test_a_module_without_the_buffers_the_reference_updates_is_told_they_were_no
         ("kb_problem.py", "kb_odd_state.py:IntKeys", True),
         # Before: a usage error (extra state is no tensor to copy) — now its right kernel's PASS.
         ("kb_extra_state_problem.py", "kb_odd_state.py:Good", False),
+        # Before: a FAIL of a right kernel. The causal mask, a frozen Parameter, was moved off its ones and zeros,
+        # so the reference masked nothing; a frozen Parameter is a constant of the model and is left as it is.
+        ("kb_frozen_mask_problem.py", "kb_frozen_mask.py:ModelNew", False),
+        ("kb_frozen_mask_problem.py", "kb_frozen_mask.py:Strict", True),
     ],
 )
 def test_kernelbench_weights_reach_the_candidate_only_through_what_it_is_given(runner, fx, problem, candidate, fails):

@@ -85,7 +85,9 @@ def _move_weights(model: torch.nn.Module, params: dict[str, Any]) -> None:
     moved = torch.Generator().manual_seed(params["weights_seed"])
     with torch.no_grad():
         for param in model.parameters():
-            if param.is_floating_point() and param.numel():
+            # Not a frozen one (requires_grad=False): that is a constant of the model's definition, such as a
+            # causal mask of ones and zeros, which moving would turn into another problem.
+            if param.is_floating_point() and param.numel() and param.requires_grad:
                 noise = torch.randn(param.shape, generator=moved).to(param.dtype)
                 param.add_(0.1 * (param.abs() + 0.1) * noise.to(param.device))
         for part in model.modules():
@@ -227,9 +229,21 @@ def _disagreement(out: list[Any], out64: list[Any], limit: float = compare.TRUST
 STABLE = compare.TRUSTED_TORCH_ERROR / compare.TORCH_ERROR_FACTOR
 
 
-def _buffers(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """A module's buffers by name (BatchNorm's running statistics and its batch count, say)."""
-    return {n: b for n, b in model.named_buffers() if isinstance(b, torch.Tensor)}
+def _buffers(model: torch.nn.Module, prefix: str = "", seen: set[int] | None = None) -> dict[str, torch.Tensor]:
+    """A module's buffers by name (BatchNorm's running statistics and its batch count, say), read from the
+    modules' own tables: a module's named_buffers(), named_modules() or attribute lookup may be its own code."""
+    seen = set() if seen is None else seen
+    if id(model) in seen:
+        return {}
+    seen.add(id(model))
+    found: dict[str, torch.Tensor] = {}
+    for name, value in (object.__getattribute__(model, "_buffers") or {}).items():
+        if isinstance(value, torch.Tensor):
+            found[prefix + name] = value
+    for name, child in (object.__getattribute__(model, "_modules") or {}).items():
+        if isinstance(child, torch.nn.Module):
+            found.update(_buffers(child, f"{prefix}{name}.", seen))
+    return found
 
 
 def _float64_pass(
@@ -246,7 +260,8 @@ def _float64_pass(
     comes with outputs when they are further from ``out`` (the own-dtype result) than rounding explains.
 
     ``buffers``: the values the call found in the buffers it updated. The float64 copy starts from them, and
-    they are replaced by what the copy left there (the truth for the candidate's updates)."""
+    each is replaced by what the copy left there after its call and after a second call on the same inputs (the
+    truth for the candidate's updates)."""
     causes: list[str] = []
     for where in dict.fromkeys((device, "cpu")):
         try:
@@ -288,9 +303,14 @@ def _float64_pass(
                 "copy of the model misses, or explicit casts)"
             )
             continue
-        if kernelbench:
+        if kernelbench and buffers:
             own = _buffers(call64)
-            buffers.update({n: own[n].detach().to("cpu", copy=True) for n in buffers})
+            after = {n: own[n].detach().to("cpu", copy=True) for n in buffers}
+            # And after a second call on the same inputs (the candidate's repeat is judged on it too).
+            with torch.no_grad():
+                call64(*args64)
+            own = _buffers(call64)
+            buffers.update({n: (after[n], own[n].detach().to("cpu", copy=True)) for n in buffers})
         return out64, grads64, where, _disagreement(out, out64)
     buffers.clear()
     return None, None, device, "; ".join(causes)
@@ -445,8 +465,8 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         out64, grads64, where64, cause = _float64_pass(
             call, kernelbench, pre, out, device, grad_out, bool(params.get("backward")), truth
         )
-        for n, b in truth.items():
-            buffers[n]["after64"] = b
+        for n, (once, twice) in truth.items():
+            buffers[n].update(after64=once, after64_twice=twice)
         other = alt64 = alt_grads64 = None
         if out64 is not None and cause:
             # Far from its own-dtype run: either the float64 run computes something else (a .view() between
@@ -878,6 +898,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             if n in reference_state and n not in kept
         }
         before = [common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in inputs]
+        buffers_read: list[dict[str, torch.Tensor]] = []
         runs: list[list[Any]] = []
         returned: list[list[Any]] = []
         autotune_configs.start_case()
@@ -908,12 +929,18 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                     after = [common.tensor_digest(t) if isinstance(t, torch.Tensor) else None for t in args]
                     changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
                     post = {i: _copy(args[i]) for i in changed}
-                    if kept or found:
-                        now = _buffers(call)
-                        buffers_after = {n: _copy(now[n]) for n in kept if n in now}
-                        moved = [n for n, b in found.items() if n in now and not common.same_bits(now[n], b, True)]
-                        if moved:
-                            entry["buffers_changed"] = sorted(moved)
+                if kept or found:
+                    # After each call: the buffers it updates (the reference's update once, then twice), and
+                    # whether one the reference leaves alone changed.
+                    now = _buffers(call)
+                    read = {n: _copy(now[n]) for n in kept if n in now}
+                    buffers_read.append(read)
+                    lost = sorted(set(kept) - set(read))
+                    moved = [n for n, b in found.items() if n not in now or not common.same_bits(now[n], b, True)]
+                    if lost:
+                        entry["buffers_lost"] = lost
+                    if moved:
+                        entry["buffers_changed"] = sorted(set(entry.get("buffers_changed", [])) | set(moved))
         except BaseException as exc:
             side.disarm()
             failure = classify_exception(exc, ctx.user_files)
@@ -982,8 +1009,10 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             "same": same_out,
             "grads": first_grads,
         }
-        if kept:
-            saved[key]["buffers"] = buffers_after
+        if kept and buffers_read:
+            saved[key]["buffers"] = buffers_read[0]
+            if len(buffers_read) > 1:
+                saved[key]["buffers_twice"] = buffers_read[1]
         report.append(entry)
     torch.save(saved, ctx.path("candidate.pt"))
     result = {"cases": report, "weights": weights, "device": device, "autotune_notes": common.AUTOTUNE_NOTES}
