@@ -99,6 +99,8 @@ def _move_weights(model: torch.nn.Module, params: dict[str, Any]) -> None:
 
 
 EVAL_CASE = "mode: eval"
+# The derived sizes that also run in eval mode (where it computes otherwise): a non-power-of-2 tail and the large.
+EVAL_SIZES = ("size−1", "large:")
 EVAL_WHY = (
     "the model in eval mode (model.eval()), as for inference: BatchNorm normalizes with its running statistics and "
     "leaves them, Dropout passes values through"
@@ -543,6 +545,31 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             if base_args is None:
                 base_args, base_shapes, base_key = case.args, shapes, f"{case.name}#{seed}"
 
+    def run_in_eval(key: str, name: str, args: list[Any], why: str, model: Any, expect: Any) -> bool:
+        """Run a case with the model switched to eval mode (each submodule's own flag put back after); True when
+        it ran and is kept."""
+        target_model = model if model is not None else base_model
+        flags = _set_mode(target_model, "eval")
+        try:
+            ok = run_case(key, name, seeds[0], args, why, model, expect) is not None
+        finally:
+            _set_mode(target_model, None, flags)
+        if ok:
+            saved["cases"][key]["mode"] = "eval"
+        return ok
+
+    # A module in training mode is also used for inference: its eval mode computes otherwise (BatchNorm from its
+    # running statistics, Dropout as the identity), and a kernel written for one mode only is wrong there.
+    eval_matters = False
+    if kernelbench and base_args is not None and any(m.training for m in base_model.modules()):  # type: ignore[union-attr]
+        key = f"mode eval#{seeds[0]}"
+        eval_matters = run_in_eval(key, EVAL_CASE, base_args, EVAL_WHY, None, base_shapes)
+        if eval_matters and _same_in_both_modes(saved["cases"][key], saved["cases"].get(base_key)):
+            # Nothing in the model depends on the mode: the case would repeat the base case.
+            del saved["cases"][key]
+            report[:] = [r for r in report if r.get("key") != key]
+            eval_matters = False
+
     sizes: dict[str, list[str]] = {"ran": [], "rejected": [], "over_budget": [], "budget_mib": []}
     derive_on = params.get("derive", True) and base_args is not None
 
@@ -582,6 +609,10 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 model_inits[id(model)] = init_v
         expect = [[variant.new if d == variant.old else d for d in shape] for shape in base_shapes or []]
         ok = run_case(key, variant.label, seeds[0], args, variant.why, model, expect) is not None
+        if ok and eval_matters and variant.why.startswith(EVAL_SIZES):
+            # Eval mode at a size of a kernel's tail or past its block too, not only at the problem's own.
+            label = f"{variant.label}, {EVAL_CASE}"
+            run_in_eval(f"{label}#{seeds[0]}", label, args, f"{variant.why}; {EVAL_WHY}", model, expect)
         sizes["ran" if ok else "rejected"].append(f"{variant.old}→{variant.new}")
         return ok
 
@@ -614,22 +645,6 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
                 run_case(
                     f"layout {kind}#{seeds[0]}", f"layout: {kind}", seeds[0], base_args, why, None, base_shapes, kind
                 )
-
-    if kernelbench and base_args is not None and any(m.training for m in base_model.modules()):  # type: ignore[union-attr]
-        # A module in training mode is also used for inference: its eval mode computes otherwise (BatchNorm from
-        # its running statistics, Dropout as the identity), and a kernel written for one mode only is wrong there.
-        flags = _set_mode(base_model, "eval")  # type: ignore[arg-type]
-        key = f"mode eval#{seeds[0]}"
-        try:
-            run_case(key, EVAL_CASE, seeds[0], base_args, EVAL_WHY, None, base_shapes)
-        finally:
-            _set_mode(base_model, None, flags)  # type: ignore[arg-type]
-        if key in saved["cases"] and _same_in_both_modes(saved["cases"][key], saved["cases"].get(base_key)):
-            # Nothing in the model depends on the mode: the case would repeat the base case.
-            del saved["cases"][key]
-            report[:] = [r for r in report if r.get("key") != key]
-        elif key in saved["cases"]:
-            saved["cases"][key]["mode"] = "eval"
 
     torch.save(saved, ctx.path("reference.pt"))
     return {
@@ -823,7 +838,7 @@ def candidate(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             if key not in models:
                 model = _build(target, init, params)
                 own = _tensor_state(model)
-                how = "seeded construction"
+                how = "seeded construction" if own or state else "none (the model holds no weights)"
                 if state and set(own) == set(state) and all(own[k].shape == state[k].shape for k in own):
                     model.load_state_dict({k: v.to(device) for k, v in state.items()}, strict=False)
                     how = "copied from the reference"
