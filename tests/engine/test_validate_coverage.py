@@ -69,6 +69,8 @@ def test_sizes_only_a_models_constructor_sets_are_derived_beside_the_inputs_size
     assert derive.model_only_sizes([64, 40, 3, 8, True], args, [[16, 40]]) == [40]
     assert derive.model_only_sizes([[64, 40], 1], args, [[16, 40], [40]]) == [40]
     assert derive.model_only_sizes([64, 40], args, [[16, 64]]) == []
+    # A hidden width is a size of the weights only; after the outputs' sizes.
+    assert derive.model_only_sizes([64, 32, 40, 8], args, [[16, 40]], [[32, 64], [32], [40, 32], [40]]) == [40, 32]
     plan, _ = derive.plan_variants(args, 2, derive.budget_bytes(args, "cpu"), [40])
     labels = [v.label for v in plan]
     # Not counted against the limit: the inputs' two, their large sizes, then the model's two.
@@ -176,6 +178,9 @@ def test_a_block_fixed_in_the_code_fails_at_the_large_size_and_a_kernel_that_fol
         # A width only the constructor sets, fixed in the code: right for the problem's 40 alone.
         ("kb_linear_problem.py", "kb_linear_widths.py:FixedWidth", "derived 40→39", FindingKind.out_of_bounds),
         ("kb_linear_problem.py", "kb_linear_widths.py:ModelNew", None, None),
+        # A hidden width (a size of the weights only), fixed in the code.
+        ("kb_mlp_problem.py", "kb_mlp.py:FixedHidden", "derived 32→31", FindingKind.out_of_bounds),
+        ("kb_mlp_problem.py", "kb_mlp.py:ModelNew", None, None),
         # A row block of 1024 fixed in the code: the large size of LayerNorm's 256 features now rebuilds the model
         # there (4097 features fit the budget), where the model built at 256 rejected it.
         ("kb_layernorm_problem.py", "kb_layernorm_fixed_block.py:ModelNew", "derived 256→4097", None),
@@ -187,7 +192,8 @@ def test_kernelbench_sizes_the_constructor_sets_are_derived_too(runner, fx, prob
     result = validate(fx(problem), fx(path, name), runner=runner, seeds=1)
     if fails_at is None:
         assert result.ok, messages(result)
-        assert any(c.case in ("derived 40→39", "derived 256→4097") and c.status == "passed" for c in result.cases)
+        telling = ("derived 40→39", "derived 256→4097", "derived 32→31")
+        assert any(c.case in telling and c.status == "passed" for c in result.cases)
     else:
         assert not result.ok and any(c.case == fails_at and c.status == "failed" for c in result.cases), result.cases
         assert all(c.status == "passed" for c in result.cases if c.derived is None), result.cases

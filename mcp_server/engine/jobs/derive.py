@@ -165,11 +165,15 @@ MODEL_SIZE_VARIANTS = 2
 MODEL_SIZES_MOST = 2
 
 
-def model_only_sizes(init: list[Any], args: list[Any], shapes: list[list[int]]) -> list[int]:
+def model_only_sizes(
+    init: list[Any], args: list[Any], shapes: list[list[int]], weight_shapes: list[list[int]] | None = None
+) -> list[int]:
     """The integers of a KernelBench model's constructor arguments that are no input's size but are sizes of its
-    outputs (Linear's ``out_features``): a kernel that fixes them in its code is right only at the problem's own
-    (at most ``MODEL_SIZES_MOST``, largest first). Constructor integers outside the outputs' shapes (a kernel size,
-    a group count) are left as they are: changing them changes the problem, not only its size."""
+    outputs (Linear's ``out_features``), then those that are sizes of its weights only (a hidden width): a kernel
+    that fixes them in its code is right only at the problem's own (at most ``MODEL_SIZES_MOST``; outputs' first,
+    largest first). Constructor integers in neither (a group count, a head count) are left as they are: changing
+    them changes the problem, not only its size; a variant whose outputs do not keep the shape the substitution
+    predicts (a kernel size changes the spatial size) is rejected like any other."""
     found: list[int] = []
 
     def walk(tree: Any) -> None:
@@ -184,7 +188,10 @@ def model_only_sizes(init: list[Any], args: list[Any], shapes: list[list[int]]) 
     walk(init)
     inputs = set(sizes_of(args))
     outputs = {d for shape in shapes for d in shape}
-    return sorted((n for n in found if n in outputs and n not in inputs), reverse=True)[:MODEL_SIZES_MOST]
+    weights = {d for shape in weight_shapes or [] for d in shape}
+    first = sorted((n for n in found if n in outputs and n not in inputs), reverse=True)
+    then = sorted((n for n in found if n in weights and n not in outputs and n not in inputs), reverse=True)
+    return (first + then)[:MODEL_SIZES_MOST]
 
 
 def plan_variants(

@@ -619,7 +619,13 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     if derive_on and derivable:
         torch.manual_seed(seeds[0] + 1)
         budget = derive.budget_bytes(base_args, device)
-        model_sizes = derive.model_only_sizes(init, base_args, base_shapes or []) if kernelbench else []
+        model_sizes = (
+            derive.model_only_sizes(
+                init, base_args, base_shapes or [], [list(t.shape) for t in _tensor_state(base_model).values()]
+            )
+            if kernelbench and base_model is not None
+            else []
+        )
         plan, over = derive.plan_variants(base_args, int(params.get("max_derived", 6)), budget, model_sizes)
         sizes["over_budget"] = [f"{v.old}→{v.new}" for v in over]
         sizes["budget_mib"] = [f"{budget / derive.MIB:.0f}"]
