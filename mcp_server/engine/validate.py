@@ -307,6 +307,7 @@ def validate(
             trust_findings += _judged(judge, cand_spec.path, ref_meta, ref_data, cand_out.result or {})
         judge.findings.extend(trust_findings)
         _explain_unmatched_weights(judge.findings, (cand_out.result or {}).get("weights_unmatched"))
+        _explain_random_reference(judge.findings, ref_meta.get("random_modules"))
         judge.judge_reference_precision()
         judge.note_loose_tolerances(given=bool(tolerances))
     if device.interpreter and specs is not None:
@@ -358,6 +359,21 @@ def _explain_unmatched_weights(findings: list[Finding], unmatched: dict[str, lis
                 f". The candidate ran on weights of its own, not the reference's: their state_dicts differ ("
                 f"{'; '.join(parts)}), so each module drew its own from the same seed. Name and shape the parameters "
                 "and buffers as the reference does, and validate gives the candidate the reference's weights"
+            )
+            return
+
+
+def _explain_random_reference(findings: list[Finding], parts: list[str] | None) -> None:
+    """Where the reference model draws random numbers in training mode, its first wrong-values finding outside
+    eval mode says so: no kernel reproduces torch's dropout mask."""
+    if not parts:
+        return
+    for f in findings:
+        if f.kind in _VALUE_FINDINGS and "mode: eval" not in (f.case or ""):
+            f.message += (
+                f". The reference is random here: {', '.join(map(str, parts[:4]))} in training mode draws a new mask "
+                "on every call, which no kernel reproduces; judge the model in eval mode (self.eval() in the "
+                "problem's Model) or with p=0"
             )
             return
 

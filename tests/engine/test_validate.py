@@ -589,3 +589,14 @@ def test_every_buffer_starts_each_case_where_the_references_did_whatever_calls_t
     )
     assert result.ok, result.findings
     assert [c.case for c in result.cases] == ["base", "base", "mode: eval"]
+
+
+def test_a_reference_random_in_training_mode_is_named_in_the_failure_and_its_eval_mode_is_judged(runner, fx):
+    # Dropout(0.5) in training mode: no kernel reproduces torch's mask, and the failure says so (before, it read
+    # as the kernel's own error); after model.eval() the dropout is the identity, and the right kernel passes there.
+    result = validate(fx("kb_dropout_problem.py"), fx("kb_linear_widths.py", "ModelNew"), runner=runner, seeds=1)
+    assert not result.ok
+    said = [f.message for f in result.findings if f.kind is FindingKind.mismatch]
+    assert sum("The reference is random here: dropout (Dropout p=0.5) in training mode" in m for m in said) == 1
+    evaluated = [c for c in result.cases if c.case.endswith("mode: eval")]
+    assert evaluated and all(c.status == "passed" for c in evaluated), result.cases

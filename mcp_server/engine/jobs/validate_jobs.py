@@ -144,6 +144,15 @@ def _same_in_both_modes(evaluated: dict[str, Any], trained: dict[str, Any] | Non
     )
 
 
+def _random_modules(model: torch.nn.Module) -> list[str]:
+    """The reference model's parts that draw random numbers on every call: Dropout with p > 0 in training mode."""
+    return [
+        f"{name or 'the model'} ({type(part).__name__} p={part.p:g})"
+        for name, part in model.named_modules()
+        if isinstance(part, torch.nn.modules.dropout._DropoutNd) and part.p > 0 and part.training
+    ]
+
+
 def _tensor_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """A model's state_dict as the tensors it names (a module's extra state, or a key that is not a string, is not a
     weight to copy)."""
@@ -660,6 +669,7 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         "tolerances": tolerances,
         "device": device,
         "derivable": derivable,
+        "random_modules": _random_modules(base_model) if base_model is not None else [],
         "sizes": sizes,
         **precision_causes,
     }
