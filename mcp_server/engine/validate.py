@@ -858,8 +858,9 @@ class _Judge:
         if missing:
             self.add(
                 FindingKind.buffer_mismatch,
-                f"{name}: the reference's forward updates its buffers {', '.join(missing)}; the candidate's module "
-                "has none of those names, shapes and dtypes, so whether it keeps them up to date was not checked",
+                f"{name}: the reference's forward updates its buffers {', '.join(map(str, missing))}; the "
+                "candidate's module has none of those names, shapes and dtypes, so whether it keeps them up to date "
+                "was not checked",
                 name,
                 seed,
                 severity=Severity.warning,
