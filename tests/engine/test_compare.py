@@ -57,10 +57,14 @@ def test_bf16_rounding_of_the_exact_result_passes_and_a_one_percent_bias_fails()
     assert compare_tensor(biased, r, g, tolerance_for(torch.bfloat16)).problem is FindingKind.mismatch
 
 
-def test_the_allowed_error_grows_with_pytorchs_own_error():
-    g = torch.randn(4096, dtype=torch.float64)
-    noisy_ref = (g + 1e-3 * torch.randn_like(g)).float()  # PyTorch itself is this far off
-    cand = (g + 2e-3 * torch.randn_like(g)).float()
+@pytest.mark.parametrize("seed", range(40))
+def test_the_allowed_error_grows_with_pytorchs_own_error(seed):
+    # PyTorch itself 1e-3 off everywhere: the values it got within fp32's tolerance are the few it was lucky on, so
+    # the mean error for each value's size is not held against the candidate there (it failed a quarter of seeds).
+    gen = torch.Generator().manual_seed(seed)
+    g = torch.randn(4096, dtype=torch.float64, generator=gen)
+    noisy_ref = (g + 1e-3 * torch.randn(4096, dtype=torch.float64, generator=gen)).float()
+    cand = (g + 2e-3 * torch.randn(4096, dtype=torch.float64, generator=gen)).float()
     assert compare_tensor(cand, noisy_ref, g, tolerance_for(torch.float32)).ok
     assert not compare_tensor(cand, g.float(), g, tolerance_for(torch.float32)).ok
 
