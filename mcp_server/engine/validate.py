@@ -353,28 +353,32 @@ def _explain_unmatched_weights(findings: list[Finding], unmatched: dict[str, lis
         ("reshaped", "shaped otherwise:"),
     )
     parts = [f"{words} {', '.join(map(str, unmatched[key]))}" for key, words in said if unmatched.get(key)]
-    for f in findings:
-        if f.kind in _VALUE_FINDINGS:
-            f.message += (
-                f". The candidate ran on weights of its own, not the reference's: their state_dicts differ ("
-                f"{'; '.join(parts)}), so each module drew its own from the same seed. Name and shape the parameters "
-                "and buffers as the reference does, and validate gives the candidate the reference's weights"
-            )
-            return
+    _tell_first_value_finding(
+        findings,
+        f". The candidate ran on weights of its own, not the reference's: their state_dicts differ ("
+        f"{'; '.join(parts)}), so each module drew its own from the same seed. Name and shape the parameters "
+        "and buffers as the reference does, and validate gives the candidate the reference's weights",
+    )
 
 
 def _explain_random_reference(findings: list[Finding], parts: list[str] | None) -> None:
     """Where the reference model draws random numbers in training mode, its first wrong-values finding outside
     eval mode says so: no kernel reproduces torch's dropout mask."""
-    if not parts:
-        return
+    if parts:
+        _tell_first_value_finding(
+            findings,
+            f". The reference is random here: {', '.join(map(str, parts[:4]))} in training mode draws a new mask "
+            "on every call, which no kernel reproduces; judge the model in eval mode (self.eval() in the problem's "
+            "Model) or with p=0",
+            skip_eval=True,
+        )
+
+
+def _tell_first_value_finding(findings: list[Finding], text: str, skip_eval: bool = False) -> None:
+    """Add ``text`` to the first finding about an output's values (outside the eval-mode cases, ``skip_eval``)."""
     for f in findings:
-        if f.kind in _VALUE_FINDINGS and "mode: eval" not in (f.case or ""):
-            f.message += (
-                f". The reference is random here: {', '.join(map(str, parts[:4]))} in training mode draws a new mask "
-                "on every call, which no kernel reproduces; judge the model in eval mode (self.eval() in the "
-                "problem's Model) or with p=0"
-            )
+        if f.kind in _VALUE_FINDINGS and not (skip_eval and "mode: eval" in (f.case or "")):
+            f.message += text
             return
 
 

@@ -489,6 +489,8 @@ def test_layernorms_gradients_pass_with_the_one_column_case_whose_truth_is_round
         # Right after the judge writes the start values, not on the repeat call; hidden from named_buffers().
         ("kb_batchnorm_problem.py", "kb_batchnorm_wrong.py:FirstCallOnly", "running_mean after a second call"),
         ("kb_batchnorm_problem.py", "kb_batchnorm_wrong.py:HiddenBuffers", "the candidate's leaves it as it was"),
+        # Taken out of the module's buffers after the call.
+        ("kb_batchnorm_problem.py", "kb_batchnorm_wrong.py:LosesBuffers", "no longer has buffer bn.running_mean"),
         ("kb_batchnorm_problem.py", "kb_batchnorm_good.py:ModelNew", None),
         ("kb_batchnorm_eval_problem.py", "kb_batchnorm_wrong.py:InEval", None),
     ],

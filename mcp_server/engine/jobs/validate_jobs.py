@@ -265,14 +265,14 @@ def _float64_pass(
     device: str,
     grad_out: Any,
     backward: bool,
-    buffers: dict[str, torch.Tensor],
-) -> tuple[Any, Any, str, str]:
-    """The reference in float64 (on the device, else the CPU): (outputs, grads, where, why not), where "why not"
-    comes with outputs when they are further from ``out`` (the own-dtype result) than rounding explains.
+    starts: dict[str, torch.Tensor],
+) -> tuple[Any, Any, str, str, dict[str, tuple[torch.Tensor, torch.Tensor]]]:
+    """The reference in float64 (on the device, else the CPU): (outputs, grads, where, why not, buffers), where
+    "why not" comes with outputs when they are further from ``out`` (the own-dtype result) than rounding explains.
 
-    ``buffers``: the values the call found in the buffers it updated. The float64 copy starts from them, and
-    each is replaced by what the copy left there after its call and after a second call on the same inputs (the
-    truth for the candidate's updates)."""
+    ``starts``: the values the call found in the buffers it updated. The float64 copy starts from them, and
+    ``buffers`` holds what it left in each after its call and after a second call on the same inputs (the truth
+    for the candidate's updates)."""
     causes: list[str] = []
     for where in dict.fromkeys((device, "cpu")):
         try:
@@ -281,7 +281,7 @@ def _float64_pass(
                 call64 = copy.deepcopy(call).to(where).double()
                 own = _buffers(call64)
                 with torch.no_grad():
-                    for n, b in buffers.items():
+                    for n, b in starts.items():
                         own[n].copy_(b)
                 params64 = list(call64.parameters()) if backward else []
             else:
@@ -314,17 +314,17 @@ def _float64_pass(
                 "copy of the model misses, or explicit casts)"
             )
             continue
-        if kernelbench and buffers:
+        buffers64: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        if kernelbench and starts:
             own = _buffers(call64)
-            after = {n: own[n].detach().to("cpu", copy=True) for n in buffers}
+            once = {n: own[n].detach().to("cpu", copy=True) for n in starts}
             # And after a second call on the same inputs (the candidate's repeat is judged on it too).
             with torch.no_grad():
                 call64(*args64)
             own = _buffers(call64)
-            buffers.update({n: (after[n], own[n].detach().to("cpu", copy=True)) for n in buffers})
-        return out64, grads64, where, _disagreement(out, out64)
-    buffers.clear()
-    return None, None, device, "; ".join(causes)
+            buffers64 = {n: (once[n], own[n].detach().to("cpu", copy=True)) for n in starts}
+        return out64, grads64, where, _disagreement(out, out64), buffers64
+    return None, None, device, "; ".join(causes), {}
 
 
 def _nudge(t: torch.Tensor) -> torch.Tensor:
@@ -472,11 +472,10 @@ def reference(params: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
             n: {"before": b.to("cpu"), "after": left[n].detach().to("cpu", copy=True), "after64": None}
             for n, b in updated.items()
         }
-        truth = dict(updated)
-        out64, grads64, where64, cause = _float64_pass(
-            call, kernelbench, pre, out, device, grad_out, bool(params.get("backward")), truth
+        out64, grads64, where64, cause, buffers64 = _float64_pass(
+            call, kernelbench, pre, out, device, grad_out, bool(params.get("backward")), updated
         )
-        for n, (once, twice) in truth.items():
+        for n, (once, twice) in buffers64.items():
             buffers[n].update(after64=once, after64_twice=twice)
         other = alt64 = alt_grads64 = None
         if out64 is not None and cause:
